@@ -1,0 +1,131 @@
+"""Metric definitions and the pure math behind every number the harness reports.
+
+Counters come from vLLM (offline `LLM.get_metrics()` or the server's `/metrics`); they are
+cumulative, so every cell is a *delta*: snapshot before, snapshot after, subtract.
+
+  num_drafts            verify steps that carried draft tokens          (vllm:spec_decode_num_drafts)
+  num_draft_tokens      draft tokens proposed                           (…num_draft_tokens)
+  num_accepted_tokens   draft tokens accepted                           (…num_accepted_tokens)
+  accepted_per_pos[i]   drafts whose token at position i was accepted   (…num_accepted_tokens_per_pos)
+
+Derived, pooled over all drafts of a cell (vLLM's convention; never an average of ratios):
+
+  acceptance_length (AL, τ) = 1 + num_accepted_tokens / num_drafts
+      tokens emitted per verify step, *including* the verifier's bonus token; 1 … k+1.
+  draft_acceptance_rate     = num_accepted_tokens / num_draft_tokens = (AL − 1) / k; a fraction.
+  per_position_rate[i]      = accepted_per_pos[i] / num_drafts
+      unconditional (position i accepted, which implies 0…i−1 were); non-increasing in i.
+  speedup                   = spec output_tok_per_s / baseline output_tok_per_s, the two measured
+      on the same prompts, max tokens, sampling, concurrency and parallelism.
+  output_tok_per_s          = output tokens of all requests / wall time of the measured batch.
+  lossless_match_rate       = requests whose speculative output tokens equal the baseline's
+      / requests compared (T = 0 only; near-ties can flip a token, so it is measured, not assumed).
+  per-request AL            = vLLM's per-request summary (`spec_decode_metrics`), same formula
+      per request; its mean differs from the pooled AL (SpecForge reports the former, vLLM the
+      latter) and is used for the bootstrap confidence interval.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SpecCounters:
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+    accepted_per_pos: tuple[int, ...] = field(default_factory=tuple)
+
+    def __sub__(self, before: SpecCounters) -> SpecCounters:
+        n = max(len(self.accepted_per_pos), len(before.accepted_per_pos))
+        a = self.accepted_per_pos + (0,) * (n - len(self.accepted_per_pos))
+        b = before.accepted_per_pos + (0,) * (n - len(before.accepted_per_pos))
+        return SpecCounters(
+            self.num_drafts - before.num_drafts,
+            self.num_draft_tokens - before.num_draft_tokens,
+            self.num_accepted_tokens - before.num_accepted_tokens,
+            tuple(x - y for x, y in zip(a, b)),
+        )
+
+    def __add__(self, other: SpecCounters) -> SpecCounters:
+        n = max(len(self.accepted_per_pos), len(other.accepted_per_pos))
+        a = self.accepted_per_pos + (0,) * (n - len(self.accepted_per_pos))
+        b = other.accepted_per_pos + (0,) * (n - len(other.accepted_per_pos))
+        return SpecCounters(
+            self.num_drafts + other.num_drafts,
+            self.num_draft_tokens + other.num_draft_tokens,
+            self.num_accepted_tokens + other.num_accepted_tokens,
+            tuple(x + y for x, y in zip(a, b)),
+        )
+
+
+def acceptance_length(c: SpecCounters) -> float | None:
+    """1 + accepted / drafts (includes the bonus token); None when there were no drafts."""
+    return 1.0 + c.num_accepted_tokens / c.num_drafts if c.num_drafts else None
+
+
+def draft_acceptance_rate(c: SpecCounters) -> float | None:
+    """accepted / draft tokens, a fraction in [0, 1]; None when nothing was drafted."""
+    return c.num_accepted_tokens / c.num_draft_tokens if c.num_draft_tokens else None
+
+
+def per_position_rates(c: SpecCounters) -> tuple[float, ...]:
+    """accepted_per_pos[i] / drafts (unconditional); empty when there were no drafts."""
+    if not c.num_drafts:
+        return ()
+    return tuple(x / c.num_drafts for x in c.accepted_per_pos)
+
+
+def output_tok_per_s(num_output_tokens: int, wall_s: float) -> float | None:
+    return num_output_tokens / wall_s if wall_s > 0 else None
+
+
+def speedup(spec_tok_per_s: float | None, base_tok_per_s: float | None) -> float | None:
+    if not spec_tok_per_s or not base_tok_per_s:
+        return None
+    return spec_tok_per_s / base_tok_per_s
+
+
+def lossless_match(spec_outputs: Sequence[Sequence[int]], base_outputs: Sequence[Sequence[int]]) -> tuple[int, int]:
+    """(requests whose token ids are identical, requests compared)."""
+    pairs = list(zip(spec_outputs, base_outputs, strict=True))
+    return sum(list(a) == list(b) for a, b in pairs), len(pairs)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear-interpolated percentile (q in [0, 100]); None for no values."""
+    if not values:
+        return None
+    xs = sorted(values)
+    if len(xs) == 1:
+        return xs[0]
+    pos = (len(xs) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def bootstrap_ci(per_request_accepted: Sequence[int], per_request_drafts: Sequence[int],
+                 level: float = 0.95, num_resamples: int = 2000, seed: int = 0) -> tuple[float, float] | None:
+    """Confidence interval of the pooled AL by resampling requests (a request is the unit of
+    independence: its drafts are correlated). Returns (low, high) or None with < 2 requests."""
+    pairs = [(a, d) for a, d in zip(per_request_accepted, per_request_drafts, strict=True) if d > 0]
+    if len(pairs) < 2:
+        return None
+    rng = random.Random(seed)
+    stats = []
+    for _ in range(num_resamples):
+        sample = [pairs[rng.randrange(len(pairs))] for _ in pairs]
+        acc = sum(a for a, _ in sample)
+        drafts = sum(d for _, d in sample)
+        stats.append(1.0 + acc / drafts)
+    alpha = (1 - level) / 2 * 100
+    return percentile(stats, alpha), percentile(stats, 100 - alpha)

@@ -1,0 +1,78 @@
+"""The one small interface every engine implements, and the values it trades in.
+
+Engines (all real vLLM):
+  - `OfflineEngine`: vLLM's `LLM` in a child process (its own environment and threads; the
+    harness process never imports vLLM).
+  - `ServerEngine`: a vLLM OpenAI server the harness starts on 127.0.0.1 and stops.
+  - `AttachedEngine`: an already running server, by URL (production).
+
+Contract of `generate(requests, sampling, concurrency)`: every request is attempted; at most
+`concurrency` are in flight at once; a request that fails or times out comes back with
+`error` set (the batch still returns); outputs come back in request order. `counters()` reads
+vLLM's cumulative speculative-decoding counters (callers take deltas).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from harness.bench.measure import SpecCounters
+
+
+@dataclass(frozen=True)
+class GenRequest:
+    request_id: str
+    prompt_token_ids: tuple[int, ...]  # already templated and tokenized: identical for every arm
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = 0
+    ignore_eos: bool = False
+    stop_token_ids: tuple[int, ...] = ()
+
+
+@dataclass
+class GenOutput:
+    request_id: str
+    prompt_len: int
+    output_token_ids: list[int] = field(default_factory=list)
+    finish_reason: str | None = None
+    ttft_s: float | None = None
+    itl_s: list[float] = field(default_factory=list)
+    latency_s: float | None = None
+    error: str | None = None
+    # vLLM's per-request summary (num_spec_steps, num_accepted_draft_tokens, num_draft_tokens, …)
+    spec: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class BatchResult:
+    outputs: list[GenOutput]
+    wall_s: float
+    counters: SpecCounters  # delta over the batch
+    generation_tokens: float | None = None  # vLLM's own count over the batch (foreign traffic check)
+
+    @property
+    def num_output_tokens(self) -> int:
+        return sum(len(o.output_token_ids) for o in self.outputs if o.ok)
+
+
+class Engine(Protocol):
+    kind: str
+
+    def generate(self, requests: list[GenRequest], sampling: Sampling, concurrency: int) -> BatchResult: ...
+
+    def counters(self) -> tuple[SpecCounters, dict[str, float]]: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,68 @@
+"""Speculative-decoding counters out of vLLM's two metric surfaces (pure parsing).
+
+Server: Prometheus text from `/metrics` (`vllm:spec_decode_num_drafts_total`, …,
+`vllm:spec_decode_num_accepted_tokens_per_pos_total{position="i"}`), summed over engines/labels.
+Offline: the `Metric` objects of `LLM.get_metrics()` (`vllm:spec_decode_num_drafts`, …, and the
+vector `vllm:spec_decode_num_accepted_tokens_per_pos`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.bench.measure import SpecCounters
+
+_PREFIX = "vllm:spec_decode_"
+_SCALARS = {"num_drafts": "num_drafts", "num_draft_tokens": "num_draft_tokens",
+            "num_accepted_tokens": "num_accepted_tokens"}
+GENERATION_TOKENS = "vllm:generation_tokens"
+
+
+def counters_from_prometheus(text: str) -> tuple[SpecCounters, dict[str, float]]:
+    """(spec counters, other totals such as generation tokens) from /metrics text."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    scalars = dict.fromkeys(_SCALARS.values(), 0)
+    per_pos: dict[int, int] = {}
+    totals: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            name = s.name[:-len("_total")] if s.name.endswith("_total") else s.name
+            if s.name.endswith("_created"):
+                continue
+            if name == GENERATION_TOKENS:
+                totals["generation_tokens"] = totals.get("generation_tokens", 0) + s.value
+            if not name.startswith(_PREFIX):
+                continue
+            short = name[len(_PREFIX):]
+            if short in _SCALARS:
+                scalars[_SCALARS[short]] += int(s.value)
+            elif short == "num_accepted_tokens_per_pos":
+                pos = int(s.labels.get("position", 0))
+                per_pos[pos] = per_pos.get(pos, 0) + int(s.value)
+    accepted = tuple(per_pos.get(i, 0) for i in range(max(per_pos) + 1)) if per_pos else ()
+    return SpecCounters(scalars["num_drafts"], scalars["num_draft_tokens"],
+                        scalars["num_accepted_tokens"], accepted), totals
+
+
+def counters_from_offline(metrics: list[Any]) -> tuple[SpecCounters, dict[str, float]]:
+    """The same from `LLM.get_metrics()` (Counter has .value, Vector has .values)."""
+    scalars = dict.fromkeys(_SCALARS.values(), 0)
+    accepted: tuple[int, ...] = ()
+    totals: dict[str, float] = {}
+    for m in metrics:
+        name = m.name
+        if name == GENERATION_TOKENS:
+            totals["generation_tokens"] = totals.get("generation_tokens", 0) + float(m.value)
+        if not name.startswith(_PREFIX):
+            continue
+        short = name[len(_PREFIX):]
+        if short in _SCALARS:
+            scalars[_SCALARS[short]] += int(getattr(m, "value", 0) or 0)
+        elif short == "num_accepted_tokens_per_pos":
+            vals = [int(v) for v in (getattr(m, "values", None) or [])]
+            n = max(len(vals), len(accepted))
+            accepted = tuple((accepted[i] if i < len(accepted) else 0) + (vals[i] if i < len(vals) else 0)
+                             for i in range(n))
+    return SpecCounters(scalars["num_drafts"], scalars["num_draft_tokens"],
+                        scalars["num_accepted_tokens"], accepted), totals

@@ -1,0 +1,182 @@
+"""vLLM's in-process engine (`vllm.LLM`), hosted in a child process.
+
+Why a child: vLLM reads environment switches (VLLM_MLA_DISABLE, VLLM_CPU_KVCACHE_SPACE) at
+config time and may cache them, and an in-process engine cuts torch to one thread for the rest
+of its process (FACTS.md §7). A child gets its own environment and threads, dies cleanly, and
+keeps vLLM out of the harness process. The child drives `LLMEngine.add_request/step` itself
+so that at most `concurrency` requests are in flight and every token's arrival is timed.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+import traceback
+from collections import deque
+from dataclasses import asdict
+from typing import Any
+
+from harness.bench.measure import SpecCounters
+from harness.engine.base import BatchResult, GenOutput, GenRequest, Sampling
+from harness.engine.counters import counters_from_offline
+from harness.engine.settings import EnginePlan
+from harness.errors import InfraError
+
+
+def _spec_dict(m: Any) -> dict[str, Any] | None:
+    if m is None:
+        return None
+    return m.to_dict() if hasattr(m, "to_dict") else dict(m)
+
+
+def _run_batch(llm, requests: list[GenRequest], sampling: Sampling, concurrency: int,
+               timeout_s: float) -> list[GenOutput]:
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+    from vllm.sampling_params import RequestOutputKind
+
+    engine = llm.llm_engine
+    pending = deque(requests)
+    outs = {r.request_id: GenOutput(r.request_id, len(r.prompt_token_ids)) for r in requests}
+    inflight: dict[str, dict[str, float]] = {}
+    while pending or inflight:
+        while pending and len(inflight) < concurrency:
+            r = pending.popleft()
+            params = SamplingParams(
+                max_tokens=r.max_tokens, temperature=sampling.temperature, top_p=sampling.top_p,
+                seed=sampling.seed, ignore_eos=sampling.ignore_eos,
+                stop_token_ids=list(sampling.stop_token_ids) or None,
+                output_kind=RequestOutputKind.DELTA,
+            )
+            engine.add_request(r.request_id, TokensPrompt(prompt_token_ids=list(r.prompt_token_ids)), params)
+            t = time.perf_counter()
+            inflight[r.request_id] = {"start": t, "last": t}
+        step_outputs = engine.step()
+        now = time.perf_counter()
+        for ro in step_outputs:
+            st = inflight.get(ro.request_id)
+            if st is None:
+                continue
+            o = outs[ro.request_id]
+            comp = ro.outputs[0]
+            if comp.token_ids:
+                if o.ttft_s is None:
+                    o.ttft_s = now - st["start"]
+                else:
+                    o.itl_s.append(now - st["last"])
+                st["last"] = now
+                o.output_token_ids.extend(int(t) for t in comp.token_ids)
+            if ro.finished:
+                o.finish_reason = comp.finish_reason
+                o.latency_s = now - st["start"]
+                o.spec = _spec_dict(getattr(comp, "spec_decode_metrics", None))
+                del inflight[ro.request_id]
+        for rid, st in list(inflight.items()):
+            if now - st["start"] > timeout_s:
+                engine.abort_request([rid])
+                outs[rid].error = f"timed out after {timeout_s:.0f}s"
+                del inflight[rid]
+    return [outs[r.request_id] for r in requests]
+
+
+def _worker(conn, plan: EnginePlan, timeout_s: float) -> None:  # runs in the child
+    os.environ.update(plan.env)
+    try:
+        from vllm import LLM
+
+        llm = LLM(model=plan.model, **plan.engine_kwargs)
+    except BaseException as e:  # noqa: BLE001 - report any start failure to the parent
+        conn.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()[-4000:]))
+        return
+    conn.send(("ready", {"vllm_version": __import__("vllm").__version__}))
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        try:
+            if msg[0] == "generate":
+                _, requests, sampling, concurrency = msg
+                conn.send(("ok", _run_batch(llm, requests, sampling, concurrency, timeout_s)))
+            elif msg[0] == "counters":
+                conn.send(("ok", counters_from_offline(llm.get_metrics())))
+            elif msg[0] == "close":
+                conn.send(("ok", None))
+                return
+        except BaseException as e:  # noqa: BLE001
+            conn.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()[-4000:]))
+
+
+class OfflineEngine:
+    kind = "offline"
+
+    def __init__(self, plan: EnginePlan, startup_timeout_s: float = 600, request_timeout_s: float = 600):
+        self.plan = plan
+        ctx = mp.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        # Not a daemon: vLLM starts its own engine-core process from this child.
+        self._proc = ctx.Process(target=_worker, args=(child, plan, request_timeout_s), daemon=False)
+        self._proc.start()
+        child.close()
+        msg = self._recv(startup_timeout_s, "start")
+        if msg[0] != "ready":
+            self.close()
+            raise InfraError(f"vLLM engine failed to start for {plan.model}: {msg[1]}")
+        self.info = msg[1]
+
+    def _recv(self, timeout_s: float, what: str):
+        deadline = time.monotonic() + timeout_s
+        while not self._conn.poll(1.0):
+            if not self._proc.is_alive():
+                raise InfraError(f"vLLM engine process died during {what} (exit code {self._proc.exitcode}); see its log above")
+            if time.monotonic() > deadline:
+                self.close()
+                raise InfraError(f"vLLM engine did not {what} within {timeout_s:.0f}s")
+        try:
+            return self._conn.recv()
+        except EOFError as e:
+            raise InfraError(f"vLLM engine process closed its pipe during {what}") from e
+
+    def _call(self, *msg, timeout_s: float = 24 * 3600):
+        self._conn.send(msg)
+        reply = self._recv(timeout_s, msg[0])
+        if reply[0] == "error":
+            raise InfraError(f"vLLM engine failed in {msg[0]}: {reply[1]}")
+        return reply[1]
+
+    def counters(self) -> tuple[SpecCounters, dict[str, float]]:
+        return self._call("counters")
+
+    def generate(self, requests: list[GenRequest], sampling: Sampling, concurrency: int) -> BatchResult:
+        before, tb = self.counters()
+        t0 = time.perf_counter()
+        outputs = self._call("generate", requests, sampling, concurrency)
+        wall = time.perf_counter() - t0
+        after, ta = self.counters()
+        gen = ta.get("generation_tokens", 0) - tb.get("generation_tokens", 0) if "generation_tokens" in ta else None
+        return BatchResult(outputs, wall, after - before, gen)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "model": self.plan.model, "engine_kwargs": self.plan.engine_kwargs,
+                "env": self.plan.env, "workarounds": list(self.plan.workarounds),
+                "speculative": asdict(self.plan.speculative) if self.plan.speculative else None, **self.info}
+
+    def close(self) -> None:
+        if self._proc.is_alive():
+            try:
+                self._conn.send(("close",))
+                self._conn.poll(30)
+            except (OSError, BrokenPipeError):
+                pass
+            self._proc.join(30)
+            if self._proc.is_alive():
+                self._proc.terminate()
+                self._proc.join(10)
+        self._conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

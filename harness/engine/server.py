@@ -1,0 +1,304 @@
+"""A vLLM OpenAI server: started by the harness on 127.0.0.1 (`ServerEngine`) or already
+running somewhere (`AttachedEngine`), driven with vLLM's own benchmark client.
+
+Load generation is `vllm.benchmarks.serve.benchmark()` (concurrency limit, TTFT/TPOT/ITL,
+percentiles). Its stock request function keeps only text, so the harness registers one more
+request function (`_capturing_request_func`) that also keeps what a speculative-decoding
+benchmark needs and vLLM's client drops: the output token ids (`return_token_ids`, for the
+lossless check), the finish reason and the per-request acceptance summary
+(`metrics.speculative_decoding`, for confidence intervals). Counters are scraped from
+`/metrics` right before and after each batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.bench.measure import SpecCounters
+from harness.engine.base import BatchResult, GenOutput, GenRequest, Sampling
+from harness.engine.counters import counters_from_prometheus
+from harness.engine.settings import EnginePlan
+from harness.errors import InfraError
+
+_FUNC_NAME = "harness-completions"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _http_get(url: str, timeout: float = 10) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 - loopback/attach URL
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, ""
+    except (urllib.error.URLError, OSError) as e:
+        raise ConnectionError(str(e)) from e
+
+
+def tail(path: Path, n: int = 15) -> str:
+    try:
+        with path.open(errors="replace") as f:
+            return "".join(deque(f, maxlen=n)).rstrip()
+    except OSError:
+        return "(no log)"
+
+
+@dataclass
+class _Captured:
+    token_ids: list[int] = field(default_factory=list)
+    finish_reason: str | None = None
+    spec: dict[str, Any] | None = None
+
+
+def _capturing_request_func(store: dict[str, _Captured], timeout_s: float):
+    """An OpenAI-completions streaming client in the shape of vLLM's request functions."""
+    import aiohttp
+    from vllm.benchmarks.lib.endpoint_request_func import RequestFuncOutput, StreamedResponseHandler
+
+    async def request_func(request_func_input, session: aiohttp.ClientSession, pbar=None):
+        payload = {
+            "model": request_func_input.model_name or request_func_input.model,
+            "prompt": request_func_input.prompt,
+            "max_tokens": request_func_input.output_len,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "return_token_ids": True,
+            **(request_func_input.extra_body or {}),
+        }
+        if request_func_input.ignore_eos:
+            payload["ignore_eos"] = True
+        headers = {"x-request-id": request_func_input.request_id} if request_func_input.request_id else {}
+        cap = store.setdefault(request_func_input.request_id or "", _Captured())
+        out = RequestFuncOutput(prompt_len=request_func_input.prompt_len)
+        st = time.perf_counter()
+        out.start_time, last = st, st
+
+        async def consume() -> None:
+            nonlocal last
+            async with session.post(request_func_input.api_url, json=payload, headers=headers) as resp:
+                if resp.status != 200:
+                    out.error = f"HTTP {resp.status}: {(await resp.text())[:300]}"
+                    return
+                handler = StreamedResponseHandler()
+                async for chunk in resp.content.iter_any():
+                    for message in handler.add_chunk(chunk.strip()):
+                        if message.startswith(":"):
+                            continue
+                        data = message.removeprefix("data: ")
+                        if data == "[DONE]":
+                            continue
+                        obj = json.loads(data)
+                        for choice in obj.get("choices") or []:
+                            now = time.perf_counter()
+                            ids = choice.get("token_ids") or []
+                            if ids or choice.get("text"):
+                                if not out.ttft:
+                                    out.ttft = now - st
+                                else:
+                                    out.itl.append(now - last)
+                                last = now
+                            cap.token_ids.extend(ids)
+                            out.generated_text += choice.get("text") or ""
+                            if choice.get("finish_reason"):
+                                cap.finish_reason = choice["finish_reason"]
+                        if obj.get("usage"):
+                            out.output_tokens = obj["usage"].get("completion_tokens") or 0
+                        spec = ((obj.get("metrics") or {}).get("speculative_decoding"))
+                        if spec:
+                            cap.spec = spec
+                out.success = True
+
+        try:
+            await asyncio.wait_for(consume(), timeout_s)
+        except TimeoutError:
+            out.success, out.error = False, f"timed out after {timeout_s:.0f}s"
+        except Exception as e:  # noqa: BLE001 - one failed request must not sink the batch
+            out.success, out.error = False, f"{type(e).__name__}: {e}"
+        if out.success and out.error:
+            out.success = False
+        out.latency = time.perf_counter() - st
+        if out.output_tokens == 0:
+            out.output_tokens = len(cap.token_ids)
+        if pbar:
+            pbar.update(1)
+        return out
+
+    return request_func
+
+
+class _OpenAIServer:
+    """What the started and the attached server have in common: load, counters, health."""
+
+    kind = "server"
+
+    def __init__(self, url: str, model_name: str, request_timeout_s: float):
+        self.url = url.rstrip("/")
+        self.model_name = model_name
+        self.request_timeout_s = request_timeout_s
+        self.last_benchmark: dict[str, Any] | None = None
+
+    def counters(self) -> tuple[SpecCounters, dict[str, float]]:
+        try:
+            status, text = _http_get(self.url + "/metrics")
+        except ConnectionError as e:
+            raise InfraError(f"{self.url}/metrics unreachable ({e}); is the server still running?") from e
+        if status != 200:
+            raise InfraError(f"{self.url}/metrics answered HTTP {status}")
+        return counters_from_prometheus(text)
+
+    def generate(self, requests: list[GenRequest], sampling: Sampling, concurrency: int) -> BatchResult:
+        from vllm.benchmarks.datasets import SampleRequest
+        from vllm.benchmarks.lib import endpoint_request_func as erf
+        from vllm.benchmarks.serve import TaskType, benchmark
+
+        store: dict[str, _Captured] = {}
+        erf.ASYNC_REQUEST_FUNCS[_FUNC_NAME] = _capturing_request_func(store, self.request_timeout_s)
+        samples = [SampleRequest(prompt=list(r.prompt_token_ids), prompt_len=len(r.prompt_token_ids),
+                                 expected_output_len=r.max_tokens, request_id=r.request_id) for r in requests]
+        extra = {"temperature": sampling.temperature, "top_p": sampling.top_p, "skip_special_tokens": False}
+        if sampling.seed is not None:
+            extra["seed"] = sampling.seed
+        if sampling.stop_token_ids:
+            extra["stop_token_ids"] = list(sampling.stop_token_ids)
+        before, tb = self.counters()
+        log = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(log):  # vLLM's benchmark prints its own report
+                result = asyncio.run(benchmark(
+                    task_type=TaskType.GENERATION, endpoint_type=_FUNC_NAME,
+                    api_url=self.url + "/v1/completions", base_url=self.url,
+                    model_id=self.model_name, model_name=self.model_name, tokenizer=None,
+                    input_requests=samples, logprobs=None, request_rate=float("inf"), burstiness=1.0,
+                    disable_tqdm=True, num_warmups=0, profile=False,
+                    selected_percentile_metrics=["ttft", "tpot", "itl", "e2el"],
+                    selected_percentiles=[50.0, 99.0], ignore_eos=sampling.ignore_eos,
+                    goodput_config_dict={}, max_concurrency=concurrency, lora_modules=None,
+                    extra_headers=None, extra_body=extra, ready_check_timeout_sec=0,
+                ))
+        except Exception as e:  # noqa: BLE001
+            raise InfraError(f"benchmark client failed against {self.url}: {type(e).__name__}: {e}") from e
+        finally:
+            erf.ASYNC_REQUEST_FUNCS.pop(_FUNC_NAME, None)
+        after, ta = self.counters()
+        self.last_benchmark = {k: v for k, v in result.items() if not isinstance(v, list)}
+        outputs = []
+        for i, r in enumerate(requests):
+            cap = store.get(r.request_id, _Captured())
+            err = result["errors"][i] or None
+            o = GenOutput(r.request_id, len(r.prompt_token_ids), output_token_ids=cap.token_ids,
+                          finish_reason=cap.finish_reason, ttft_s=result["ttfts"][i] or None,
+                          itl_s=list(result["itls"][i]), latency_s=result["latencies"][i],
+                          error=err, spec=cap.spec)
+            outputs.append(o)
+        gen = ta.get("generation_tokens", 0) - tb.get("generation_tokens", 0) if "generation_tokens" in ta else None
+        return BatchResult(outputs, float(result["duration"]), after - before, gen)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "url": self.url, "model_name": self.model_name}
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class AttachedEngine(_OpenAIServer):
+    """A server the harness did not start and will not stop (production)."""
+
+    kind = "attach"
+
+    def __init__(self, url: str, model_name: str | None = None, request_timeout_s: float = 600):
+        try:
+            status, body = _http_get(url.rstrip("/") + "/v1/models")
+        except ConnectionError as e:
+            raise InfraError(f"cannot reach {url} ({e}); check --url and that the server is up") from e
+        if status != 200:
+            raise InfraError(f"{url}/v1/models answered HTTP {status}; is this a vLLM OpenAI server?")
+        served = [m["id"] for m in json.loads(body).get("data", [])]
+        if model_name is None:
+            model_name = served[0] if served else "default"
+        elif model_name not in served:
+            raise InfraError(f"{url} serves {served}, not {model_name!r}")
+        super().__init__(url, model_name, request_timeout_s)
+
+
+class ServerEngine(_OpenAIServer):
+    """`python -m vllm.entrypoints.openai.api_server` on 127.0.0.1, with its log kept."""
+
+    def __init__(self, plan: EnginePlan, log_path: Path, startup_timeout_s: float = 600,
+                 request_timeout_s: float = 600):
+        self.plan = plan
+        self.log_path = log_path
+        port = free_port()
+        super().__init__(f"http://127.0.0.1:{port}", plan.served_model_name, request_timeout_s)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = log_path.open("w")
+        cmd = plan.server_command(sys.executable, "127.0.0.1", port)
+        self._log.write("$ " + " ".join(cmd) + "\n")
+        self._log.flush()
+        env = {**os.environ, **plan.env}
+        # Its own process group, so stopping it stops its engine-core children too, and only them.
+        self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env,
+                                      start_new_session=True)
+        self._wait_healthy(startup_timeout_s)
+
+    def _wait_healthy(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                self.close()
+                raise InfraError(f"vLLM server exited with code {self._proc.returncode} while starting; "
+                                 f"last lines of {self.log_path}:\n{tail(self.log_path)}")
+            try:
+                if _http_get(self.url + "/health", timeout=2)[0] == 200:
+                    return
+            except ConnectionError:
+                pass
+            time.sleep(1.0)
+        self.close()
+        raise InfraError(f"vLLM server not healthy after {timeout_s:.0f}s; last lines of {self.log_path}:\n"
+                         f"{tail(self.log_path)}")
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "kind": "server", "model": self.plan.model,
+                "engine_kwargs": self.plan.engine_kwargs, "env": self.plan.env,
+                "workarounds": list(self.plan.workarounds), "log": str(self.log_path)}
+
+    def close(self) -> None:
+        proc = getattr(self, "_proc", None)
+        if proc is not None and proc.poll() is None:
+            import signal
+
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        log = getattr(self, "_log", None)
+        if log is not None and not log.closed:
+            log.close()

@@ -1,0 +1,120 @@
+"""Prompt records, shared by training prompts and bench suites.
+
+A JSONL line is one of:
+  {"id": ..., "prompt": "raw text"}                              completion-style, sent as is
+  {"id": ..., "messages": [{"role": "user", "content": ...}, …]}  OpenAI chat; the verifier's
+                                                                  chat template renders it
+  {"id": ..., "turns": ["first user turn", "second", …]}         MT-Bench multi-turn: each turn's
+                                                                  answer is generated and fed back
+Any malformed line is reported as file:line with what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import BadInput
+
+ROLES = ("system", "user", "assistant")
+
+
+@dataclass(frozen=True)
+class PromptRecord:
+    id: str
+    prompt: str | None = None
+    messages: tuple[dict[str, str], ...] | None = None
+    turns: tuple[str, ...] | None = None
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.turns) if self.turns else 1
+
+    def user_texts(self) -> list[str]:
+        if self.prompt is not None:
+            return [self.prompt]
+        if self.turns:
+            return list(self.turns)
+        return [m["content"] for m in self.messages or () if m["role"] == "user"]
+
+    def first_messages(self) -> list[dict[str, str]] | None:
+        if self.messages is not None:
+            return [dict(m) for m in self.messages]
+        if self.turns:
+            return [{"role": "user", "content": self.turns[0]}]
+        return None
+
+
+def parse_record(obj: Any, where: str, fallback_id: str) -> PromptRecord:
+    if not isinstance(obj, dict):
+        raise BadInput(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    rid = str(obj.get("id", fallback_id))
+    kinds = [k for k in ("prompt", "messages", "turns") if k in obj]
+    if len(kinds) != 1:
+        raise BadInput(f"{where}: needs exactly one of 'prompt', 'messages' or 'turns' (found {kinds or 'none'})")
+    kind = kinds[0]
+    value = obj[kind]
+    if kind == "prompt":
+        if not isinstance(value, str) or not value.strip():
+            raise BadInput(f"{where}: 'prompt' must be a non-empty string")
+        return PromptRecord(rid, prompt=value)
+    if kind == "turns":
+        if not isinstance(value, list) or not value or not all(isinstance(t, str) and t.strip() for t in value):
+            raise BadInput(f"{where}: 'turns' must be a non-empty list of non-empty strings")
+        return PromptRecord(rid, turns=tuple(value))
+    if not isinstance(value, list) or not value:
+        raise BadInput(f"{where}: 'messages' must be a non-empty list")
+    msgs = []
+    for j, m in enumerate(value):
+        if not isinstance(m, dict) or m.get("role") not in ROLES or not isinstance(m.get("content"), str):
+            raise BadInput(f"{where}: messages[{j}] needs a role in {ROLES} and string content")
+        msgs.append({"role": m["role"], "content": m["content"]})
+    if msgs[-1]["role"] != "user":
+        raise BadInput(f"{where}: the last message must be the user's (the model answers it)")
+    return PromptRecord(rid, messages=tuple(msgs))
+
+
+def load_jsonl(path: Path, field_map: dict[str, str] | None = None) -> list[PromptRecord]:
+    """Parse a prompt file; every problem names file:line. `field_map` renames source fields
+    (e.g. {"question": "prompt"}) before parsing."""
+    if not path.is_file():
+        raise BadInput(f"{path}: prompt file not found")
+    records: list[PromptRecord] = []
+    seen: set[str] = set()
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise BadInput(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from e
+            if field_map and isinstance(obj, dict):
+                obj = {field_map.get(k, k): v for k, v in obj.items()}
+            rec = parse_record(obj, where, fallback_id=f"{path.stem}-{lineno}")
+            if rec.id in seen:
+                raise BadInput(f"{where}: duplicate id {rec.id!r}")
+            seen.add(rec.id)
+            records.append(rec)
+    if not records:
+        raise BadInput(f"{path}: no prompts in the file")
+    return records
+
+
+def normalize_text(s: str) -> str:
+    return " ".join(s.lower().split())
+
+
+def render(tokenizer, record: PromptRecord, history: list[dict[str, str]] | None = None) -> list[int]:
+    """Token ids for the model's next answer: raw prompts as is, chats through the template.
+    `history` replaces the messages for later MT-Bench turns."""
+    if record.prompt is not None and history is None:
+        return tokenizer.encode(record.prompt, add_special_tokens=True)
+    msgs = history if history is not None else record.first_messages()
+    ids = tokenizer.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True, return_dict=False)
+    if isinstance(ids, dict):
+        ids = ids["input_ids"]
+    return list(ids)

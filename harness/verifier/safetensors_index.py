@@ -1,0 +1,108 @@
+"""Where every tensor of a checkpoint lives, read from the index and safetensors headers only.
+
+No weight bytes are read: a safetensors file starts with an 8-byte little-endian header length
+and a JSON header (dtype, shape, offsets per tensor); that is all this module opens.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import BadInput
+
+INDEX_NAME = "model.safetensors.index.json"
+SINGLE_NAME = "model.safetensors"
+# A header larger than this is not a header (the real Kimi-K2.5 shards have ~0.5 MB ones).
+_MAX_HEADER_BYTES = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    dtype: str
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class WeightMap:
+    """key -> shard file name, plus which shard files are actually on disk."""
+
+    weight_map: dict[str, str]
+    shards: tuple[str, ...]
+    present: frozenset[str]
+    index_file: str | None
+
+    @property
+    def structure_only(self) -> bool:
+        """An index without any of its shards: enough to plan, not to load."""
+        return self.index_file is not None and not self.present
+
+
+def read_header(path: Path) -> dict[str, TensorInfo]:
+    """Parse one safetensors header; a clear error for anything that is not one."""
+    fix = "re-download or re-save this file"
+    try:
+        with path.open("rb") as f:
+            raw_len = f.read(8)
+            if len(raw_len) < 8:
+                raise BadInput(f"{path}: corrupt safetensors header (file is {len(raw_len)} bytes); {fix}")
+            (n,) = struct.unpack("<Q", raw_len)
+            size = path.stat().st_size
+            if n == 0 or n > _MAX_HEADER_BYTES or n > size - 8:
+                raise BadInput(
+                    f"{path}: corrupt safetensors header (declares {n} header bytes in a "
+                    f"{size}-byte file); {fix}"
+                )
+            blob = f.read(n)
+    except OSError as e:
+        raise BadInput(f"{path}: cannot read ({e.strerror}); check the file and its permissions") from e
+    try:
+        header = json.loads(blob)
+        if not isinstance(header, dict):
+            raise ValueError("header is not a JSON object")
+        out = {}
+        for key, meta in header.items():
+            if key == "__metadata__":
+                continue
+            out[key] = TensorInfo(dtype=str(meta["dtype"]), shape=tuple(int(x) for x in meta["shape"]))
+        return out
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        raise BadInput(f"{path}: corrupt safetensors header ({e}); {fix}") from e
+
+
+def read_weight_map(folder: Path) -> WeightMap:
+    """Resolve key -> shard from the index, a single model.safetensors, or loose shards."""
+    index = folder / INDEX_NAME
+    if index.exists():
+        try:
+            data = json.loads(index.read_text())
+            weight_map = dict(data["weight_map"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise BadInput(f"{index}: malformed index ({e}); re-download it or delete it to use the shards' headers") from e
+        shards = tuple(sorted(set(weight_map.values())))
+        present = frozenset(s for s in shards if (folder / s).is_file())
+        missing = [s for s in shards if s not in present]
+        if present and missing:
+            raise BadInput(
+                f"{index}: names shard {missing[0]} which is missing from {folder}"
+                f"{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}; "
+                "finish the download or fix the index"
+            )
+        return WeightMap(weight_map, shards, present, INDEX_NAME)
+
+    files = sorted(p.name for p in folder.glob("*.safetensors"))
+    if not files:
+        hint = " (found .bin files: convert them to safetensors)" if any(folder.glob("*.bin")) else ""
+        raise BadInput(
+            f"{folder}: no safetensors weights{hint}; expected {SINGLE_NAME} or "
+            f"{INDEX_NAME} with its shards"
+        )
+    weight_map: dict[str, str] = {}
+    for name in files:
+        for key in read_header(folder / name):
+            if key in weight_map:
+                raise BadInput(f"{folder}: tensor {key} appears in both {weight_map[key]} and {name}; remove the stray file")
+            weight_map[key] = name
+    return WeightMap(weight_map, tuple(files), frozenset(files), None)

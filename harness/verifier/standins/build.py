@@ -1,0 +1,226 @@
+"""Build a stand-in verifier: tokenizer, seeded init, brief pretraining, checkpoint in the real
+model's layout. Built once per spec into a cache folder, atomically (a build killed midway
+leaves nothing that looks finished).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.verifier.standins.corpus import corpus_documents, corpus_fingerprint
+from harness.verifier.standins.specs import (
+    VISION_HIDDEN,
+    VISION_INTERMEDIATE,
+    VISION_POS,
+    StandinSpec,
+    checkpoint_config,
+    hf_text_config_dict,
+)
+from harness.verifier.standins.tokenizer import EOS, IM_END, train_tokenizer
+
+STANDIN_META = "standin.json"
+PROBE_PROMPTS = (
+    "The for statement",
+    "Exceptions are raised when",
+    "A class definition defines",
+    "The import system",
+    "Strings are immutable sequences",
+    "When a function is called",
+)
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("HARNESS_CACHE", Path.home() / ".cache" / "harness"))
+
+
+def standin_dir(spec: StandinSpec, root: Path | None = None) -> Path:
+    return (root or cache_root()) / "standins" / f"{spec.arch}-{spec.fingerprint(corpus_fingerprint())}"
+
+
+def is_complete(folder: Path) -> bool:
+    return (folder / STANDIN_META).is_file()
+
+
+def ensure_standin(spec: StandinSpec, root: Path | None = None,
+                   log: Callable[[str], None] = lambda s: None) -> Path:
+    """The cached stand-in for `spec`, building it first if needed."""
+    final = standin_dir(spec, root)
+    if is_complete(final):
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=final.name + ".tmp-", dir=final.parent))
+    try:
+        build_standin(spec, tmp, log=log)
+        if final.exists():  # an incomplete leftover
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def build_standin(spec: StandinSpec, out: Path, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from harness.verifier.hf_text import hf_text_config
+    from harness.verifier.standins.pretrain import bigram_init, build_samples, pack, pretrain
+
+    t0 = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    docs = corpus_documents()
+    import pydoc_data.topics as topics
+
+    titles = sorted(topics.topics)
+    tokenizer = train_tokenizer(docs, spec.vocab_size, out)
+    torch.manual_seed(spec.seed)
+    model = AutoModelForCausalLM.from_config(hf_text_config(hf_text_config_dict(spec)), dtype=torch.float32)
+    windows = pack(build_samples(tokenizer, list(zip(titles, docs)), spec.seed), spec.seq_len)
+    bigram_init(model, windows, spec.vocab_size)
+    log(f"pretraining {spec.arch} ({spec.num_layers} layers) for {spec.pretrain_steps} steps "
+        f"on {windows.numel():,} tokens of pydoc_data")
+    losses = pretrain(model, windows, spec,
+                      on_step=lambda s, loss: log(f"step {s + 1}/{spec.pretrain_steps} loss {loss:.3f}")
+                      if (s + 1) % 50 == 0 else None)
+    quality = greedy_quality(model, tokenizer)
+    write_checkpoint(spec, model, out)
+    meta = {
+        "arch": spec.arch,
+        "spec": spec.__dict__,
+        "fingerprint": spec.fingerprint(corpus_fingerprint()),
+        "num_params": sum(p.numel() for p in model.parameters()),
+        "pretrain_tokens": spec.pretrain_steps * spec.batch_size * spec.seq_len,
+        "loss_first": losses[0],
+        "loss_last": sum(losses[-10:]) / min(10, len(losses)),
+        "build_s": round(time.perf_counter() - t0, 1),
+        "quality": quality,
+    }
+    (out / STANDIN_META).write_text(json.dumps(meta, indent=2))
+    return meta
+
+
+def greedy_quality(model, tokenizer, n_tokens: int = 64) -> dict[str, Any]:
+    """Does it behave like a language model? Greedy continuations of probe prompts.
+
+    distinct_token_ratio = distinct tokens / generated tokens, averaged over prompts (a model
+    repeating one token scores 1/n); `distinct_continuations` counts different outputs.
+    """
+    import torch
+
+    conts = []
+    with torch.no_grad():
+        for p in PROBE_PROMPTS:
+            ids = torch.tensor([tokenizer.encode(p, add_special_tokens=False)])
+            out = model.generate(ids, max_new_tokens=n_tokens, min_new_tokens=n_tokens,
+                                 do_sample=False, pad_token_id=0)
+            conts.append(out[0, ids.shape[1]:].tolist())
+    ratios = [len(set(c)) / len(c) for c in conts]
+    return {
+        "distinct_token_ratio": round(sum(ratios) / len(ratios), 3),
+        "min_distinct_token_ratio": round(min(ratios), 3),
+        "distinct_continuations": len({tuple(c) for c in conts}),
+        "num_prompts": len(conts),
+        "samples": {p: tokenizer.decode(c)[:200] for p, c in zip(PROBE_PROMPTS[:3], conts)},
+    }
+
+
+def _checkpoint_tensors(spec: StandinSpec, model) -> dict[str, Any]:
+    """The state dict under the real checkpoint's names: per-expert tensors, Kimi's prefix,
+    and (for Kimi) a small vision tower and projector as vLLM loads them."""
+    import torch
+
+    sd: dict[str, torch.Tensor] = {}
+    for key, t in model.state_dict().items():
+        # transformers 5 fuses experts into 3-D tensors; real checkpoints store one per expert.
+        if key.endswith("mlp.experts.gate_up_proj"):
+            base, inter = key[: -len("gate_up_proj")], t.shape[1] // 2
+            for e in range(t.shape[0]):
+                sd[f"{base}{e}.gate_proj.weight"] = t[e, :inter]
+                sd[f"{base}{e}.up_proj.weight"] = t[e, inter:]
+        elif key.endswith("mlp.experts.down_proj"):
+            base = key[: -len("down_proj")]
+            for e in range(t.shape[0]):
+                sd[f"{base}{e}.down_proj.weight"] = t[e]
+        else:
+            sd[key] = t
+    if spec.arch != "kimi-k2.5":
+        return sd
+    sd = {"language_model." + k: v for k, v in sd.items()}
+    g = torch.Generator().manual_seed(spec.seed + 1)
+    h, i, merged = VISION_HIDDEN, VISION_INTERMEDIATE, VISION_HIDDEN * 4
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=g) * 0.02
+
+    vt = "vision_tower."
+    sd.update({
+        vt + "patch_embed.proj.weight": rnd(h, 3, 14, 14), vt + "patch_embed.proj.bias": rnd(h),
+        vt + "patch_embed.pos_emb.weight": rnd(VISION_POS, VISION_POS, h),
+        vt + "encoder.final_layernorm.weight": torch.ones(h), vt + "encoder.final_layernorm.bias": torch.zeros(h),
+        "mm_projector.pre_norm.weight": torch.ones(h), "mm_projector.pre_norm.bias": torch.zeros(h),
+        "mm_projector.proj.0.weight": rnd(merged, merged), "mm_projector.proj.0.bias": rnd(merged),
+        "mm_projector.proj.2.weight": rnd(spec.hidden_size, merged), "mm_projector.proj.2.bias": rnd(spec.hidden_size),
+    })
+    b = vt + "encoder.blocks.0."
+    sd.update({
+        b + "norm0.weight": torch.ones(h), b + "norm0.bias": torch.zeros(h),
+        b + "norm1.weight": torch.ones(h), b + "norm1.bias": torch.zeros(h),
+        b + "wqkv.weight": rnd(3 * h, h), b + "wqkv.bias": rnd(3 * h),
+        b + "wo.weight": rnd(h, h), b + "wo.bias": rnd(h),
+        b + "mlp.fc0.weight": rnd(i, h), b + "mlp.fc0.bias": rnd(i),
+        b + "mlp.fc1.weight": rnd(h, i), b + "mlp.fc1.bias": rnd(h),
+    })
+    return sd
+
+
+def write_sharded(tensors: dict[str, Any], out: Path, num_shards: int) -> None:
+    """Write bf16 safetensors: one model.safetensors, or num_shards files + the index."""
+    import torch
+    from safetensors.torch import save_file
+
+    keys = sorted(tensors)
+    as_bf16 = {k: tensors[k].detach().to(torch.bfloat16).contiguous() for k in keys}
+    if num_shards <= 1:
+        save_file(as_bf16, str(out / "model.safetensors"), metadata={"format": "pt"})
+        return
+    per = -(-len(keys) // num_shards)
+    weight_map, total = {}, 0
+    for s in range(num_shards):
+        name = f"model-{s + 1:05d}-of-{num_shards:05d}.safetensors"
+        part = {k: as_bf16[k] for k in keys[s * per : (s + 1) * per]}
+        save_file(part, str(out / name), metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(part, name))
+        total += sum(t.numel() * t.element_size() for t in part.values())
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+
+
+def write_checkpoint(spec: StandinSpec, model, out: Path) -> None:
+    shards = {"kimi-k2.5": 4, "deepseek-v3": 2, "llama": 1}[spec.arch]
+    write_sharded(_checkpoint_tensors(spec, model), out, shards)
+    (out / "config.json").write_text(json.dumps(checkpoint_config(spec), indent=2))
+    gen = {"bos_token_id": 1, "eos_token_id": [EOS, IM_END], "do_sample": False}
+    (out / "generation_config.json").write_text(json.dumps(gen, indent=2))
+    if spec.arch == "kimi-k2.5":
+        # vLLM's Kimi-K2.5 loads an image processor even for text prompts.
+        media = {
+            "in_patch_limit": 4096, "patch_size": 14, "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5], "merge_kernel_size": 2, "fixed_output_tokens": None,
+            "patch_limit_on_one_side": 512, "in_patch_limit_each_frame": 4096,
+            "in_patch_limit_video": None, "sample_fps": 2.0, "max_num_frames_each_video": None,
+            "temporal_merge_kernel_size": 4, "timestamp_mode": "hh:mm:ss.fff",
+            "config_type": "media_proc.processors.moonvit.MoonViTMediaProcessorConfig",
+        }
+        (out / "preprocessor_config.json").write_text(json.dumps({"media_proc_cfg": media}, indent=2))
+    (out / "README.md").write_text(
+        f"# Stand-in verifier: {spec.arch}\n\nBuilt locally by `harness verifier make-standin`; "
+        "tiny, architecture-faithful, briefly pretrained on Python's bundled docs. Not a real model.\n"
+    )
