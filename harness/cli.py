@@ -23,6 +23,15 @@ recipe_app = typer.Typer(no_args_is_help=True, help="Recipes.")
 app.add_typer(verifier_app, name="verifier")
 app.add_typer(recipe_app, name="recipe")
 
+
+def _register_results() -> None:
+    from harness.results.commands import register
+
+    register(app)
+
+
+_register_results()
+
 RecipeArg = Annotated[Path | None, typer.Argument(help="Recipe TOML (default: train/tiny-kimi.toml).")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a recipe value: --set train.epochs=5 (repeatable).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
@@ -119,6 +128,117 @@ def inspect_cmd(
         print(json.dumps(layout.to_dict(), indent=2))
     else:
         render_layout(layout, _stdout())
+
+
+# ----------------------------------------------------------------------------- train / bench
+
+
+def _recipe_base(recipe: Path | None) -> Path:
+    from harness.recipe import DEFAULT_RECIPE
+
+    return (recipe or DEFAULT_RECIPE).resolve().parent
+
+
+@app.command("train")
+def train_cmd(
+    recipe: RecipeArg = None,
+    set_: SetOpt = None,
+    out: Annotated[Path | None, typer.Option(help="Run folder (default runs/train/<recipe name>); rerun to resume.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print and validate every command and config; run nothing.")] = False,
+    json_out: JsonOpt = False,
+):
+    """Train an EAGLE-3 draft for the recipe's verifier (prompts -> responses -> states -> draft)."""
+    from harness.recipe import REPO_ROOT, load_recipe
+
+    r = load_recipe(recipe, set_ or [])
+    run_dir = out or REPO_ROOT / "runs" / "train" / r.name
+    if dry_run:
+        from harness.train.plan import dry_run_plan, render_plan
+
+        plan = dry_run_plan(r, run_dir)
+        print(json.dumps(plan, indent=2)) if json_out else render_plan(plan, _stdout())
+        return
+    from harness.train.pipeline import run_train
+    from harness.ui import RichReporter
+
+    rep = RichReporter()
+    try:
+        res = run_train(r, run_dir, rep, base=_recipe_base(recipe))
+    finally:
+        rep.close()
+    if json_out:
+        print(json.dumps({"draft": str(res.draft_dir), **res.report}, indent=2, default=str))
+        return
+    from harness.train.summary import render_train_summary
+
+    render_train_summary(res, _stdout())
+
+
+@app.command("bench")
+def bench_cmd(
+    recipe: RecipeArg = None,
+    set_: SetOpt = None,
+    draft: Annotated[Path | None, typer.Option(help="EAGLE-3 draft folder to bench (speculators format).")] = None,
+    run_id: Annotated[str | None, typer.Option(help="Run id (folder under results/runs/).")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Complete an interrupted run (same recipe).")] = False,
+    json_out: JsonOpt = False,
+):
+    """Measure acceptance and tokens/s against the no-speculation baseline across the matrix."""
+    from harness.bench.run import new_run_id, resolve_drafts, run_bench
+    from harness.recipe import REPO_ROOT, load_recipe
+    from harness.train.pipeline import resolve_verifier
+    from harness.ui import RichReporter
+
+    r = load_recipe(recipe, set_ or [])
+    if resume and not run_id:
+        from harness.errors import BadInput
+
+        raise BadInput("--resume needs --run-id of the run to complete")
+    run_dir = REPO_ROOT / "results" / "runs" / (run_id or new_run_id(r))
+    rep = RichReporter()
+    try:
+        layout = resolve_verifier(r, rep)
+        drafts = resolve_drafts(r, layout, draft)
+        run_bench(r, drafts, run_dir, rep, base=_recipe_base(recipe), resume=resume)
+    finally:
+        rep.close()
+    from harness.bench.summary import render_bench_summary
+
+    render_bench_summary(run_dir, _stdout(), as_json=json_out)
+
+
+@app.command("train-and-bench")
+def train_and_bench_cmd(
+    recipe: RecipeArg = None,
+    set_: SetOpt = None,
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Run folder (default results/runs/<recipe>-<fingerprint>; rerun to resume).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Resolve and validate the whole plan; run nothing.")] = False,
+    json_out: JsonOpt = False,
+):
+    """The main job: train a draft, bench it against the baseline, report and gate (default: the tiny Kimi-K2.5 stand-in on CPU)."""
+    from harness.main_job import default_run_dir, exit_for, render_summary, run_train_and_bench
+    from harness.recipe import load_recipe
+
+    r = load_recipe(recipe, set_ or [])
+    out = run_dir or default_run_dir(r)
+    if dry_run:
+        from harness.train.plan import dry_run_plan, render_plan
+
+        plan = dry_run_plan(r, out / "train", include_bench=True)
+        print(json.dumps(plan, indent=2)) if json_out else render_plan(plan, _stdout())
+        return
+    from harness.ui import RichReporter
+
+    rep = RichReporter()
+    try:
+        res = run_train_and_bench(r, rep, out, base=_recipe_base(recipe))
+    finally:
+        rep.close()
+    if json_out:
+        print(json.dumps({"rows": res.summary_rows, "paths": res.paths, "wall_s": res.wall_s, "gate_exit": res.gate_exit}, indent=2))
+    else:
+        render_summary(res, _stdout())
+    exit_for(res)
 
 
 # ----------------------------------------------------------------------------- recipe

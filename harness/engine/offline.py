@@ -80,7 +80,18 @@ def _run_batch(llm, requests: list[GenRequest], sampling: Sampling, concurrency:
     return [outs[r.request_id] for r in requests]
 
 
+def _shutdown(llm) -> None:
+    """Stop vLLM's engine-core process explicitly: a multiprocessing child exits through
+    os._exit, which skips the atexit hooks vLLM relies on, and would orphan it."""
+    try:
+        llm.llm_engine.engine_core.shutdown()
+    except Exception:  # noqa: BLE001 - the parent kills the process group anyway
+        pass
+
+
 def _worker(conn, plan: EnginePlan, timeout_s: float) -> None:  # runs in the child
+    # Own process group: the parent can stop this child and vLLM's processes below it, only them.
+    os.setpgrp()
     os.environ.update(plan.env)
     try:
         from vllm import LLM
@@ -90,6 +101,13 @@ def _worker(conn, plan: EnginePlan, timeout_s: float) -> None:  # runs in the ch
         conn.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()[-4000:]))
         return
     conn.send(("ready", {"vllm_version": __import__("vllm").__version__}))
+    try:
+        _serve(conn, llm, timeout_s)
+    finally:
+        _shutdown(llm)
+
+
+def _serve(conn, llm, timeout_s: float) -> None:
     while True:
         try:
             msg = conn.recv()
@@ -163,6 +181,9 @@ class OfflineEngine:
                 "speculative": asdict(self.plan.speculative) if self.plan.speculative else None, **self.info}
 
     def close(self) -> None:
+        import contextlib
+        import signal
+
         if self._proc.is_alive():
             try:
                 self._conn.send(("close",))
@@ -170,9 +191,12 @@ class OfflineEngine:
             except (OSError, BrokenPipeError):
                 pass
             self._proc.join(30)
-            if self._proc.is_alive():
-                self._proc.terminate()
-                self._proc.join(10)
+        # Whatever is left of the group (a wedged child, an engine core) goes too.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, signal.SIGTERM)
+            time.sleep(1)
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        self._proc.join(10)
         self._conn.close()
 
     def __enter__(self):

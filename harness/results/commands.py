@@ -1,0 +1,117 @@
+"""CLI commands of the results layer: `compare`, `report`, `gate`. `register(app)` adds them to a
+typer app. Thin: build inputs, call one function, render to stdout, exit through harness.errors
+(the entry point turns a HarnessError into one line on stderr and its exit code)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+RunArg = Annotated[Path, typer.Argument(help="Run folder or run id under results/runs/.")]
+MdOpt = Annotated[Path | None, typer.Option(
+    "--markdown", help="Also write the table as Markdown here (e.g. $GITHUB_STEP_SUMMARY).")]
+ByOpt = Annotated[str, typer.Option(
+    help="Columns that align cells (comma-separated); mode is always added, draft when a run has several.")]
+TolOpt = Annotated[float | None, typer.Option(
+    help="Allowed relative drop of AL (floors become rates × (1 − tolerance)); default: the baseline's (0.05).")]
+AllowMissingOpt = Annotated[bool, typer.Option(
+    help="Gate the matching cells when baseline cells are missing or incomparable (they are listed).")]
+
+
+def _console():
+    from rich.console import Console
+
+    return Console()
+
+
+def _notes(lines: list[str]) -> None:
+    from rich.console import Console
+
+    err = Console(stderr=True)
+    for n in lines:
+        err.print(f"[yellow]note:[/] {n}", highlight=False, soft_wrap=True)
+
+
+def compare(
+    runs: Annotated[list[Path], typer.Argument(help="Run folders or run ids; the first is the reference.")],
+    by: ByOpt = "suite,k,concurrency,temperature",
+    force: Annotated[bool, typer.Option(help="Align cells that differ in verifier, max tokens or suite.")] = False,
+    markdown: MdOpt = None,
+    csv: Annotated[Path | None, typer.Option("--csv", help="Also write the comparison as CSV here.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")] = False,
+):
+    """Runs side by side, cell by cell, with absolute and relative deltas against the first run."""
+    import json
+
+    from harness.provenance import atomic_write_text
+    from harness.results import compare as cmp
+
+    result = cmp.compare_runs(runs, [c.strip() for c in by.split(",") if c.strip()], force)
+    if markdown:
+        atomic_write_text(markdown, cmp.to_markdown(result))
+    if csv:
+        atomic_write_text(csv, cmp.to_csv(result))
+    if json_out:
+        print(json.dumps(result.to_dict(), indent=2))
+        return
+    _console().print(cmp.to_rich(result))
+    _notes(result.notes())
+
+
+def report(
+    run: RunArg,
+    out: Annotated[Path | None, typer.Option(help="Output folder (default: <run>/report/).")] = None,
+):
+    """Markdown + self-contained HTML report with plots for one run (killed runs: finished cells)."""
+    from harness.results.report import write_report
+
+    files = write_report(run, out)
+    _console().print(f"report: {files.markdown}\n        {files.html}\nplots:  "
+                     + "\n        ".join(str(p) for p in files.plots), highlight=False)
+
+
+def gate(
+    run: RunArg,
+    baseline: Annotated[Path, typer.Option(help="Baseline folder (or a name under results/baselines/).")],
+    tolerance: TolOpt = None,
+    min_speedup: Annotated[float | None, typer.Option(help="Also fail cells whose speedup is below this.")] = None,
+    noise_aware: Annotated[bool, typer.Option(help="Fail only when the AL CI lies below the bound.")] = False,
+    allow_missing: AllowMissingOpt = False,
+    floors: Annotated[str | None, typer.Option(help="Per-position floors for every cell, e.g. 0.73,0.52,0.35.")] = None,
+    draft: Annotated[str | None, typer.Option(help="Gate this draft label when the run holds several.")] = None,
+    markdown: MdOpt = None,
+    junit: Annotated[Path | None, typer.Option(help="Also write JUnit XML here (one testcase per check).")] = None,
+    update_baseline: Annotated[bool, typer.Option(help="Write the baseline from this run instead of gating.")] = False,
+):
+    """Check a run against a baseline: exit 0 pass, 1 regression, 2 unusable input."""
+    from harness.errors import BadInput, Regression
+    from harness.provenance import atomic_write_text
+    from harness.results import gate as g
+
+    if update_baseline:
+        folder = g.update_baseline(run, baseline, g.DEFAULT_TOLERANCE if tolerance is None else tolerance,
+                                   allow_missing, draft)
+        _console().print(f"baseline written: {folder / g.BASELINE_FILE} (+ {g.MANIFEST_FILE})", highlight=False)
+        return
+    try:
+        floor_list = [float(x) for x in floors.split(",")] if floors else None
+    except ValueError as e:
+        raise BadInput(f"--floors {floors!r}: expected comma-separated numbers like 0.73,0.52,0.35") from e
+    result = g.gate(run, baseline, tolerance, min_speedup, noise_aware, floor_list, allow_missing, draft)
+    if markdown:
+        atomic_write_text(markdown, g.to_markdown(result))
+    if junit:
+        atomic_write_text(junit, g.to_junit(result))
+    _console().print(g.to_rich(result))
+    _notes(g.notes(result))
+    if result.exit_code:
+        raise Regression(result.summary())
+    _console().print(f"[green]{result.summary()}[/]", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compare")(compare)
+    app.command("report")(report)
+    app.command("gate")(gate)

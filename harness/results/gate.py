@@ -1,0 +1,341 @@
+"""`harness gate`: hold a run's speculative cells against a stored baseline; exit 1 on regression.
+
+Baseline folder, results/baselines/<name>/ (committed; what CI gates against):
+  baseline.json  {"format": 1, "source_run_id", "created_at", "tolerance",
+                  "cells": [{draft, method, suite, suite_version, suite_sha, k, concurrency,
+                             temperature, max_tokens, verifier_hash, acceptance_length,
+                             per_position_rates, al_ci_low, al_ci_high, speedup,
+                             per_position_floors}, ...]}
+                 one entry per speculative cell of the source run; per_position_floors are
+                 per_position_rates × (1 − tolerance) when written — edit them by hand to pin
+                 floors, as vLLM's CI does (tests/v1/spec_decode/test_acceptance_length.py).
+  manifest.json  the manifest of the run the baseline came from (versions, hardware, hashes,
+                 recipe). Written first; baseline.json last, and a folder whose two files name
+                 different runs (an update killed midway) is refused.
+
+Checks, per speculative cell of the run matched to a baseline cell on (suite, k, concurrency,
+temperature) — the draft label may differ between runs:
+  acceptance_length     >= baseline AL × (1 − tolerance)
+  per_position_rate[i]  >= floor[i], i = 1..k (unconditional rates, harness/bench/measure.py)
+  speedup               >= min_speedup (only when given)
+Precedence (flag > file > default): tolerance = the argument, else the baseline's; floors = the
+argument, else the baseline's stored floors when no tolerance was given, else baseline
+rates × (1 − tolerance).
+Noise-aware: a value counts as "upper end of its CI": AL → al_ci_high (per-request bootstrap);
+per-position rates get the same slack al_ci_high − AL (acceptance at position i implies it at
+every earlier position, so the positions are positively correlated and SD(rate_i) <= SD(Σ rates)
+= SD(AL)). Without a CI the point value is used.
+Unusable input (BadInput, exit 2): a baseline cell without a finished, ok run cell; a matched
+cell that differs in verifier_hash, max_tokens, suite_version or suite_sha. allow_missing gates
+the rest and lists those.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import BadInput
+from harness.results.cells import COMPARABILITY, Run, describe_setting, fmt, is_speculative, read_run, setting
+
+FORMAT = 1
+BASELINE_FILE, MANIFEST_FILE = "baseline.json", "manifest.json"
+DEFAULT_TOLERANCE = 0.05
+BASELINE_FIELDS = ("draft", "method", "suite", "suite_version", "suite_sha", "k", "concurrency", "temperature",
+                   "max_tokens", "verifier_hash", "acceptance_length", "per_position_rates", "al_ci_low",
+                   "al_ci_high", "speedup")
+
+
+@dataclass(frozen=True)
+class Check:
+    suite: str
+    k: int
+    concurrency: int
+    temperature: float
+    metric: str
+    baseline: float | None
+    value: float | None
+    bound: float
+    passed: bool
+    compared: float | None = None  # what was held against the bound (CI upper end when noise-aware)
+    draft: str = ""
+
+    @property
+    def where(self) -> str:
+        return describe_setting((self.suite, self.k, self.concurrency, self.temperature))
+
+    def message(self) -> str:
+        op = ">=" if self.passed else "<"
+        ci = f" (CI upper end {fmt(self.compared)})" if self.compared not in (None, self.value) else ""
+        value = fmt(self.value) if self.value is not None else "none (no drafts: speculation off?)"
+        return (f"{self.where}: {self.metric} {value}{ci} {op} bound {fmt(self.bound)} "
+                f"(baseline {fmt(self.baseline)})")
+
+
+@dataclass(frozen=True)
+class GateResult:
+    run_id: str
+    baseline: str
+    tolerance: float
+    noise_aware: bool
+    min_speedup: float | None
+    floors_source: str
+    checks: tuple[Check, ...]
+    not_gated: tuple[str, ...] = ()  # baseline cells left out (allow_missing), with why
+    extra: tuple[str, ...] = ()  # run cells the baseline does not have
+    incomplete: str | None = None  # what a killed run lacks
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if not c.passed]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failures else 0
+
+    def summary(self) -> str:
+        cells = len({c.where for c in self.checks})
+        if not self.failures:
+            return f"gate passed: {len(self.checks)} checks on {cells} cells of {self.run_id} vs {self.baseline}"
+        first = self.failures[0].message()
+        more = f" (+{len(self.failures) - 1} more)" if len(self.failures) > 1 else ""
+        return f"gate failed: {len(self.failures)} of {len(self.checks)} checks below bound: {first}{more}"
+
+
+# ----------------------------------------------------------------------------- pure core
+
+
+def baseline_cells(rows: list[dict[str, Any]], tolerance: float) -> list[dict[str, Any]]:
+    """Baseline entries from a run's finished, ok speculative rows."""
+    out = []
+    for r in rows:
+        if is_speculative(r) and r.get("status", "ok") == "ok" and r.get("acceptance_length") is not None:
+            entry = {f: r.get(f) for f in BASELINE_FIELDS}
+            entry["per_position_floors"] = [x * (1 - tolerance) for x in r.get("per_position_rates") or []]
+            out.append(entry)
+    return out
+
+
+def cell_floors(base: dict[str, Any], tolerance: float, floors: Sequence[float] | None,
+                use_stored: bool) -> list[float]:
+    if floors is not None:
+        return list(floors)
+    if use_stored and base.get("per_position_floors") is not None:
+        return list(base["per_position_floors"])
+    return [x * (1 - tolerance) for x in base.get("per_position_rates") or []]
+
+
+def check_cell(base: dict[str, Any], row: dict[str, Any], tolerance: float, floors: list[float],
+               noise_aware: bool = False, min_speedup: float | None = None) -> list[Check]:
+    """The checks of one matched cell (pure)."""
+    al, hi = row.get("acceptance_length"), row.get("al_ci_high")
+    slack = hi - al if noise_aware and al is not None and hi is not None else 0.0
+    rates = row.get("per_position_rates") or []
+    base_rates = base.get("per_position_rates") or []
+    ident = dict(suite=base["suite"], k=base["k"], concurrency=base["concurrency"],
+                 temperature=base["temperature"], draft=str(row.get("draft", "")))
+
+    def mk(metric: str, baseline: float | None, value: float | None, bound: float, extra: float = 0.0) -> Check:
+        compared = None if value is None else value + extra
+        return Check(metric=metric, baseline=baseline, value=value, bound=bound,
+                     passed=compared is not None and compared >= bound, compared=compared, **ident)
+
+    checks = [mk("acceptance_length", base["acceptance_length"], al,
+                 base["acceptance_length"] * (1 - tolerance), slack)]
+    for i, floor in enumerate(floors):
+        checks.append(mk(f"per_position_rate[{i + 1}]", base_rates[i] if i < len(base_rates) else None,
+                         rates[i] if i < len(rates) else None, floor, slack))
+    if min_speedup is not None:
+        checks.append(mk("speedup", base.get("speedup"), row.get("speedup"), min_speedup))
+    return checks
+
+
+def evaluate(run: Run, baseline: dict[str, Any], baseline_name: str, tolerance: float | None = None,
+             min_speedup: float | None = None, noise_aware: bool = False, floors: Sequence[float] | None = None,
+             allow_missing: bool = False, draft: str | None = None) -> GateResult:
+    """Match the run's speculative cells to the baseline's and check each (no I/O)."""
+    tol = float(baseline.get("tolerance", DEFAULT_TOLERANCE)) if tolerance is None else tolerance
+    rows = [r for r in run.rows if is_speculative(r)]
+    if draft is not None:
+        labels = sorted({str(r.get("draft")) for r in rows})
+        rows = [r for r in rows if r.get("draft") == draft]
+        if not rows:
+            raise BadInput(f"--draft {draft}: run {run.label} has no such draft; its drafts: {', '.join(labels)}")
+    by_setting: dict[tuple, list[dict]] = {}
+    for r in rows:
+        by_setting.setdefault(setting(r), []).append(r)
+    checks: list[Check] = []
+    problems: list[str] = []
+    base_keys = set()
+    for base in baseline.get("cells", []):
+        key = setting(base)
+        base_keys.add(key)
+        where, matched = describe_setting(key), by_setting.get(key, [])
+        if len(matched) > 1:
+            raise BadInput(f"run {run.label} has several drafts at {where} "
+                           f"({', '.join(str(r.get('draft')) for r in matched)}); pass --draft to choose one")
+        if not matched:
+            problems.append(f"{where}: no finished speculative cell in run {run.label}")
+            continue
+        row = matched[0]
+        diffs = [f"{f} {base.get(f)} vs {row.get(f)}" for f in COMPARABILITY if base.get(f) != row.get(f)]
+        if diffs:
+            problems.append(f"{where}: not comparable with the baseline ({'; '.join(diffs)})")
+        elif row.get("status", "ok") != "ok":
+            problems.append(f"{where}: the run's cell failed ({row.get('error')})")
+        elif min_speedup is not None and row.get("speedup") is None:
+            problems.append(f"{where}: no speedup measured (no baseline arm); drop --min-speedup or rerun")
+        else:
+            checks += check_cell(base, row, tol, cell_floors(base, tol, floors, tolerance is None),
+                                 noise_aware, min_speedup)
+    if problems and not allow_missing:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        killed = (f"; run {run.label} is {run.status} with {len(run.missing)} planned cells missing "
+                  "(finish it with --resume)") if run.missing else ""
+        raise BadInput(f"unusable gate input: {problems[0]}{more}{killed}; "
+                       "pass --allow-missing to gate only the cells that match")
+    if not checks:
+        raise BadInput(f"nothing to gate: no cell of run {run.label} matches baseline {baseline_name}"
+                       + (f" ({problems[0]})" if problems else ""))
+    source = ("--floors" if floors is not None else "baseline.json per_position_floors" if tolerance is None
+              else f"baseline rates × (1 − {tol:g})")
+    extra = tuple(describe_setting(k) for k in by_setting if k not in base_keys)
+    return GateResult(run.label, baseline_name, tol, noise_aware, min_speedup, source, tuple(checks),
+                      tuple(problems), extra, run.incomplete_note())
+
+
+# ----------------------------------------------------------------------------- I/O edge
+
+
+def resolve_baseline_dir(path: str | Path) -> Path:
+    """A baseline folder from a path or a name under results/baselines/."""
+    from harness.recipe import REPO_ROOT
+
+    p = Path(path)
+    for cand in (p, REPO_ROOT / "results" / "baselines" / str(path)):
+        if (cand / BASELINE_FILE).is_file():
+            return cand
+    raise BadInput(f"{path}: no {BASELINE_FILE} there (nor under results/baselines/); "
+                   f"write one with `harness gate RUN --baseline {path} --update-baseline`")
+
+
+def read_baseline(folder: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((folder / BASELINE_FILE).read_text())
+        manifest = json.loads((folder / MANIFEST_FILE).read_text()) if (folder / MANIFEST_FILE).is_file() else None
+    except json.JSONDecodeError as e:
+        raise BadInput(f"{folder}: unreadable baseline ({e})") from e
+    if data.get("format") != FORMAT:
+        raise BadInput(f"{folder / BASELINE_FILE}: format {data.get('format')!r}, expected {FORMAT}")
+    if manifest is not None and manifest.get("run_id") != data.get("source_run_id"):
+        raise BadInput(f"{folder}: manifest.json (run {manifest.get('run_id')}) and baseline.json "
+                       f"(run {data.get('source_run_id')}) disagree: an update was cut short; rewrite it")
+    return data
+
+
+def gate(run: str | Path, baseline_dir: str | Path, tolerance: float | None = None,
+         min_speedup: float | None = None, noise_aware: bool = False, floors: Sequence[float] | None = None,
+         allow_missing: bool = False, draft: str | None = None) -> GateResult:
+    folder = resolve_baseline_dir(baseline_dir)
+    return evaluate(read_run(run), read_baseline(folder), folder.name, tolerance, min_speedup, noise_aware,
+                    floors, allow_missing, draft)
+
+
+def update_baseline(run: str | Path, baseline_dir: str | Path, tolerance: float = DEFAULT_TOLERANCE,
+                    allow_missing: bool = False, draft: str | None = None) -> Path:
+    """Write baseline_dir/{manifest,baseline}.json from a run (each file atomic, baseline last)."""
+    from harness.provenance import atomic_write_json
+
+    r = read_run(run)
+    if r.missing and not allow_missing:
+        raise BadInput(f"run {r.label} is {r.status} with {len(r.missing)} planned cells missing; a baseline from "
+                       "it would gate only part of the matrix: finish it (--resume) or pass --allow-missing")
+    rows = [x for x in r.rows if is_speculative(x) and (draft is None or x.get("draft") == draft)]
+    failed = [describe_setting(setting(x)) for x in rows if x.get("status", "ok") != "ok"]
+    if failed and not allow_missing:
+        raise BadInput(f"run {r.label}: failed cells {', '.join(failed)} cannot be a baseline; rerun them "
+                       "or pass --allow-missing to leave them out")
+    cells = baseline_cells(rows, tolerance)
+    keys = [setting(c) for c in cells]
+    if len(set(keys)) != len(keys):
+        raise BadInput(f"run {r.label} has several drafts per cell; pass --draft to choose the baseline's")
+    if not cells:
+        raise BadInput(f"run {r.label} has no finished speculative cell to make a baseline from")
+    out = Path(baseline_dir)
+    atomic_write_json(out / MANIFEST_FILE, r.manifest)
+    atomic_write_json(out / BASELINE_FILE, {
+        "format": FORMAT, "source_run_id": r.manifest.get("run_id"), "tolerance": tolerance,
+        "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "cells": cells})
+    return out
+
+
+# ----------------------------------------------------------------------------- renderers
+
+
+def _row(c: Check) -> list[str]:
+    value = fmt(c.value) + (f" (CI↑ {fmt(c.compared)})" if c.compared not in (None, c.value) else "")
+    return [c.suite, c.draft, str(c.k), str(c.concurrency), f"{c.temperature:g}", c.metric,
+            fmt(c.baseline), value, fmt(c.bound), "pass" if c.passed else "FAIL"]
+
+
+HEADERS = ["suite", "draft", "k", "concurrency", "T", "metric", "baseline", "value", "bound", "verdict"]
+
+
+def notes(res: GateResult) -> list[str]:
+    out = [f"not gated: {p}" for p in res.not_gated]
+    out += [f"no baseline for run cell {e} (not gated)" for e in res.extra]
+    return out + ([f"incomplete run: {res.incomplete}"] if res.incomplete else [])
+
+
+def _settings_line(res: GateResult) -> str:
+    return (f"tolerance {res.tolerance:g} (AL bound = baseline AL × {1 - res.tolerance:g}); "
+            f"per-position floors: {res.floors_source}; noise-aware: {'on' if res.noise_aware else 'off'}"
+            + (f"; min speedup {res.min_speedup:g}x" if res.min_speedup is not None else ""))
+
+
+def to_rich(res: GateResult):
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title=escape(f"gate: {res.run_id} vs baseline {res.baseline}"), caption=escape(_settings_line(res)))
+    for h in HEADERS:
+        t.add_column(h, justify="left" if h in ("suite", "draft", "metric", "verdict") else "right")
+    for c in res.checks:
+        row = [escape(x) for x in _row(c)]
+        row[-1] = "[green]pass[/]" if c.passed else "[bold red]FAIL[/]"
+        t.add_row(*row)
+    return t
+
+
+def to_markdown(res: GateResult) -> str:
+    verdict = "✅ passed" if not res.failures else f"❌ failed ({len(res.failures)} of {len(res.checks)} checks)"
+    out = [f"### Gate {verdict}: `{res.run_id}` vs baseline `{res.baseline}`", "", _settings_line(res), "",
+           "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    out += ["| " + " | ".join(_row(c)[:-1] + ["pass" if c.passed else "**FAIL**"]) + " |" for c in res.checks]
+    out += [""] + [f"- {n}" for n in notes(res)]
+    out.append("\nAL = 1 + accepted/drafts (pooled, incl. the bonus token); per_position_rate[i] = accepted at "
+               "position i / drafts; speedup = spec ÷ baseline output tok/s (harness/bench/measure.py).")
+    return "\n".join(out) + "\n"
+
+
+def to_junit(res: GateResult) -> str:
+    """JUnit XML: one testcase per check (a failure carries its message); cells left out are skipped."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.Element("testsuites", name="harness gate")
+    suite = ET.SubElement(root, "testsuite", name=f"gate {res.run_id} vs {res.baseline}",
+                          tests=str(len(res.checks) + len(res.not_gated)), failures=str(len(res.failures)),
+                          errors="0", skipped=str(len(res.not_gated)))
+    for c in res.checks:
+        tc = ET.SubElement(suite, "testcase", classname=f"gate.{c.suite}.k{c.k}.c{c.concurrency}.t{c.temperature:g}",
+                           name=c.metric)
+        if not c.passed:
+            ET.SubElement(tc, "failure", message=c.message(), type="Regression").text = c.message()
+    for p in res.not_gated:
+        tc = ET.SubElement(suite, "testcase", classname="gate.not_gated", name=p.split(":")[0])
+        ET.SubElement(tc, "skipped", message=p)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

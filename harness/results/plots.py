@@ -1,0 +1,211 @@
+"""The report's four PNG plots (matplotlib, Agg: no display). Each function takes a run's rows,
+writes one PNG and returns its title; the data selection is stated in the title.
+
+Reference setting: T = 0 and concurrency 1 when the run has them, else the lowest measured.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from harness.results.cells import BASELINE, is_speculative
+
+Row = dict[str, Any]
+
+
+# ----------------------------------------------------------------------------- selection (pure)
+
+
+def spec_rows(rows: list[Row]) -> list[Row]:
+    return [r for r in rows if is_speculative(r) and r.get("acceptance_length") is not None]
+
+
+def reference(rows: list[Row]) -> tuple[float | None, int | None]:
+    """(temperature, concurrency) of the reference setting: 0 and 1 when measured, else the lowest."""
+    spec = spec_rows(rows)
+    if not spec:
+        return None, None
+    temps = {r["temperature"] for r in spec}
+    t = 0.0 if 0 in temps else min(temps)
+    concs = {r["concurrency"] for r in spec if r["temperature"] == t}
+    return t, 1 if 1 in concs else min(concs)
+
+
+def series(rows: list[Row]) -> dict[str, list[Row]]:
+    """Rows by line label: the suite, or 'suite · draft' when the run holds several drafts."""
+    multi = len({r.get("draft") for r in rows}) > 1
+    out: dict[str, list[Row]] = defaultdict(list)
+    for r in rows:
+        out[f"{r['suite']} · {r.get('draft')}" if multi else str(r["suite"])].append(r)
+    return dict(sorted(out.items()))
+
+
+def by_what(rows: list[Row]) -> str:
+    return "suite and draft" if len({r.get("draft") for r in rows}) > 1 else "suite"
+
+
+def reference_cells(rows: list[Row]) -> dict[str, Row]:
+    """Per line label: the speculative row at the reference T and concurrency with the largest k."""
+    t, c = reference(rows)
+    ref = [r for r in spec_rows(rows) if r["temperature"] == t and r["concurrency"] == c]
+    return {label: max(rs, key=lambda r: r["k"]) for label, rs in series(ref).items()}
+
+
+def first_below(points: list[tuple[float, float]], threshold: float = 1.0) -> tuple[float, float] | None:
+    """The first (x, y) with y < threshold, in x order."""
+    return next(((x, y) for x, y in sorted(points) if y < threshold), None)
+
+
+def _k_text(cells: dict[str, Row]) -> str:
+    ks = sorted({r["k"] for r in cells.values()})
+    return f"k={ks[0]}" if len(ks) == 1 else "largest k per suite, k=" + "/".join(map(str, ks))
+
+
+def _setting(t: float | None, c: int | None) -> str:
+    return "no finished cell" if t is None else f"T={t:g}, concurrency {c}"
+
+
+# ----------------------------------------------------------------------------- drawing
+
+
+def _figure():
+    from matplotlib.figure import Figure  # no pyplot: no global state, Agg canvas on save
+
+    fig = Figure(figsize=(8, 4.8), dpi=110, layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def _color(i: int):
+    from matplotlib import colormaps
+
+    return colormaps["tab10"](i % 10)
+
+
+def _save(fig, ax, path: Path, title: str, empty: str | None = None, note: str | None = None) -> str:
+    title = f"{title}\n{note}" if note else title
+    ax.set_title(title, fontsize=10.5)
+    if empty:
+        ax.text(0.5, 0.5, empty, ha="center", va="center", transform=ax.transAxes, fontsize=10, color="0.35")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png")
+    return title
+
+
+def plot_per_position(rows: list[Row], path: Path, note: str | None = None) -> str:
+    cells = reference_cells(rows)
+    t, c = reference(rows)
+    fig, ax = _figure()
+    title = (f"Per-position acceptance rate by {by_what(rows)} ({_k_text(cells)}, {_setting(t, c)})\n"
+             "rate(i) = drafts whose token at position i was accepted / drafts") if cells else \
+        "Per-position acceptance rate by suite"
+    for i, (label, r) in enumerate(cells.items()):
+        rates = r.get("per_position_rates") or []
+        ax.plot(range(1, len(rates) + 1), rates, marker="o", color=_color(i), label=f"{label} (k={r['k']})")
+    ks = [r["k"] for r in cells.values()]
+    ax.set_xticks(range(1, max(ks, default=1) + 1))
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("draft position i")
+    ax.set_ylabel("acceptance rate at position i (fraction of drafts)")
+    ax.grid(alpha=0.3)
+    if cells:
+        ax.legend(fontsize=8)
+    return _save(fig, ax, path, title, None if cells else "no finished speculative cells: nothing to plot", note)
+
+
+def plot_al_vs_k(rows: list[Row], path: Path, note: str | None = None) -> str:
+    t, c = reference(rows)
+    ref = [r for r in spec_rows(rows) if r["temperature"] == t and r["concurrency"] == c]
+    fig, ax = _figure()
+    ks = sorted({r["k"] for r in ref})
+    for i, (label, rs) in enumerate(series(ref).items()):
+        pts = sorted((r["k"], r["acceptance_length"]) for r in rs)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=_color(i), label=label)
+    if ks:
+        span = [ks[0] - 0.25, ks[-1] + 0.25] if len(ks) == 1 else ks
+        ax.plot(span, [k + 1 for k in span], ls="--", color="0.4", label="ceiling k+1 (every draft token accepted)")
+        ax.set_xticks(ks)
+        ax.set_ylim(bottom=1.0)
+        ax.legend(fontsize=8)
+    ax.set_xlabel("k = num_speculative_tokens (draft tokens per verify step)")
+    ax.set_ylabel("acceptance length (tokens per verify step, incl. bonus)")
+    ax.grid(alpha=0.3)
+    title = "Acceptance length vs k by suite"
+    if ref:
+        title = (f"Acceptance length vs k by {by_what(rows)} ({_setting(t, c)})\n"
+                 "AL = 1 + accepted / drafts (pooled); dashed: the k+1 ceiling")
+    return _save(fig, ax, path, title, None if ref else "no finished speculative cells: nothing to plot", note)
+
+
+def plot_speedup_vs_concurrency(rows: list[Row], path: Path, note: str | None = None) -> str:
+    t, _ = reference(rows)
+    ref = [r for r in spec_rows(rows) if r["temperature"] == t and r.get("speedup") is not None]
+    fig, ax = _figure()
+    concs = sorted({r["concurrency"] for r in ref})
+    ax.axhline(1.0, color="0.3", lw=1, ls="--", label="1.0x (no gain)")
+    notes = 0  # annotations so far: stacked in the lower left, arrows to their points
+    for i, (label, rs) in enumerate(series(ref).items()):
+        by_k: dict[int, list[Row]] = defaultdict(list)
+        for r in rs:
+            by_k[r["k"]].append(r)
+        for j, (k, krs) in enumerate(sorted(by_k.items())):
+            pts = sorted((r["concurrency"], r["speedup"]) for r in krs)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=_color(i),
+                    ls=["-", ":", "-.", (0, (5, 1))][j % 4], label=f"{label}, k={k}")
+            below = first_below(pts)
+            if below:
+                ax.plot(*below, marker="X", ms=11, color="crimson", zorder=5)
+                ax.annotate(f"{label}, k={k}: {below[1]:.2f}x at concurrency {below[0]:g}", below, fontsize=8,
+                            xytext=(0.02, 0.04 + 0.07 * notes), textcoords="axes fraction", color="crimson",
+                            bbox=dict(fc="white", ec="none", alpha=0.85),
+                            arrowprops=dict(arrowstyle="->", color="crimson", lw=0.7, alpha=0.7))
+                notes += 1
+    if concs and concs[-1] / concs[0] >= 4:
+        ax.set_xscale("log", base=2)
+    if concs:
+        ax.set_xticks(concs, [str(c) for c in concs])
+        ax.minorticks_off()
+    ax.set_xlabel("concurrency (requests in flight)")
+    ax.set_ylabel("speedup (× baseline output tokens/s)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    title = (f"Speedup vs concurrency by {by_what(rows).replace(' and ', ', ')} and k (T={t:g})\n"
+             "speedup = speculative ÷ baseline output tokens/s; red X: first point below 1.0x") if ref else \
+        "Speedup vs concurrency by suite and k"
+    return _save(fig, ax, path, title, None if ref else "no finished cells with a speedup: nothing to plot", note)
+
+
+def plot_throughput(rows: list[Row], path: Path, note: str | None = None) -> str:
+    cells = reference_cells(rows)
+    base = {r.get("cell_id"): r for r in rows if r.get("mode") == BASELINE}
+    t, c = reference(rows)
+    fig, ax = _figure()
+    labels = list(cells)
+    spec_v = [cells[lab].get("output_tok_per_s") or 0.0 for lab in labels]
+    base_v = [(base.get(cells[lab].get("cell_id")) or {}).get("output_tok_per_s") or 0.0 for lab in labels]
+    x = range(len(labels))
+    w = 0.38
+    b1 = ax.bar([i - w / 2 for i in x], base_v, w, label="baseline (no speculation)", color="0.6")
+    b2 = ax.bar([i + w / 2 for i in x], spec_v, w, label="speculative", color=_color(0))
+    ax.bar_label(b1, fmt="%.1f", fontsize=8)
+    ax.bar_label(b2, labels=[f"{s:.1f}\n({s / b:.2f}x)" if b else f"{s:.1f}" for s, b in zip(spec_v, base_v)],
+                 fontsize=8)
+    ax.set_xticks(list(x), [f"{lab}\n(k={cells[lab]['k']})" for lab in labels])
+    ax.set_ylabel("output tokens/s (output tokens ÷ wall s)")
+    ax.set_xlabel(by_what(rows))
+    ax.margins(y=0.18)
+    if labels:
+        ax.legend(fontsize=8)
+    title = (f"Output tokens/s, baseline vs speculative, by {by_what(rows)} ({_k_text(cells)}, {_setting(t, c)})"
+             if cells else "Output tokens/s, baseline vs speculative, by suite")
+    return _save(fig, ax, path, title, None if cells else "no finished cells: nothing to plot", note)
+
+
+PLOTS = (("per_position_acceptance.png", plot_per_position), ("acceptance_length_vs_k.png", plot_al_vs_k),
+         ("speedup_vs_concurrency.png", plot_speedup_vs_concurrency), ("output_tok_per_s.png", plot_throughput))
+
+
+def write_plots(rows: list[Row], folder: Path, note: str | None = None) -> list[tuple[Path, str]]:
+    """All four plots: [(png path, title)]; `note` (e.g. what a killed run lacks) joins every title."""
+    return [(folder / name, fn(rows, folder / name, note)) for name, fn in PLOTS]

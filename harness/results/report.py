@@ -1,0 +1,195 @@
+"""`harness report`: one run as report.md + a self-contained report.html (plots embedded as
+base64 PNG data URIs) + the PNGs themselves. Built as a list of blocks rendered twice, so the
+two files always say the same thing. Every number's definition is stated (harness/bench/measure.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.results import plots
+from harness.results.cells import Run, fmt, read_run
+
+DEFINITIONS = [
+    "acceptance length (AL, τ) = 1 + num_accepted_tokens / num_drafts, pooled over every draft of the cell "
+    "(vLLM's convention): tokens emitted per verify step including the verifier's bonus token; 1 … k+1",
+    "AL 95% CI = bootstrap over requests (a request is the unit of independence), same pooled formula",
+    "draft acceptance rate = num_accepted_tokens / num_draft_tokens = (AL − 1) / k, a fraction in [0, 1]",
+    "per-position rate i = drafts whose token at position i was accepted / num_drafts (unconditional; "
+    "non-increasing in i)",
+    "output tok/s = output tokens of all requests / wall seconds of the measured batch",
+    "speedup = speculative output tok/s ÷ baseline output tok/s, same prompts, max tokens, sampling, "
+    "concurrency and parallelism",
+    "lossless match = requests whose speculative output tokens equal the baseline's / requests compared (T=0 only)",
+    "TTFT median = median time to first token over the cell's requests, milliseconds",
+]
+CELL_HEADERS = ["k", "concurrency", "T", "AL", "AL 95% CI", "draft acceptance rate", "per-position rates",
+                "speedup (×)", "spec tok/s", "baseline tok/s", "spec TTFT median (ms)", "lossless match"]
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    markdown: Path
+    html: Path
+    plots: tuple[Path, ...]
+
+
+# ----------------------------------------------------------------------------- content (pure)
+
+
+def _ci(r: dict[str, Any]) -> str:
+    lo, hi = r.get("al_ci_low"), r.get("al_ci_high")
+    return "—" if lo is None or hi is None else f"{lo:.3f} – {hi:.3f}"
+
+
+def _rates(r: dict[str, Any]) -> str:
+    return " / ".join(f"{x:.2f}" for x in r.get("per_position_rates") or []) or "—"
+
+
+def _cell_row(r: dict[str, Any], base: dict[str, Any] | None) -> list[str]:
+    lm = r.get("lossless_match_rate")
+    n, m = r.get("lossless_compared"), r.get("lossless_matches")
+    lm_s = "—" if lm is None else f"{lm:.1%} ({int(m)}/{int(n)})" if n is not None and m is not None else f"{lm:.1%}"
+    return [str(r["k"]), str(r["concurrency"]), f"{r['temperature']:g}", fmt(r.get("acceptance_length")), _ci(r),
+            fmt(r.get("draft_acceptance_rate")), _rates(r), fmt(r.get("speedup")),
+            fmt(r.get("output_tok_per_s"), 1), fmt((base or {}).get("output_tok_per_s"), 1),
+            fmt(r.get("ttft_ms_median"), 1), lm_s]
+
+
+def _run_facts(run: Run) -> list[str]:
+    m = run.manifest
+    prov = m.get("provenance") or {}
+    hw = prov.get("hardware") or {}
+    pk = prov.get("packages") or {}
+    facts = [f"status: {run.status}; started {m.get('started_at')}, ended {m.get('ended_at') or 'not recorded'}",
+             f"harness git sha: {prov.get('git_sha')}",
+             f"hardware: {hw.get('device', '?')} — {hw.get('gpu') or hw.get('cpu') or hw.get('platform', '?')}",
+             "packages: " + (", ".join(f"{k} {v}" for k, v in pk.items()) or "—")]
+    ver = m.get("verifier") or {}
+    entries = ver.values() if ver and all(isinstance(v, dict) for v in ver.values()) else [ver]
+    facts += [f"verifier: {v.get('path')} (content hash {v.get('content_hash')})" for v in entries if v]
+    for label, d in (m.get("drafts") or {}).items():
+        h = d.get("content_hash")
+        facts.append(f"draft {label}: {d.get('method', '')} {d.get('path')} (content hash "
+                     f"{h.get('sha256') if isinstance(h, dict) else h})")
+    rows = run.rows
+    if rows:
+        r0 = rows[0]
+        facts.append(f"max tokens {r0.get('max_tokens')}, repeats {r0.get('repeats')}, engine {r0.get('engine')}")
+        suites = sorted({(r.get("suite"), r.get("suite_version"), r.get("suite_sha")) for r in rows})
+        facts.append("suites: " + ", ".join(f"{s} (version {v}, sha {h})" for s, v, h in suites))
+    return facts
+
+
+def _completeness(run: Run) -> list[tuple]:
+    out: list[tuple] = []
+    planned = run.manifest.get("planned_cells") or []
+    if run.missing:
+        out += [("p", f"Incomplete run (status {run.status}): {len(planned) - len(run.missing)} of {len(planned)} "
+                      f"planned cells finished. Every number and plot below covers the finished cells only. "
+                      f"Missing cells:"), ("list", run.missing)]
+    failed = sorted({r.get("cell_id") for r in run.rows if r.get("status", "ok") != "ok"})
+    if failed:
+        out += [("p", "Cells with failed requests (their numbers cover the requests that finished):"),
+                ("list", [f"{c}: {next(r.get('error') for r in run.rows if r.get('cell_id') == c)}" for c in failed])]
+    flags = [f"{r.get('cell_id')}: {f}" for r in run.rows for f in (r.get("flags") or [])]
+    if flags:
+        out += [("p", "Flags raised while measuring:"), ("list", flags)]
+    return out
+
+
+def build_blocks(run: Run, images: list[tuple[str, str]]) -> list[tuple]:
+    """The report as blocks: ("h", level, text) ("p", text) ("list", items) ("table", headers, rows)
+    ("img", file name, title)."""
+    spec = plots.spec_rows(run.rows)
+    base = {r.get("cell_id"): r for r in run.rows if r.get("mode") == "baseline"}
+    t, c = plots.reference(run.rows)
+    blocks: list[tuple] = [("h", 1, f"Benchmark report: {run.label}"), ("list", _run_facts(run))]
+    done = _completeness(run)
+    if done:
+        blocks += [("h", 2, "What this run lacks"), *done]
+    blocks += [("h", 2, "Definitions (harness/bench/measure.py)"), ("list", DEFINITIONS)]
+    if spec:
+        ref = plots.reference_cells(run.rows)
+        blocks += [("h", 2, f"Summary by suite (largest k, T={t:g}, concurrency {c})"),
+                   ("table", ["suite", "draft", "k", "AL", "AL 95% CI", "draft acceptance rate", "speedup (×)"],
+                    [[str(r["suite"]), str(r.get("draft")), str(r["k"]), fmt(r["acceptance_length"]), _ci(r),
+                      fmt(r.get("draft_acceptance_rate")), fmt(r.get("speedup"))] for r in ref.values()])]
+        blocks.append(("h", 2, "Every measured cell, by suite"))
+        for label, rs in plots.series(spec).items():
+            rs = sorted(rs, key=lambda r: (r["k"], r["concurrency"], r["temperature"]))
+            blocks += [("h", 3, label), ("table", CELL_HEADERS, [_cell_row(r, base.get(r.get("cell_id"))) for r in rs])]
+    else:
+        blocks += [("h", 2, "Summary"), ("p", "No finished speculative cell: nothing measured yet.")]
+    blocks.append(("h", 2, "Plots"))
+    blocks += [("img", name, title) for name, title in images]
+    return blocks
+
+
+# ----------------------------------------------------------------------------- renderers
+
+
+def to_markdown(blocks: list[tuple]) -> str:
+    out: list[str] = []
+    for b in blocks:
+        if b[0] == "h":
+            out += ["#" * b[1] + " " + b[2], ""]
+        elif b[0] == "p":
+            out += [b[1], ""]
+        elif b[0] == "list":
+            out += [f"- {x}" for x in b[1]] + [""]
+        elif b[0] == "table":
+            out += ["| " + " | ".join(b[1]) + " |", "|" + "---|" * len(b[1])]
+            out += ["| " + " | ".join(row) + " |" for row in b[2]] + [""]
+        elif b[0] == "img":
+            title = b[2].replace("\n", " — ")
+            out += [f"![{title}]({b[1]})", "", f"*{title}*", ""]
+    return "\n".join(out)
+
+
+CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+       "table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.9em}td,th{border:1px solid #ccc;"
+       "padding:.3em .6em;text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}"
+       "img{max-width:100%;border:1px solid #ddd}figure{margin:1.5em 0}figcaption{font-size:.9em;color:#555}")
+
+
+def to_html(blocks: list[tuple], folder: Path) -> str:
+    e = html.escape
+    out = ["<!doctype html><html><head><meta charset='utf-8'>", f"<title>{e(blocks[0][2])}</title>",
+           f"<style>{CSS}</style></head><body>"]
+    for b in blocks:
+        if b[0] == "h":
+            out.append(f"<h{b[1]}>{e(b[2])}</h{b[1]}>")
+        elif b[0] == "p":
+            out.append(f"<p>{e(b[1])}</p>")
+        elif b[0] == "list":
+            out.append("<ul>" + "".join(f"<li>{e(str(x))}</li>" for x in b[1]) + "</ul>")
+        elif b[0] == "table":
+            head = "".join(f"<th>{e(h)}</th>" for h in b[1])
+            body = "".join("<tr>" + "".join(f"<td>{e(v)}</td>" for v in row) + "</tr>" for row in b[2])
+            out.append(f"<table><tr>{head}</tr>{body}</table>")
+        elif b[0] == "img":
+            data = base64.b64encode((folder / b[1]).read_bytes()).decode()
+            out.append(f"<figure><img alt='{e(b[2])}' src='data:image/png;base64,{data}'>"
+                       f"<figcaption>{e(b[2])}</figcaption></figure>")
+    return "\n".join(out + ["</body></html>"]) + "\n"
+
+
+def write_report(run: str | Path, out_dir: str | Path | None = None) -> ReportFiles:
+    """report.md, report.html and four PNGs into out_dir (default: <run>/report/)."""
+    from harness.provenance import atomic_write_text
+
+    r = read_run(run)
+    folder = Path(out_dir) if out_dir is not None else r.path / "report"
+    planned = len(r.manifest.get("planned_cells") or [])
+    note = (f"incomplete run ({r.status}): {planned - len(r.missing)} of {planned} planned cells finished"
+            if r.missing else None)
+    made = plots.write_plots(r.rows, folder, note)
+    blocks = build_blocks(r, [(p.name, title) for p, title in made])
+    atomic_write_text(folder / "report.md", to_markdown(blocks))
+    atomic_write_text(folder / "report.html", to_html(blocks, folder))
+    return ReportFiles(folder / "report.md", folder / "report.html", tuple(p for p, _ in made))

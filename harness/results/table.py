@@ -1,0 +1,119 @@
+"""The run's result table: one row per measured cell and mode (baseline / speculative).
+
+On disk, under results/runs/<run-id>/:
+  manifest.json      what ran (provenance, recipe, planned cells, status, start/end time)
+  cells/<cell>.json  the rows of one finished cell, written atomically when the cell ends
+  results.parquet    every finished cell's rows, typed (rebuilt atomically after each cell)
+  results.csv        the same, for spreadsheets and pull requests
+
+A killed run keeps every finished cell; `--resume` runs only the missing ones. One line of
+pandas loads a run: `pd.read_parquet("results/runs/<id>/results.parquet")`.
+
+Columns (raw counters are kept so any other definition can be recomputed; the formulas are
+in harness/bench/measure.py):
+  identity   run_id cell_id draft method mode suite suite_version suite_sha k concurrency
+             temperature top_p max_tokens repeats engine rejection_sample_method
+             verifier_hash draft_hash
+  counters   num_requests num_failed num_output_tokens wall_s num_drafts num_draft_tokens
+             num_accepted_tokens accepted_per_pos lossless_matches lossless_compared
+  derived    acceptance_length draft_acceptance_rate per_position_rates al_ci_low al_ci_high
+             per_request_al_mean output_tok_per_s output_tok_per_s_repeats speedup
+             lossless_match_rate ttft_ms_median ttft_ms_p99 tpot_ms_median tpot_ms_p99
+             itl_ms_median itl_ms_p99 predicted_acceptance_length al_gap
+  status     status (ok | failed) error flags
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from harness.errors import BadInput
+from harness.provenance import atomic_write_json
+
+LIST_COLUMNS = ("accepted_per_pos", "per_position_rates", "output_tok_per_s_repeats", "flags")
+CELL_KEY = ("draft", "suite", "k", "concurrency", "temperature")
+MANIFEST = "manifest.json"
+TABLE = "results.parquet"
+
+
+def cell_id(draft: str, suite: str, k: int, concurrency: int, temperature: float) -> str:
+    return f"{draft}__{suite}__k{k}__c{concurrency}__t{temperature:g}"
+
+
+def write_cell(run_dir: Path, cid: str, rows: list[dict[str, Any]]) -> None:
+    atomic_write_json(run_dir / "cells" / f"{cid}.json", rows)
+    rebuild_table(run_dir)
+
+
+def finished_cells(run_dir: Path) -> set[str]:
+    folder = run_dir / "cells"
+    return {p.stem for p in folder.glob("*.json")} if folder.is_dir() else set()
+
+
+def load_rows(run_dir: Path) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for p in sorted((run_dir / "cells").glob("*.json")) if (run_dir / "cells").is_dir() else []:
+        try:
+            rows += json.loads(p.read_text())
+        except json.JSONDecodeError as e:
+            raise BadInput(f"{p}: unreadable cell file ({e}); delete it and rerun with --resume") from e
+    return rows
+
+
+def rows_to_frame(rows: list[dict[str, Any]]):
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    for col in LIST_COLUMNS:
+        if col in df.columns:
+            df[col] = df[col].apply(lambda v: list(v) if isinstance(v, list | tuple) else [])
+    return df
+
+
+def rebuild_table(run_dir: Path) -> None:
+    """results.parquet and results.csv from the finished cells (atomic replace)."""
+    rows = load_rows(run_dir)
+    if not rows:
+        return
+    df = rows_to_frame(rows)
+    tmp = run_dir / f".{TABLE}.tmp"
+    df.to_parquet(tmp, index=False)
+    os.replace(tmp, run_dir / TABLE)
+    csv = df.copy()
+    for col in LIST_COLUMNS:
+        if col in csv.columns:
+            csv[col] = csv[col].apply(json.dumps)
+    tmp = run_dir / ".results.csv.tmp"
+    csv.to_csv(tmp, index=False)
+    os.replace(tmp, run_dir / "results.csv")
+
+
+def resolve_run(run: str | Path, runs_root: Path | None = None) -> Path:
+    """A run folder from a path or a run id under results/runs/."""
+    from harness.recipe import REPO_ROOT
+
+    p = Path(run)
+    if (p / MANIFEST).is_file():
+        return p
+    root = runs_root or REPO_ROOT / "results" / "runs"
+    if (root / str(run) / MANIFEST).is_file():
+        return root / str(run)
+    raise BadInput(f"{run}: not a run folder (no {MANIFEST}); pass a path under results/runs/ or a run id")
+
+
+def load_run(run: str | Path):
+    """(manifest, DataFrame of finished rows, missing cell ids) for a run; works on killed runs."""
+    folder = resolve_run(run)
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except json.JSONDecodeError as e:
+        raise BadInput(f"{folder / MANIFEST}: unreadable ({e})") from e
+    rows = load_rows(folder)
+    df = rows_to_frame(rows) if rows else rows_to_frame([])
+    planned = manifest.get("planned_cells", [])
+    done = finished_cells(folder)
+    missing = [c for c in planned if c not in done]
+    return manifest, df, missing

@@ -1,0 +1,124 @@
+"""Training hidden states from a transformers forward, with exactly vLLM's layer semantics.
+
+vLLM's EAGLE-3 aux id i is the residual stream *entering* decoder layer i (the output of layer
+i-1; id 0 = the embeddings). transformers' `hidden_states[i]` is the same tensor for i < L; its
+last entry is taken *after* the final norm, but the draft's loss applies the verifier's norm
+itself, so the last state saved here is the *input* of the final norm (a forward pre-hook).
+tests/test_hidden_states.py checks both facts against the model's own layers.
+
+Samples are streamed into shards of `shard_size` samples (memory is bounded by one shard);
+each shard is written atomically, so an interrupted run resumes at the first missing shard.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+SHARD_GLOB = "shard-*.pt"
+
+
+@dataclass(frozen=True)
+class Sample:
+    id: str
+    prompt_ids: tuple[int, ...]
+    output_ids: tuple[int, ...]
+
+    @property
+    def input_ids(self) -> list[int]:
+        return list(self.prompt_ids) + list(self.output_ids)
+
+    def loss_mask(self) -> torch.Tensor:
+        """1 at position t when token t+1 is a response token: the verifier's prediction there
+        is a draft target. The last position has no next token."""
+        n, p = len(self.prompt_ids) + len(self.output_ids), len(self.prompt_ids)
+        mask = torch.zeros(n, dtype=torch.bool)
+        mask[max(p - 1, 0): n - 1] = True
+        return mask
+
+
+def forward_states(model, batch: Sequence[Sample], aux_layer_ids: Sequence[int]) -> list[dict[str, torch.Tensor]]:
+    """One padded forward; per sample: aux states [T, n_aux, H] and the pre-norm last state [T, H]."""
+    lens = [len(s.input_ids) for s in batch]
+    t_max = max(lens)
+    ids = torch.zeros(len(batch), t_max, dtype=torch.long)
+    att = torch.zeros(len(batch), t_max, dtype=torch.long)
+    for i, s in enumerate(batch):
+        ids[i, : lens[i]] = torch.tensor(s.input_ids)
+        att[i, : lens[i]] = 1
+    captured: dict[str, torch.Tensor] = {}
+    norm = model.model.norm
+    handle = norm.register_forward_pre_hook(lambda mod, args: captured.__setitem__("last", args[0]))
+    try:
+        with torch.no_grad():
+            out = model.model(input_ids=ids, attention_mask=att, output_hidden_states=True, use_cache=False)
+    finally:
+        handle.remove()
+    aux = torch.stack([out.hidden_states[i] for i in aux_layer_ids], dim=2)  # [B, T, n_aux, H]
+    last = captured["last"]  # [B, T, H]
+    return [{"aux": aux[i, : lens[i]], "last": last[i, : lens[i]]} for i in range(len(batch))]
+
+
+def _batches(samples: Sequence[Sample], max_tokens: int) -> Iterator[list[Sample]]:
+    batch: list[Sample] = []
+    longest = 0
+    for s in samples:
+        n = len(s.input_ids)
+        if batch and max(longest, n) * (len(batch) + 1) > max_tokens:
+            yield batch
+            batch, longest = [], 0
+        batch.append(s)
+        longest = max(longest, n)
+    if batch:
+        yield batch
+
+
+def shard_path(folder: Path, index: int) -> Path:
+    return folder / f"shard-{index:05d}.pt"
+
+
+def extract_to_shards(
+    model,
+    samples: Sequence[Sample],
+    aux_layer_ids: Sequence[int],
+    folder: Path,
+    *,
+    shard_size: int,
+    max_batch_tokens: int,
+    dtype: torch.dtype = torch.bfloat16,
+    on_progress: Callable[[int], None] | None = None,
+) -> list[Path]:
+    """Write every sample's states into shards; finished shards are kept and skipped."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for k in range(0, len(samples), shard_size):
+        path = shard_path(folder, k // shard_size)
+        paths.append(path)
+        chunk = samples[k: k + shard_size]
+        if path.exists():
+            if on_progress:
+                on_progress(len(chunk))
+            continue
+        records = []
+        # sort by length inside the shard so padding stays small
+        for batch in _batches(sorted(chunk, key=lambda s: len(s.input_ids)), max_batch_tokens):
+            for s, st in zip(batch, forward_states(model, batch, aux_layer_ids), strict=True):
+                records.append({
+                    "id": s.id,
+                    "input_ids": torch.tensor(s.input_ids, dtype=torch.long),
+                    "hidden_states": st["aux"].to(dtype).contiguous(),
+                    "verifier_last_hidden_states": st["last"].to(dtype).contiguous(),
+                    "loss_mask": s.loss_mask(),
+                })
+            if on_progress:
+                on_progress(len(batch))
+        order = {s.id: i for i, s in enumerate(chunk)}
+        records.sort(key=lambda r: order[r["id"]])
+        tmp = path.with_suffix(".pt.tmp")
+        torch.save(records, tmp)
+        os.replace(tmp, path)
+    return paths

@@ -1,0 +1,462 @@
+"""`harness train`: prompts -> responses -> agreement gate -> hidden states -> vocab -> draft.
+
+Every stage writes its output into the run folder atomically; a rerun resumes at the first
+missing output, and nothing complete is recomputed. A run folder remembers the recipe that
+made it and refuses another (results of two recipes never mix).
+
+  prompts.jsonl          the training prompts (checked against the bench suites)
+  responses/part-*.jsonl the verifier's own answers, regenerated with vLLM (EAGLE-3 learns them)
+  agreement.json         vLLM vs the hidden-state source, greedy-token agreement (gate)
+  hidden/shard-*.pt      aux-layer states + pre-norm last state per sample (transformers)
+  vocab.pt / vocab.json  draft vocabulary (d2t, t2d) and its coverage
+  checkpoints/           speculators Trainer checkpoints (resumable, one per epoch)
+  draft/                 the final draft, speculators format, loadable by vLLM, + harness.json
+  train_report.json      loss curve, per-TTT-step held-out accuracy, predicted acceptance length
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import BadInput
+from harness.provenance import atomic_write_json, atomic_write_text, content_hash
+from harness.recipe import Recipe
+from harness.train.hidden_states import Sample
+from harness.ui import Reporter
+from harness.verifier.layout import VerifierLayout, resolve_layout, validate_aux_layer_ids
+
+TRAIN_SECTIONS = ("verifier", "engine", "draft", "train")
+RESPONSE_CHUNK = 256
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    draft_dir: Path
+    report: dict[str, Any]
+
+
+# ----------------------------------------------------------------------------- shared helpers
+
+
+def resolve_verifier(recipe: Recipe, reporter: Reporter | None = None) -> VerifierLayout:
+    """The recipe's verifier: a checkpoint path, or the cached stand-in (built on first use)."""
+    v = recipe.verifier
+    if v.standin:
+        from harness.verifier.standins.build import ensure_standin
+        from harness.verifier.standins.specs import spec_for
+
+        spec = spec_for(v.standin, **v.standin_overrides)
+        path = ensure_standin(spec, log=(reporter.log if reporter else lambda s: None))
+        return resolve_layout(path, v.weight_keys or None)
+    return resolve_layout(v.path, v.weight_keys or None)
+
+
+def aux_layer_ids(recipe: Recipe, layout: VerifierLayout) -> list[int]:
+    ids = list(recipe.draft.aux_layer_ids or layout.default_aux_layer_ids)
+    validate_aux_layer_ids(ids, layout.num_layers)
+    return ids
+
+
+def draft_layer_config(recipe: Recipe, layout: VerifierLayout, max_model_len: int) -> dict[str, Any]:
+    """The draft decoder's LlamaConfig values (EAGLE-3 drafts are Llama layers in vLLM)."""
+    d, tc = recipe.draft, layout.text_config
+    h = layout.hidden_size
+    heads = d.num_attention_heads or layout.num_attention_heads
+    return {
+        "vocab_size": layout.vocab_size,
+        "hidden_size": h,
+        "intermediate_size": d.intermediate_size or 4 * h,
+        "num_hidden_layers": d.num_layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": d.num_key_value_heads or heads,
+        "head_dim": d.head_dim or h // heads,
+        "hidden_act": "silu",
+        "max_position_embeddings": int(tc.get("max_position_embeddings") or max_model_len),
+        "rms_norm_eps": float(tc.get("rms_norm_eps", 1e-6)),
+        "rope_parameters": {"rope_type": "default", "rope_theta": float((layout.rope or {}).get("rope_theta", 10000.0))},
+        "tie_word_embeddings": False,
+    }
+
+
+def prepare_run_dir(run_dir: Path, recipe: Recipe, sections: tuple[str, ...]) -> None:
+    """Create the folder or check it was made by the same recipe (refuse to mix)."""
+    marker = run_dir / "recipe.json"
+    fp = recipe.fingerprint(*sections)
+    if marker.is_file():
+        old = json.loads(marker.read_text())
+        if old.get("fingerprint") != fp:
+            theirs = old.get("recipe", {})
+            mine = recipe.model_dump(mode="json")
+            diff = sorted(f"{s}.{k}" for s in sections for k in set(theirs.get(s, {})) | set(mine.get(s, {}))
+                          if theirs.get(s, {}).get(k) != mine.get(s, {}).get(k))
+            raise BadInput(f"{run_dir} was made by a different recipe (differs in {', '.join(diff[:6]) or 'content'}); "
+                           "use another --out folder, or delete this one to start over")
+        return
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise BadInput(f"{run_dir} exists and was not made by harness train; use another --out folder")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(marker, {"fingerprint": fp, "sections": list(sections), "recipe": recipe.model_dump(mode="json")})
+
+
+def load_tokenizer(layout: VerifierLayout, trust_remote_code: bool = False):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(layout.path, trust_remote_code=trust_remote_code)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+# ----------------------------------------------------------------------------- stages
+
+
+def stage_prompts(recipe: Recipe, run_dir: Path, base: Path | None) -> list[dict[str, Any]]:
+    out = run_dir / "prompts.jsonl"
+    if out.is_file():
+        return read_jsonl(out)
+    from harness.bench.suites import load_suite
+    from harness.train.prompts import check_bench_overlap, load_training_prompts
+
+    records = load_training_prompts(recipe, base)
+    if recipe.train.bench_overlap == "refuse":
+        bench = {}
+        for s in recipe.bench.suites:
+            if s.startswith("hf:"):
+                continue  # checked when online
+            suite = load_suite(s, base=base)
+            bench[suite.name] = list(suite.records)
+        hits = check_bench_overlap(records, bench)
+        if hits:
+            raise BadInput(f"{len(hits)} training prompt(s) overlap bench prompts (first: {hits[0]}); remove them "
+                           "from the training set, or set train.bench_overlap = 'allow' if that is intended")
+    rows = [{"id": r.id, "messages": r.first_messages(), "prompt": r.prompt} for r in records]
+    atomic_write_text(out, "".join(json.dumps(r) + "\n" for r in rows))
+    return rows
+
+
+def _render_rows(tokenizer, rows: list[dict[str, Any]], limit: int) -> tuple[list[tuple[str, list[int]]], int]:
+    from harness.prompts import PromptRecord, render
+
+    out, skipped = [], 0
+    for r in rows:
+        rec = PromptRecord(r["id"], prompt=r.get("prompt"),
+                           messages=tuple(r["messages"]) if r.get("messages") else None)
+        ids = render(tokenizer, rec)
+        if len(ids) > limit:
+            skipped += 1
+            continue
+        out.append((r["id"], ids))
+    return out, skipped
+
+
+def stage_responses(recipe: Recipe, layout: VerifierLayout, run_dir: Path, rows: list[dict[str, Any]],
+                    reporter: Reporter) -> list[Sample]:
+    """Regenerate responses with vLLM, in chunks written atomically (resumable)."""
+    from harness.engine.base import GenRequest, Sampling
+    from harness.engine.settings import engine_plan
+
+    folder = run_dir / "responses"
+    folder.mkdir(exist_ok=True)
+    tok = load_tokenizer(layout, recipe.engine.trust_remote_code)
+    limit = recipe.engine.max_model_len - recipe.train.max_new_tokens
+    prompts, skipped = _render_rows(tok, rows, limit)
+    if skipped:
+        reporter.log(f"{skipped} prompt(s) longer than {limit} tokens skipped (engine.max_model_len - train.max_new_tokens)")
+    chunks = [prompts[i:i + RESPONSE_CHUNK] for i in range(0, len(prompts), RESPONSE_CHUNK)]
+    greedy_path = run_dir / "agreement_greedy.jsonl"
+    need_greedy = recipe.train.response_temperature > 0 and not greedy_path.is_file()
+    missing = [i for i in range(len(chunks)) if not (folder / f"part-{i:05d}.jsonl").is_file()]
+    reporter.stage("responses (vLLM)", total=len(prompts))
+    reporter.advance(sum(len(chunks[i]) for i in range(len(chunks)) if i not in missing))
+    if missing or need_greedy:
+        from harness.engine.offline import OfflineEngine
+
+        plan = engine_plan(recipe.engine, layout)
+        stop = tuple(layout.eos_token_ids)
+        sampling = Sampling(temperature=recipe.train.response_temperature, seed=recipe.train.seed,
+                            stop_token_ids=stop)
+        with OfflineEngine(plan, recipe.engine.startup_timeout_s, recipe.engine.request_timeout_s) as eng:
+            t0, ntok = time.perf_counter(), 0
+            for i in missing:
+                reqs = [GenRequest(pid, tuple(ids), recipe.train.max_new_tokens) for pid, ids in chunks[i]]
+                res = eng.generate(reqs, sampling, recipe.train.response_concurrency)
+                lines = []
+                for (pid, ids), o in zip(chunks[i], res.outputs, strict=True):
+                    if o.ok:
+                        lines.append(json.dumps({"id": pid, "prompt_ids": ids, "output_ids": o.output_token_ids,
+                                                 "finish_reason": o.finish_reason}) + "\n")
+                ntok += res.num_output_tokens
+                atomic_write_text(folder / f"part-{i:05d}.jsonl", "".join(lines))
+                reporter.advance(len(chunks[i]), tok_s=ntok / (time.perf_counter() - t0))
+            if need_greedy:
+                first = [p for c in chunks for p in c][: recipe.train.agreement_samples]
+                reqs = [GenRequest(pid, tuple(ids), recipe.train.max_new_tokens) for pid, ids in first]
+                res = eng.generate(reqs, Sampling(temperature=0.0, stop_token_ids=stop),
+                                   recipe.train.response_concurrency)
+                atomic_write_text(greedy_path, "".join(
+                    json.dumps({"id": pid, "prompt_ids": ids, "output_ids": o.output_token_ids}) + "\n"
+                    for (pid, ids), o in zip(first, res.outputs, strict=True) if o.ok))
+    reporter.done()
+    samples = []
+    for i in range(len(chunks)):
+        for r in read_jsonl(folder / f"part-{i:05d}.jsonl"):
+            if r["output_ids"]:
+                samples.append(Sample(r["id"], tuple(r["prompt_ids"]), tuple(r["output_ids"])))
+    if not samples:
+        raise BadInput("the verifier produced no responses; check train.prompts and engine.max_model_len")
+    return samples
+
+
+def stage_agreement(recipe: Recipe, layout: VerifierLayout, run_dir: Path, samples: list[Sample],
+                    model, reporter: Reporter) -> dict[str, Any]:
+    """The train/serve agreement gate: refuse to train on states of another model."""
+    from harness.engine.settings import engine_plan
+    from harness.verifier.agree import diagnose, teacher_forced_agreement
+
+    out = run_dir / "agreement.json"
+    if out.is_file():
+        report = json.loads(out.read_text())
+    else:
+        greedy_path = run_dir / "agreement_greedy.jsonl"
+        if greedy_path.is_file():
+            pool = [Sample(r["id"], tuple(r["prompt_ids"]), tuple(r["output_ids"])) for r in read_jsonl(greedy_path)]
+        else:
+            pool = samples
+        chosen = pool[: recipe.train.agreement_samples]
+        reporter.stage("agreement (vLLM vs transformers)", total=None)
+        rep = teacher_forced_agreement(model, chosen)
+        plan = engine_plan(recipe.engine, layout)
+        report = {**rep.to_dict(), "threshold": recipe.train.agreement_threshold, "workarounds": list(plan.workarounds),
+                  "hints": diagnose(rep, layout, recipe.engine.cpu_workarounds == "auto")}
+        atomic_write_json(out, report)
+        reporter.done(f"{report['agreement']:.3f}")
+    if report["agreement"] < recipe.train.agreement_threshold:
+        raise BadInput(
+            f"train/serve agreement {report['agreement']:.1%} is below train.agreement_threshold "
+            f"{recipe.train.agreement_threshold:.0%} (vLLM and transformers disagree on the verifier's greedy tokens; "
+            f"a draft trained on these states would draft for another model): {'; '.join(report['hints'])}. "
+            f"Details: {out}"
+        )
+    return report
+
+
+def stage_hidden(recipe: Recipe, layout: VerifierLayout, run_dir: Path, samples: list[Sample], model,
+                 aux_ids: list[int], reporter: Reporter) -> Path:
+    import torch
+
+    from harness.train.hidden_states import extract_to_shards
+
+    folder = run_dir / "hidden"
+    done_marker = folder / "done.json"
+    if done_marker.is_file():
+        return folder
+    reporter.stage("hidden states (transformers)", total=len(samples))
+    t0 = time.perf_counter()
+    ntok = 0
+
+    def progress(n: int) -> None:
+        nonlocal ntok
+        reporter.advance(n)
+
+    extract_to_shards(model, samples, aux_ids, folder, shard_size=recipe.train.hidden_states_shard_size,
+                      max_batch_tokens=recipe.train.forward_batch_tokens,
+                      dtype=getattr(torch, recipe.train.hidden_states_dtype), on_progress=progress)
+    ntok = sum(len(s.input_ids) for s in samples)
+    atomic_write_json(done_marker, {"num_samples": len(samples), "num_tokens": ntok, "aux_layer_ids": aux_ids,
+                                    "wall_s": round(time.perf_counter() - t0, 1)})
+    reporter.done()
+    return folder
+
+
+def stage_vocab(recipe: Recipe, layout: VerifierLayout, run_dir: Path, samples: list[Sample]) -> dict[str, Any]:
+    import torch
+
+    from harness.train.vocab import build_vocab, token_frequencies
+
+    info_path = run_dir / "vocab.json"
+    if info_path.is_file():
+        return json.loads(info_path.read_text())
+    freq = token_frequencies(s.output_ids for s in samples)
+    d2t, t2d, coverage = build_vocab(freq, recipe.draft.draft_vocab_size, layout.vocab_size)
+    tmp = run_dir / "vocab.pt.tmp"
+    torch.save({"d2t": d2t, "t2d": t2d}, tmp)
+    tmp.replace(run_dir / "vocab.pt")
+    info = {"draft_vocab_size": recipe.draft.draft_vocab_size, "verifier_vocab_size": layout.vocab_size,
+            "distinct_response_tokens": len(freq), "coverage": coverage}
+    atomic_write_json(info_path, info)
+    return info
+
+
+def fit_plan(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: list[int]) -> dict[str, Any]:
+    t = recipe.train
+    return {
+        "verifier": layout.path, "weight_keys": dict(recipe.verifier.weight_keys),
+        "trust_remote_code": recipe.engine.trust_remote_code,
+        "vocab_path": str(run_dir / "vocab.pt"), "hidden_dir": str(run_dir / "hidden"),
+        "checkpoint_dir": str(run_dir / "checkpoints"),
+        "draft_layer_config": draft_layer_config(recipe, layout, recipe.engine.max_model_len),
+        "aux_layer_ids": aux_ids, "draft_vocab_size": recipe.draft.draft_vocab_size,
+        "ttt_steps": t.ttt_steps, "ttt_step_loss_decay": t.ttt_step_loss_decay, "loss": t.loss,
+        "attn_impl": t.attn_impl, "hidden_states_dtype": t.hidden_states_dtype,
+        "validation_fraction": t.validation_fraction, "total_seq_len": t.total_seq_len,
+        "lr": t.lr, "epochs": t.epochs, "max_steps": t.max_steps, "scheduler": t.scheduler,
+        "warmup_ratio": t.warmup_ratio, "seed": t.seed, "fsdp": t.fsdp,
+    }
+
+
+def torchrun_command(recipe: Recipe, run_dir: Path) -> list[str]:
+    t = recipe.train
+    cmd = ["torchrun", f"--nproc_per_node={t.nproc_per_node}", f"--nnodes={t.nnodes}"]
+    if t.nnodes > 1:
+        cmd += ["--rdzv_backend=c10d", "--rdzv_endpoint=$MASTER_ADDR:29500"]
+    return cmd + ["-m", "harness.train.fit", str(run_dir)]
+
+
+def stage_fit(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: list[int],
+              reporter: Reporter) -> dict[str, Any]:
+    out = run_dir / "fit_result.json"
+    if out.is_file():
+        return json.loads(out.read_text())
+    plan = fit_plan(recipe, layout, run_dir, aux_ids)
+    atomic_write_json(run_dir / "fit_plan.json", plan)
+    curve: list[dict[str, Any]] = []
+    val: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    if recipe.train.launcher == "torchrun":
+        import subprocess
+
+        cmd = torchrun_command(recipe, run_dir)
+        reporter.log("$ " + " ".join(cmd))
+        if subprocess.run(cmd).returncode != 0:
+            from harness.errors import InfraError
+
+            raise InfraError(f"torchrun training failed; see its output above (run folder {run_dir})")
+        result = json.loads(out.read_text())
+    else:
+        from harness.train.fit import run_fit
+
+        reporter.stage("training (speculators Trainer)", total=None)
+
+        def on_train(m: dict[str, Any]) -> None:
+            curve.append(m)
+            fields = {"loss": m.get("loss", float("nan"))}
+            for k in range(recipe.train.ttt_steps):
+                if f"full_acc_{k}" in m:
+                    fields[f"acc{k}"] = m[f"full_acc_{k}"]
+            reporter.advance(1, **fields)
+
+        result = run_fit(plan, on_train=on_train, on_val=val.append)
+        reporter.done()
+    result["wall_s"] = round(time.perf_counter() - t0, 1)
+    result["train_tokens"] = result.get("train_tokens_per_epoch", 0) * recipe.train.epochs
+    result["train_tok_per_s"] = result["train_tokens"] / result["wall_s"] if result["wall_s"] else None
+    atomic_write_json(run_dir / "train_curve.json", {"train": curve, "val": val})
+    atomic_write_json(out, result)
+    return result
+
+
+def _last_checkpoint(ckpt_dir: Path) -> Path:
+    epochs = sorted((p for p in ckpt_dir.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+    if not epochs:
+        raise BadInput(f"{ckpt_dir}: training produced no checkpoint")
+    return epochs[-1]
+
+
+def stage_draft(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: list[int],
+                report: dict[str, Any]) -> Path:
+    draft = run_dir / "draft"
+    if (draft / "harness.json").is_file():
+        return draft
+    src = _last_checkpoint(run_dir / "checkpoints")
+    tmp = run_dir / "draft.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("*optimizer*", "*scheduler*", "training_state.json", "*.pt"))
+    cfg = json.loads((tmp / "config.json").read_text())
+    if cfg.get("eagle_aux_hidden_state_layer_ids") != aux_ids:
+        raise BadInput(f"draft config has aux ids {cfg.get('eagle_aux_hidden_state_layer_ids')} but extraction used {aux_ids}")
+    meta = {
+        "verifier": {"name_or_path": layout.path, "architectures": list(layout.architectures),
+                     "content_hash": content_hash(layout.path), "num_layers": layout.num_layers,
+                     "hidden_size": layout.hidden_size, "vocab_size": layout.vocab_size},
+        "aux_layer_ids": aux_ids,
+        "recipe": recipe.name,
+        "predicted_acceptance_length": report.get("predicted_acceptance_length"),
+        "held_out_full_acc": report.get("held_out_full_acc"),
+    }
+    atomic_write_json(tmp / "harness.json", meta)
+    if draft.exists():
+        shutil.rmtree(draft)
+    tmp.rename(draft)
+    return draft
+
+
+def build_report(recipe: Recipe, run_dir: Path, fit: dict[str, Any], agreement: dict[str, Any],
+                 vocab: dict[str, Any]) -> dict[str, Any]:
+    """Training report; predicted AL = 1 + sum over TTT steps of held-out full accuracy."""
+    curves = json.loads((run_dir / "train_curve.json").read_text())
+    val = curves["val"][-1] if curves["val"] else {}
+    accs = [val.get(f"full_acc_{k}_epoch") for k in range(recipe.train.ttt_steps)]
+    accs = [a for a in accs if a is not None]
+    cond = [val.get(f"cond_acc_{k}_epoch") for k in range(recipe.train.ttt_steps)]
+    predicted = 1 + sum(accs) if accs else None
+    hidden = json.loads((run_dir / "hidden" / "done.json").read_text())
+    return {
+        "predicted_acceptance_length": predicted,
+        "predicted_acceptance_length_definition": "1 + sum over TTT steps k of held-out full_acc_k "
+                                                  "(draft steps 0..k all equal the verifier's argmax); "
+                                                  "equals vLLM's AL at T=0 when train and serve agree",
+        "held_out_full_acc": accs,
+        "held_out_cond_acc": [c for c in cond if c is not None],
+        "held_out_loss": val.get("loss_epoch"),
+        "train_loss_first": curves["train"][0].get("loss") if curves["train"] else None,
+        "train_loss_last": curves["train"][-1].get("loss") if curves["train"] else None,
+        "train_wall_s": fit.get("wall_s"), "train_tokens": fit.get("train_tokens"),
+        "train_tok_per_s": fit.get("train_tok_per_s"), "global_step": fit.get("global_step"),
+        "num_train_samples": fit.get("num_train_samples"), "num_val_samples": fit.get("num_val_samples"),
+        "hidden_states": hidden, "agreement": agreement.get("agreement"), "vocab": vocab,
+    }
+
+
+def run_train(recipe: Recipe, run_dir: Path, reporter: Reporter, base: Path | None = None) -> TrainResult:
+    prepare_run_dir(run_dir, recipe, TRAIN_SECTIONS)
+    layout = resolve_verifier(recipe, reporter)
+    aux_ids = aux_layer_ids(recipe, layout)
+    if recipe.draft.draft_vocab_size > layout.vocab_size:
+        raise BadInput(f"draft.draft_vocab_size {recipe.draft.draft_vocab_size} exceeds the verifier's vocabulary "
+                       f"({layout.vocab_size}); set it to at most {layout.vocab_size}")
+    rows = stage_prompts(recipe, run_dir, base)
+    samples = stage_responses(recipe, layout, run_dir, rows, reporter)
+    model = None
+    if not (run_dir / "agreement.json").is_file() or not (run_dir / "hidden" / "done.json").is_file():
+        from harness.verifier.hf_text import load_text_model
+
+        model = load_text_model(layout)
+    agreement = stage_agreement(recipe, layout, run_dir, samples, model, reporter)
+    stage_hidden(recipe, layout, run_dir, samples, model, aux_ids, reporter)
+    del model
+    vocab = stage_vocab(recipe, layout, run_dir, samples)
+    reporter.log(f"draft vocab {vocab['draft_vocab_size']} covers {vocab['coverage']:.1%} of response tokens")
+    fit = stage_fit(recipe, layout, run_dir, aux_ids, reporter)
+    report_path = run_dir / "train_report.json"
+    if report_path.is_file():
+        report = json.loads(report_path.read_text())
+    else:
+        report = build_report(recipe, run_dir, fit, agreement, vocab)
+    draft = stage_draft(recipe, layout, run_dir, aux_ids, report)
+    if not report_path.is_file():
+        atomic_write_json(report_path, report)
+        try:
+            from harness.train.report_plot import plot_training
+
+            plot_training(run_dir)
+        except Exception as e:  # noqa: BLE001 - a plot must not fail a finished training
+            reporter.log(f"training plot skipped: {e}")
+    return TrainResult(run_dir, draft, report)

@@ -1,0 +1,212 @@
+"""`--dry-run`: resolve the whole plan — commands, configs, parallelism, disk, memory — and
+validate it against the verifier's real structure, without weights, GPUs or network.
+
+Without the checkpoint on this machine, a recipe naming `verifier.reference` is checked against
+the bundled structure of that model (its real config.json and a full weight index).
+"""
+
+from __future__ import annotations
+
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from harness.engine.settings import SpeculativeSpec, engine_plan
+from harness.errors import BadInput
+from harness.recipe import Recipe
+from harness.verifier.layout import VerifierLayout, resolve_layout, validate_aux_layer_ids
+
+GIB = 1024**3
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "auto": 2}
+
+
+def _layout_for_plan(recipe: Recipe) -> tuple[VerifierLayout, str]:
+    v = recipe.verifier
+    if v.path and (Path(v.path) / "config.json").is_file():
+        return resolve_layout(v.path, v.weight_keys or None), f"checkpoint {v.path}"
+    if v.reference:
+        from harness.verifier.reference import write_reference
+
+        folder = Path(tempfile.mkdtemp(prefix="harness-ref-")) / v.reference
+        write_reference(v.reference, folder)
+        return resolve_layout(folder, v.weight_keys or None), f"bundled structure of {v.reference} ({v.path} not on this machine)"
+    if v.standin:
+        from harness.verifier.standins.build import is_complete, standin_dir
+        from harness.verifier.standins.specs import checkpoint_config, spec_for
+
+        spec = spec_for(v.standin, **v.standin_overrides)
+        folder = standin_dir(spec)
+        if is_complete(folder):
+            return resolve_layout(folder), f"stand-in {folder}"
+        return None, f"stand-in {v.standin} (not built yet; built by the first real run)"  # type: ignore[return-value]
+    raise BadInput(f"verifier.path {v.path} has no config.json and no verifier.reference is set")
+
+
+def _num_prompts(recipe: Recipe) -> int | None:
+    t = recipe.train
+    if t.prompts == "builtin":
+        from harness.train.prompts import BUILTIN
+
+        n = sum(1 for line in BUILTIN.read_text().splitlines() if line.strip())
+    elif t.prompts.startswith("hf:"):
+        n = None
+    else:
+        p = Path(t.prompts)
+        n = sum(1 for line in p.read_text().splitlines() if line.strip()) if p.is_file() else None
+    if t.num_prompts is not None:
+        n = min(n, t.num_prompts) if n is not None else t.num_prompts
+    return n
+
+
+def _draft_params(cfg: dict[str, Any], draft_vocab: int, n_aux: int) -> int:
+    h, heads, kv, hd, inter = (cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"],
+                               cfg["head_dim"], cfg["intermediate_size"])
+    attn = 2 * h * heads * hd + 2 * 2 * h * kv * hd  # q from 2H (embeds + hidden), k/v from 2H, o
+    mlp = 3 * h * inter
+    return n_aux * h * h + cfg["num_hidden_layers"] * (attn + mlp) + draft_vocab * h
+
+
+def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> dict[str, Any]:
+    from harness.train.pipeline import draft_layer_config, torchrun_command
+
+    problems: list[str] = []
+    layout, source = _layout_for_plan(recipe)
+    e, t, d = recipe.engine, recipe.train, recipe.draft
+    plan: dict[str, Any] = {"recipe": recipe.name, "verifier_source": source}
+    if layout is None:
+        plan["note"] = "the stand-in is built on the first real run; the plan below omits verifier-specific values"
+        return plan
+    aux = list(d.aux_layer_ids or layout.default_aux_layer_ids)
+    try:
+        validate_aux_layer_ids(aux, layout.num_layers)
+    except BadInput as err:
+        problems.append(err.message)
+    if d.draft_vocab_size > layout.vocab_size:
+        problems.append(f"draft.draft_vocab_size {d.draft_vocab_size} > verifier vocab {layout.vocab_size}")
+    tp = e.tensor_parallel_size
+    if layout.num_attention_heads % tp:
+        problems.append(f"engine.tensor_parallel_size {tp} does not divide {layout.num_attention_heads} attention heads")
+    experts = (layout.moe or {}).get("n_routed_experts")
+    if e.enable_expert_parallel and experts and experts % (tp * e.pipeline_parallel_size):
+        problems.append(f"{experts} routed experts do not split over {tp * e.pipeline_parallel_size} expert-parallel ranks")
+    if e.device == "cuda" and layout.multimodal and not e.trust_remote_code:
+        problems.append("a multimodal remote-code verifier on GPU needs engine.trust_remote_code = true")
+
+    plan["verifier"] = {
+        "architecture": list(layout.architectures), "model_type": layout.model_type,
+        "text_model_type": layout.text_model_type, "num_layers": layout.num_layers,
+        "hidden_size": layout.hidden_size, "vocab_size": layout.vocab_size,
+        "attention": layout.attention, "moe": layout.moe, "rope": layout.rope,
+        "quantization": layout.quantization, "text_prefix": layout.text_prefix,
+        "embed_tokens": f"{layout.embed_tokens.key} [{layout.embed_tokens.shard}]",
+        "lm_head": f"{layout.lm_head.key} [{layout.lm_head.shard}]",
+        "final_norm": f"{layout.final_norm.key} [{layout.final_norm.shard}]",
+        "num_tensors": layout.num_tensors, "num_shards": layout.num_shards,
+        "default_aux_layer_ids": list(layout.default_aux_layer_ids),
+    }
+    py = "python" if e.device == "cuda" else sys.executable
+    serve = engine_plan(e, layout)
+    nodes = e.pipeline_parallel_size
+    plan["parallelism"] = {
+        "tensor_parallel_size": tp, "pipeline_parallel_size": e.pipeline_parallel_size,
+        "expert_parallel": e.enable_expert_parallel, "gpus_for_serving": tp * e.pipeline_parallel_size,
+        "nodes_for_serving": nodes, "executor": e.distributed_executor_backend or ("ray" if nodes > 1 else "mp"),
+        "training_processes": t.nproc_per_node * t.nnodes, "training_nodes": t.nnodes, "fsdp": t.fsdp,
+    }
+    plan["responses"] = {
+        "engine_command": " ".join(serve.server_command(py, "127.0.0.1", 8000)),
+        "env": serve.env, "workarounds": list(serve.workarounds),
+        "num_prompts": _num_prompts(recipe), "max_new_tokens": t.max_new_tokens,
+        "concurrency": t.response_concurrency, "temperature": t.response_temperature,
+    }
+    n = plan["responses"]["num_prompts"]
+    tokens = (n or 0) * (t.max_new_tokens + 256)  # ~256 prompt tokens on average (an estimate)
+    bytes_per = DTYPE_BYTES[t.hidden_states_dtype]
+    disk = tokens * (len(aux) + 1) * layout.hidden_size * bytes_per
+    hs: dict[str, Any] = {
+        "source": t.hidden_states_source, "aux_layer_ids": aux, "plus": "pre-norm last hidden state",
+        "dtype": t.hidden_states_dtype, "estimated_tokens": tokens,
+        "estimated_disk_gib": round(disk / GIB, 1),
+        "disk_formula": f"tokens x (aux {len(aux)} + 1) x hidden {layout.hidden_size} x {bytes_per} B",
+    }
+    if t.hidden_states_source == "vllm":
+        ext = engine_plan(e.model_copy(update={"extra_engine_args": {
+            **e.extra_engine_args,
+            "kv_transfer_config": {"kv_connector": "ExampleHiddenStatesConnector", "kv_role": "kv_producer",
+                                   "kv_connector_extra_config": {"shared_storage_path": str(run_dir / "hidden_raw")}},
+            "speculative_config": {"method": "extract_hidden_states", "num_speculative_tokens": 1,
+                                   "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": aux + [layout.num_layers]}}},
+        }}), layout)
+        hs["extraction_command"] = " ".join(ext.server_command(py, "127.0.0.1", 8001))
+        hs["note"] = "vLLM's extract_hidden_states needs CUDA (pinned memory, CUDA streams)"
+    plan["hidden_states"] = hs
+    dcfg = draft_layer_config(recipe, layout, e.max_model_len)
+    params = _draft_params(dcfg, d.draft_vocab_size, len(aux))
+    frozen = layout.vocab_size * layout.hidden_size * 2 + d.draft_vocab_size * layout.hidden_size  # embed + verifier head
+    act = t.total_seq_len * t.ttt_steps * (dcfg["intermediate_size"] * 3 + layout.hidden_size * 12) * 4
+    logits = t.total_seq_len * t.ttt_steps * d.draft_vocab_size * 4 * 3
+    gpu_bytes = params * 16 + frozen * 2 + act + logits  # fp32 weights+grads+Adam(2) = 16 B/param
+    if t.fsdp and t.nproc_per_node > 1:
+        gpu_bytes = params * 16 / (t.nproc_per_node * t.nnodes) + frozen * 2 + act + logits
+    plan["draft"] = {"layer_config": dcfg, "trainable_params": params, "draft_vocab_size": d.draft_vocab_size,
+                     "aux_layer_ids": aux, "ttt_steps": t.ttt_steps}
+    weights_gib = _weights_gib(layout)
+    plan["memory_estimates"] = {
+        "training_gpu_gib_per_process": round(gpu_bytes / GIB, 1),
+        "training_formula": "trainable x 16 B (fp32 weights, grads, Adam) + frozen embed/head + activations + logits",
+        "verifier_weights_gib": weights_gib,
+        "verifier_weights_gib_per_gpu": round(weights_gib / (tp * e.pipeline_parallel_size), 1) if weights_gib else None,
+    }
+    if e.device == "cuda" and weights_gib and weights_gib / (tp * e.pipeline_parallel_size) > 0.9 * 141:
+        problems.append(f"verifier weights {weights_gib} GiB do not fit {tp * e.pipeline_parallel_size} x 141 GiB (H200)")
+    plan["training"] = {
+        "launcher": t.launcher,
+        "command": " ".join(torchrun_command(recipe, run_dir)) if t.launcher == "torchrun"
+        else f"{sys.executable} -m harness.train.fit {run_dir}  (in-process)",
+        "epochs": t.epochs, "lr": t.lr, "total_seq_len": t.total_seq_len, "loss": t.loss,
+        "trainer": "speculators.train.trainer.Trainer (DDP" + (" + FSDP" if t.fsdp else "") + ")",
+    }
+    if include_bench:
+        b = recipe.bench
+        spec = engine_plan(e, layout, SpeculativeSpec(b.method, max(b.k), str(run_dir / "draft")))
+        cells = len(b.suites) * len(b.k) * len(b.concurrency) * len(b.temperature)
+        plan["bench"] = {
+            "suites": b.suites, "k": b.k, "concurrency": b.concurrency, "temperature": b.temperature,
+            "cells": cells, "engines": 1 + len(b.k), "repeats": b.repeats, "engine": b.engine,
+            "baseline_command": " ".join(engine_plan(e, layout).server_command(py, "127.0.0.1", 8000)),
+            "speculative_command_example": " ".join(spec.server_command(py, "127.0.0.1", 8000)),
+        }
+    plan["checks"] = {"problems": problems, "ok": not problems}
+    if problems:
+        raise BadInput(f"dry run of {recipe.name}: {len(problems)} problem(s):\n" + "\n".join(f"  - {p}" for p in problems))
+    return plan
+
+
+def _weights_gib(layout: VerifierLayout) -> float | None:
+    import json
+
+    index = Path(layout.path) / "model.safetensors.index.json"
+    if index.is_file():
+        total = json.loads(index.read_text()).get("metadata", {}).get("total_size")
+        if total:
+            return round(total / GIB, 1)
+    return None
+
+
+def render_plan(plan: dict[str, Any], console) -> None:
+    from rich.pretty import Pretty
+    from rich.rule import Rule
+
+    console.print(f"[bold]dry run[/] of recipe {plan['recipe']}: verifier from {plan['verifier_source']}")
+    for section, body in plan.items():
+        if section in ("recipe", "verifier_source"):
+            continue
+        console.print(Rule(section, align="left"))
+        console.print(Pretty(body, expand_all=False), soft_wrap=True)
+    ok = plan.get("checks", {}).get("ok", True)
+    console.print("[green]plan validated: no problems[/]" if ok else "[red]problems found[/]")
+
+
+

@@ -1,0 +1,66 @@
+"""Progress for people: one rich display across stages, on stderr. Pipelines talk to a
+`Reporter`; tests use the silent one."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+
+class Reporter:
+    """Silent reporter (the interface)."""
+
+    def stage(self, name: str, total: int | None = None, unit: str = "") -> None: ...
+
+    def advance(self, n: int = 1, **fields: Any) -> None: ...
+
+    def done(self, summary: str = "") -> None: ...
+
+    def log(self, message: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class RichReporter(Reporter):
+    def __init__(self, title: str = "harness"):
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.console = Console(stderr=True)
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=self.console, transient=False,
+        )
+        self.progress.start()
+        self.task = None
+        self.t0 = time.perf_counter()
+        self.title = title
+
+    def stage(self, name: str, total: int | None = None, unit: str = "") -> None:
+        self.done()
+        self.task = self.progress.add_task(name, total=total, info="")
+        self._name = name
+
+    def advance(self, n: int = 1, **fields: Any) -> None:
+        if self.task is None:
+            return
+        info = "  ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in fields.items())
+        self.progress.update(self.task, advance=n, **({"info": info} if fields else {}))
+
+    def done(self, summary: str = "") -> None:
+        if self.task is not None:
+            t = self.progress.tasks[-1]
+            if t.total is None:
+                self.progress.update(self.task, total=t.completed or 1, completed=t.completed or 1)
+            else:
+                self.progress.update(self.task, completed=t.total)
+            if summary:
+                self.progress.update(self.task, info=summary)
+            self.task = None
+
+    def log(self, message: str) -> None:
+        self.progress.console.print(f"[dim]{message}[/]", highlight=False)
+
+    def close(self) -> None:
+        self.done()
+        self.progress.stop()

@@ -1,0 +1,86 @@
+"""Do training and serving see the same verifier? Greedy-token agreement between vLLM and the
+hidden-state source (a transformers forward).
+
+EAGLE-3 learns from the verifier's hidden states; vLLM serves with its own forward of the same
+weights. If the two forwards disagree, the draft learns another model than the one it drafts
+for and acceptance collapses without any error. The check: vLLM generates greedily; the
+transformers forward is run teacher-forced on the same tokens; agreement = the share of
+response positions where its argmax equals vLLM's token. Where they disagree, the report says
+where (position of the first divergence per response, and whether it is immediate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from harness.train.hidden_states import Sample
+
+
+@dataclass
+class AgreementReport:
+    num_responses: int
+    num_tokens: int
+    num_agree: int
+    first_divergence: list[int | None] = field(default_factory=list)  # per response; None = never
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def agreement(self) -> float:
+        return self.num_agree / self.num_tokens if self.num_tokens else 0.0
+
+    @property
+    def responses_fully_equal(self) -> int:
+        return sum(d is None for d in self.first_divergence)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "agreement": self.agreement, "responses_fully_equal": self.responses_fully_equal}
+
+
+def teacher_forced_agreement(model, samples: Sequence[Sample], batch_size: int = 8) -> AgreementReport:
+    """Compare the model's argmax at each response position with vLLM's greedy token there."""
+    agree = total = 0
+    first: list[int | None] = []
+    for k in range(0, len(samples), batch_size):
+        batch = samples[k:k + batch_size]
+        lens = [len(s.input_ids) for s in batch]
+        ids = torch.zeros(len(batch), max(lens), dtype=torch.long)
+        att = torch.zeros_like(ids)
+        for i, s in enumerate(batch):
+            ids[i, :lens[i]] = torch.tensor(s.input_ids)
+            att[i, :lens[i]] = 1
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=att, use_cache=False).logits
+        for i, s in enumerate(batch):
+            p, n = len(s.prompt_ids), len(s.output_ids)
+            if n == 0:
+                first.append(None)
+                continue
+            pred = logits[i, p - 1:p - 1 + n].argmax(-1)
+            truth = torch.tensor(s.output_ids)
+            eq = pred == truth
+            agree += int(eq.sum())
+            total += n
+            bad = (~eq).nonzero()
+            first.append(int(bad[0]) if len(bad) else None)
+    return AgreementReport(len(samples), total, agree, first)
+
+
+def diagnose(report: AgreementReport, layout, workarounds_on: bool) -> list[str]:
+    """Plain-language hints on where the forwards part and what to try."""
+    hints = []
+    early = [d for d in report.first_divergence if d is not None and d < 2]
+    if report.first_divergence and len(early) >= len(report.first_divergence) / 2:
+        hints.append("the forwards part at the first generated tokens: the difference is in the model "
+                     "computation itself (attention/rope/norm), not accumulated drift")
+    if layout.deepseek_family and layout.rope_type == "default" and not workarounds_on:
+        hints.append("this is a DeepSeek-family verifier with plain rope on CPU: vLLM-CPU's rotary_embedding "
+                     "kernel mis-rotates its 3-D query slices; set engine.cpu_workarounds = 'auto' "
+                     "(adds compilation_config custom_ops -rotary_embedding)")
+    if not hints:
+        hints.append("compare the configs vLLM and transformers read (rope scaling, norms, MoE routing), "
+                     "and run `harness verifier agree --layers` for per-layer differences")
+    return hints

@@ -1,0 +1,61 @@
+"""Shared, expensive fixtures: built once per session, torn down always.
+
+Stand-ins are built with the project's own builder into the harness cache
+($HARNESS_CACHE, default ~/.cache/harness), so a second session reuses them; a fresh CI
+machine builds them (a few minutes, once).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.verifier.layout import resolve_layout
+
+
+def _standin(arch: str, **overrides) -> Path:
+    from harness.verifier.standins.build import ensure_standin
+    from harness.verifier.standins.specs import spec_for
+
+    return ensure_standin(spec_for(arch, **overrides))
+
+
+@pytest.fixture(scope="session")
+def kimi_standin() -> Path:
+    return _standin("kimi-k2.5")
+
+
+@pytest.fixture(scope="session")
+def llama_standin() -> Path:
+    return _standin("llama")
+
+
+@pytest.fixture(scope="session")
+def deepseek_standin() -> Path:
+    return _standin("deepseek-v3")
+
+
+@pytest.fixture(scope="session")
+def kimi_layout(kimi_standin):
+    return resolve_layout(kimi_standin)
+
+
+@pytest.fixture(scope="session")
+def kimi_tokenizer(kimi_standin):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(kimi_standin)
+
+
+@pytest.fixture(scope="session")
+def kimi_offline_engine(kimi_layout):
+    """The Kimi stand-in in vLLM's offline engine (no speculation), shared by the session."""
+    from harness.engine.offline import OfflineEngine
+    from harness.engine.settings import EngineSettings, engine_plan
+
+    eng = OfflineEngine(engine_plan(EngineSettings(max_model_len=512), kimi_layout))
+    try:
+        yield eng
+    finally:
+        eng.close()

@@ -1,0 +1,33 @@
+"""The speculators Trainer internals HarnessTrainer (harness/train/fit.py) adapts for CPU.
+A change in any of them fails here with what to re-check."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.synthetic import source_hash
+
+PINNED = {
+    # setup_trainer runs before setup_model (where HarnessTrainer sets the CPU device)
+    "speculators.train.trainer:Trainer.__init__": "c323c45e45491c73",
+    "speculators.train.trainer:Trainer.setup_trainer": "4d9caeffa2ee477e",
+    # train_epoch builds its _StepTimer and tqdm by module-global name (swapped during CPU runs)
+    "speculators.train.trainer:Trainer.train_epoch": "a84f3c8000da1b71",
+    "speculators.train.trainer:_StepTimer": "68fbf864caa0af85",
+    # CpuCheckpointer mirrors its loads with map_location="cpu"
+    "speculators.train.checkpointer:SingleGPUCheckpointer": "4cbb53b04f43c90b",
+}
+
+
+@pytest.mark.parametrize("path", list(PINNED))
+def test_trainer_internals_unchanged(path):
+    got = source_hash(path)
+    assert got == PINNED[path], (
+        f"speculators changed {path} (source hash {got}, pinned {PINNED[path]}): HarnessTrainer in "
+        "harness/train/fit.py adapts it for CPU; review the change, then update PINNED")
+
+
+def test_trainer_module_names_the_fit_swaps_exist():
+    from speculators.train import trainer
+
+    assert hasattr(trainer, "_StepTimer") and hasattr(trainer, "tqdm")
