@@ -46,7 +46,8 @@ def _stderr():
 def _stdout():
     from rich.console import Console
 
-    return Console()
+    # Wide tables stay whole in CI logs and pipes (rich assumes 80 columns without a terminal).
+    return Console(width=None if sys.stdout.isatty() else 200)
 
 
 def main() -> None:

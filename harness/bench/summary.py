@@ -13,6 +13,10 @@ def _f(v, fmt: str = "{:.2f}") -> str:
     return fmt.format(v)
 
 
+def _num(v) -> bool:
+    return v is not None and not (isinstance(v, float) and math.isnan(v))
+
+
 def render_bench_summary(run_dir: Path, console, as_json: bool = False) -> None:
     from rich.table import Table
 
@@ -27,18 +31,17 @@ def render_bench_summary(run_dir: Path, console, as_json: bool = False) -> None:
     base = df[df["mode"] == "baseline"].set_index("cell_id") if len(df) else df
     t = Table(title=f"bench {manifest.get('run_id')}  (AL = 1 + accepted/drafts, incl. bonus token; "
                     "rate = accepted/draft tokens; speedup = spec tok/s / baseline tok/s)", title_justify="left")
-    for col in ("draft", "suite", "k", "conc", "T", "AL", "95% CI", "rate", "per-position", "base tok/s",
+    for col in ("draft", "suite", "k", "conc", "T", "AL [95% CI]", "rate", "per-position", "base tok/s",
                 "spec tok/s", "speedup", "lossless", "flags"):
         t.add_column(col, justify="right" if col not in ("draft", "suite", "flags", "per-position") else "left")
     for _, r in spec.iterrows():
         b = base.loc[r["cell_id"]] if r["cell_id"] in base.index else None
-        ci = f"{_f(r['al_ci_low'])}-{_f(r['al_ci_high'])}" if r.get("al_ci_low") is not None and not math.isnan(r["al_ci_low"] or math.nan) else "-"
-        lossless = "-" if r.get("lossless_compared") in (None,) or (isinstance(r.get("lossless_compared"), float) and math.isnan(r["lossless_compared"])) \
-            else f"{int(r['lossless_matches'])}/{int(r['lossless_compared'])}"
+        ci = f" [{_f(r['al_ci_low'])}-{_f(r['al_ci_high'])}]" if _num(r.get("al_ci_low")) else ""
+        lossless = f"{int(r['lossless_matches'])}/{int(r['lossless_compared'])}" if _num(r.get("lossless_compared")) else "-"
         flags = list(r["flags"]) + ([f"FAILED: {r['error']}"] if r["status"] != "ok" else [])
         t.add_row(r["draft"], r["suite"], str(r["k"]), str(r["concurrency"]), _f(r["temperature"], "{:g}"),
-                  _f(r["acceptance_length"]), ci, _f(r["draft_acceptance_rate"]),
-                  " ".join(_f(x) for x in r["per_position_rates"]),
+                  _f(r["acceptance_length"]) + ci, _f(r["draft_acceptance_rate"]),
+                  "/".join(_f(x) for x in r["per_position_rates"]),
                   _f(b["output_tok_per_s"] if b is not None else None, "{:.0f}"),
                   _f(r["output_tok_per_s"], "{:.0f}"), _f(r["speedup"], "{:.2f}x"), lossless,
                   "[red]" + "; ".join(flags) + "[/]" if flags else "")
