@@ -242,6 +242,38 @@ def train_and_bench_cmd(
     exit_for(res)
 
 
+@verifier_app.command("agree")
+def agree_cmd(
+    path: Annotated[Path, typer.Argument(help="Verifier checkpoint folder.")],
+    threshold: Annotated[float, typer.Option(help="Minimum greedy-token agreement.")] = 0.97,
+    num_prompts: Annotated[int, typer.Option(help="Built-in prompts to generate from.")] = 16,
+    max_tokens: Annotated[int, typer.Option(help="Greedy tokens per prompt.")] = 64,
+    cpu_workarounds: Annotated[str, typer.Option(help="auto | off (off reproduces the CPU defects).")] = "auto",
+    max_model_len: Annotated[int, typer.Option(help="vLLM context length.")] = 512,
+    json_out: JsonOpt = False,
+):
+    """Do vLLM and the training forward (transformers) see the same verifier? Greedy-token agreement."""
+    from harness.engine.settings import EngineSettings
+    from harness.errors import BadInput
+    from harness.verifier.agree import check_agreement
+    from harness.verifier.layout import resolve_layout
+
+    layout = resolve_layout(path)
+    settings = EngineSettings(max_model_len=max_model_len, cpu_workarounds=cpu_workarounds)
+    report, hints, workarounds = check_agreement(layout, settings, num_prompts, max_tokens)
+    out = {**report.to_dict(), "threshold": threshold, "hints": hints, "workarounds": workarounds}
+    if json_out:
+        print(json.dumps(out, indent=2))
+    else:
+        _stdout().print(
+            f"agreement {report.agreement:.1%} over {report.num_tokens} greedy tokens of {report.num_responses} "
+            f"responses ({report.responses_fully_equal} identical end to end); workarounds: "
+            f"{', '.join(workarounds) or 'none'}")
+    if report.agreement < threshold:
+        raise BadInput(f"vLLM and transformers agree on only {report.agreement:.1%} of greedy tokens "
+                       f"(threshold {threshold:.0%}): {'; '.join(hints)}")
+
+
 # ----------------------------------------------------------------------------- recipe
 
 

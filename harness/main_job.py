@@ -90,7 +90,7 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
              "results": str(run_dir / "results.parquet"), "results_csv": str(run_dir / "results.csv")}
     paths.update(report_markdown=str(report_paths.markdown), report_html=str(report_paths.html))
     gate_result, gate_exit, notes = None, None, []
-    baseline = Path(recipe.gate.baseline) if recipe.gate.baseline else None
+    baseline = Path(recipe.gate.baseline) if recipe.gate.baseline else None  # '' = no gate
     if baseline is not None and not baseline.is_absolute():
         baseline = REPO_ROOT / baseline
     if baseline is not None and (baseline / "baseline.json").is_file():

@@ -126,7 +126,7 @@ class BenchSection(_Strict):
 
 
 class GateSection(_Strict):
-    baseline: str | None = Field(None, description="Baseline folder under results/baselines/ to gate against.")
+    baseline: str | None = Field(None, description="Baseline folder under results/baselines/ to gate against ('' for none).")
     tolerance: float = Field(0.05, ge=0, lt=1, description="Allowed relative drop of acceptance length.")
     min_speedup: float | None = Field(None, gt=0, description="Fail cells whose speedup is below this.")
     noise_aware: bool = Field(False, description="Fail only when the AL confidence interval lies below the bound.")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.bench.run import DraftUnderTest, resolve_drafts, run_bench
+from harness.bench.run import resolve_drafts, run_bench
 from harness.recipe import REPO_ROOT, load_recipe
 from harness.results.table import load_run
 from harness.train.pipeline import resolve_verifier, run_train
@@ -102,4 +102,92 @@ def test_draft_for_another_verifier_is_refused(kimi_trained, llama_standin):
         check_draft_for_verifier(trained.draft_dir, resolve_layout(llama_standin))
 
 
-_ = DraftUnderTest
+
+
+
+# ----------------------------------------------------------------------------- the main job CLI
+
+
+def _cli(run_dir: Path, *extra: str):
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-m", "harness", "train-and-bench", "--run-dir", str(run_dir),
+            "--set", "gate.baseline=''"]
+    for s in [*CI_TRAIN, *CI_BENCH]:
+        args += ["--set", s]
+    return subprocess.Popen([*args, *extra], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_main_job_resumes_after_interrupt_without_recomputing(kimi_trained, tmp_path):
+    import shutil
+    import signal
+    import time
+
+    trained, _ = kimi_trained
+    run_dir = tmp_path / "job"
+    shutil.copytree(trained.run_dir, run_dir / "train")  # training already done: must not be recomputed
+    train_mtimes = {p: p.stat().st_mtime for p in (run_dir / "train").rglob("*") if p.is_file()}
+    proc = _cli(run_dir)
+    deadline = time.monotonic() + 600
+    while not list((run_dir / "cells").glob("*.json")):  # wait for the first finished cell
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
+    first = {p.name: p.stat().st_mtime for p in (run_dir / "cells").glob("*.json")}
+    assert first
+    proc = _cli(run_dir)
+    out, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, err[-3000:]
+    for p, m in train_mtimes.items():
+        assert p.stat().st_mtime == m, f"recomputed {p}"
+    for name, m in first.items():
+        assert (run_dir / "cells" / name).stat().st_mtime == m, f"cell {name} recomputed"
+    manifest, df, missing = load_run(run_dir)
+    assert manifest["status"] == "complete" and not missing
+    assert "train-and-bench summary" in out and "wall time" in out
+    for suite in ("code", "math"):
+        assert suite in out
+    assert (run_dir / "report" / "report.html").is_file() and (run_dir / "summary.json").is_file()
+
+
+# ----------------------------------------------------------------------------- the gate, end to end
+
+
+def test_gate_catches_a_planted_regression(kimi_trained, tmp_path):
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from harness.results.gate import gate, to_markdown, update_baseline
+
+    trained, spec = kimi_trained
+    bench_run = trained.run_dir.parent / "bench"
+    baseline = tmp_path / "baseline"
+    update_baseline(bench_run, baseline, draft="draft")
+    # the unchanged draft, benched again: passes
+    recipe = load_recipe(REPO_ROOT / "train" / "tiny-kimi.toml",
+                         ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *CI_BENCH, "bench.reference_drafts=[]"])
+    layout = resolve_verifier(recipe)
+    again = run_bench(recipe, resolve_drafts(recipe, layout, trained.draft_dir), tmp_path / "again", Reporter())
+    assert gate(again, baseline).exit_code == 0
+    # the same draft with perturbed fc weights: fails, naming suite, metric, baseline, value, bound
+    bad = tmp_path / "perturbed"
+    shutil.copytree(trained.draft_dir, bad)
+    w = load_file(str(bad / "model.safetensors"))
+    g = torch.Generator().manual_seed(0)
+    w["fc.weight"] = (w["fc.weight"].float() + 0.5 * w["fc.weight"].float().std() * torch.randn(
+        w["fc.weight"].shape, generator=g)).to(w["fc.weight"].dtype)
+    save_file(w, str(bad / "model.safetensors"), metadata={"format": "pt"})
+    regressed = run_bench(recipe, resolve_drafts(recipe, layout, bad), tmp_path / "regressed", Reporter())
+    res = gate(regressed, baseline)
+    assert res.exit_code == 1
+    md = to_markdown(res)
+    assert "acceptance_length" in md and "code" in md and "FAIL" in md
+    failing = [c for c in res.checks if not c.passed]
+    assert failing and all(c.value < c.bound for c in failing if c.value is not None)

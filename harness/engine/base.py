@@ -7,8 +7,8 @@ Engines (all real vLLM):
   - `AttachedEngine`: an already running server, by URL (production).
 
 Contract of `generate(requests, sampling, concurrency)`: every request is attempted; at most
-`concurrency` are in flight at once; a request that fails or times out comes back with
-`error` set (the batch still returns); outputs come back in request order. `counters()` reads
+`concurrency` are in flight at once; a request that fails or takes longer than `timeout_s`
+(default: the engine's) comes back with `error` set (the batch still returns); outputs come back in request order. `counters()` reads
 vLLM's cumulative speculative-decoding counters (callers take deltas).
 """
 
@@ -69,7 +69,8 @@ class BatchResult:
 class Engine(Protocol):
     kind: str
 
-    def generate(self, requests: list[GenRequest], sampling: Sampling, concurrency: int) -> BatchResult: ...
+    def generate(self, requests: list[GenRequest], sampling: Sampling, concurrency: int,
+                 timeout_s: float | None = None) -> BatchResult: ...
 
     def counters(self) -> tuple[SpecCounters, dict[str, float]]: ...
 

@@ -115,8 +115,8 @@ def _serve(conn, llm, timeout_s: float) -> None:
             return
         try:
             if msg[0] == "generate":
-                _, requests, sampling, concurrency = msg
-                conn.send(("ok", _run_batch(llm, requests, sampling, concurrency, timeout_s)))
+                _, requests, sampling, concurrency, call_timeout = msg
+                conn.send(("ok", _run_batch(llm, requests, sampling, concurrency, call_timeout or timeout_s)))
             elif msg[0] == "counters":
                 conn.send(("ok", counters_from_offline(llm.get_metrics())))
             elif msg[0] == "close":
@@ -166,10 +166,11 @@ class OfflineEngine:
     def counters(self) -> tuple[SpecCounters, dict[str, float]]:
         return self._call("counters")
 
-    def generate(self, requests: list[GenRequest], sampling: Sampling, concurrency: int) -> BatchResult:
+    def generate(self, requests: list[GenRequest], sampling: Sampling, concurrency: int,
+                 timeout_s: float | None = None) -> BatchResult:
         before, tb = self.counters()
         t0 = time.perf_counter()
-        outputs = self._call("generate", requests, sampling, concurrency)
+        outputs = self._call("generate", requests, sampling, concurrency, timeout_s)
         wall = time.perf_counter() - t0
         after, ta = self.counters()
         gen = ta.get("generation_tokens", 0) - tb.get("generation_tokens", 0) if "generation_tokens" in ta else None

@@ -164,13 +164,14 @@ class _OpenAIServer:
             raise InfraError(f"{self.url}/metrics answered HTTP {status}")
         return counters_from_prometheus(text)
 
-    def generate(self, requests: list[GenRequest], sampling: Sampling, concurrency: int) -> BatchResult:
+    def generate(self, requests: list[GenRequest], sampling: Sampling, concurrency: int,
+                 timeout_s: float | None = None) -> BatchResult:
         from vllm.benchmarks.datasets import SampleRequest
         from vllm.benchmarks.lib import endpoint_request_func as erf
         from vllm.benchmarks.serve import TaskType, benchmark
 
         store: dict[str, _Captured] = {}
-        erf.ASYNC_REQUEST_FUNCS[_FUNC_NAME] = _capturing_request_func(store, self.request_timeout_s)
+        erf.ASYNC_REQUEST_FUNCS[_FUNC_NAME] = _capturing_request_func(store, timeout_s or self.request_timeout_s)
         samples = [SampleRequest(prompt=list(r.prompt_token_ids), prompt_len=len(r.prompt_token_ids),
                                  expected_output_len=r.max_tokens, request_id=r.request_id) for r in requests]
         extra = {"temperature": sampling.temperature, "top_p": sampling.top_p, "skip_special_tokens": False}

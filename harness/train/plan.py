@@ -8,6 +8,7 @@ the bundled structure of that model (its real config.json and a full weight inde
 from __future__ import annotations
 
 
+import dataclasses
 import sys
 import tempfile
 from pathlib import Path
@@ -107,7 +108,13 @@ def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> 
         "default_aux_layer_ids": list(layout.default_aux_layer_ids),
     }
     py = "python" if e.device == "cuda" else sys.executable
-    serve = engine_plan(e, layout)
+    # Commands name the recipe's checkpoint path even when checked against the bundled structure.
+    model_path = recipe.verifier.path or layout.path
+
+    def eplan(settings, spec=None):
+        return dataclasses.replace(engine_plan(settings, layout, spec), model=model_path)
+
+    serve = eplan(e)
     nodes = e.pipeline_parallel_size
     plan["parallelism"] = {
         "tensor_parallel_size": tp, "pipeline_parallel_size": e.pipeline_parallel_size,
@@ -132,13 +139,13 @@ def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> 
         "disk_formula": f"tokens x (aux {len(aux)} + 1) x hidden {layout.hidden_size} x {bytes_per} B",
     }
     if t.hidden_states_source == "vllm":
-        ext = engine_plan(e.model_copy(update={"extra_engine_args": {
+        ext = eplan(e.model_copy(update={"extra_engine_args": {
             **e.extra_engine_args,
             "kv_transfer_config": {"kv_connector": "ExampleHiddenStatesConnector", "kv_role": "kv_producer",
                                    "kv_connector_extra_config": {"shared_storage_path": str(run_dir / "hidden_raw")}},
             "speculative_config": {"method": "extract_hidden_states", "num_speculative_tokens": 1,
                                    "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": aux + [layout.num_layers]}}},
-        }}), layout)
+        }}))
         hs["extraction_command"] = " ".join(ext.server_command(py, "127.0.0.1", 8001))
         hs["note"] = "vLLM's extract_hidden_states needs CUDA (pinned memory, CUDA streams)"
     plan["hidden_states"] = hs
@@ -170,12 +177,12 @@ def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> 
     }
     if include_bench:
         b = recipe.bench
-        spec = engine_plan(e, layout, SpeculativeSpec(b.method, max(b.k), str(run_dir / "draft")))
+        spec = eplan(e, SpeculativeSpec(b.method, max(b.k), str(run_dir / "draft")))
         cells = len(b.suites) * len(b.k) * len(b.concurrency) * len(b.temperature)
         plan["bench"] = {
             "suites": b.suites, "k": b.k, "concurrency": b.concurrency, "temperature": b.temperature,
             "cells": cells, "engines": 1 + len(b.k), "repeats": b.repeats, "engine": b.engine,
-            "baseline_command": " ".join(engine_plan(e, layout).server_command(py, "127.0.0.1", 8000)),
+            "baseline_command": " ".join(eplan(e).server_command(py, "127.0.0.1", 8000)),
             "speculative_command_example": " ".join(spec.server_command(py, "127.0.0.1", 8000)),
         }
     plan["checks"] = {"problems": problems, "ok": not problems}

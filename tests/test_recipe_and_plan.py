@@ -1,0 +1,96 @@
+"""Recipes are validated before anything runs (every problem at once); the Kimi-K2.5 dry run
+resolves the production plan against the real structure without weights or GPUs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness.errors import BadInput
+from harness.recipe import REPO_ROOT, load_recipe
+
+KIMI = REPO_ROOT / "train" / "kimi-k2.5.toml"
+
+
+def _harness(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=REPO_ROOT)
+
+
+def test_default_recipe_loads_and_overrides_apply():
+    r = load_recipe(None, ["train.epochs=7", "bench.k=[1,2]", "verifier.standin='llama'"])
+    assert r.name == "tiny-kimi" and r.train.epochs == 7 and r.bench.k == [1, 2]
+    assert r.verifier.standin == "llama"
+
+
+def test_every_problem_is_listed_at_once(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("""
+name = "bad"
+[verifier]
+standin = "kimi-k2.5"
+[train]
+epochz = 3
+lr = -1
+prompts = "missing.jsonl"
+[bench]
+temperature = [-0.5]
+rejection_sample_method = "synthetic"
+""")
+    with pytest.raises(BadInput) as e:
+        load_recipe(bad)
+    msg = e.value.message
+    assert "train.epochz: unknown key" in msg
+    assert "train.lr" in msg
+    assert "bench" in msg and "synthetic" in msg
+
+
+def test_missing_file_and_unknown_suite_are_reported(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\n[verifier]\nstandin = "llama"\n[train]\nprompts = "nope.jsonl"\n'
+                   '[bench]\nsuites = ["chat", "nosuch"]\n')
+    with pytest.raises(BadInput) as e:
+        load_recipe(bad)
+    assert "train.prompts: nope.jsonl does not exist" in e.value.message
+    assert "unknown suite 'nosuch'" in e.value.message and "known: chat, code" in e.value.message
+
+
+def test_incompatible_combination_is_refused():
+    with pytest.raises(BadInput, match="needs CUDA"):
+        load_recipe(None, ["train.hidden_states_source='vllm'"])
+
+
+def test_recipe_show_prints_resolved_recipe():
+    p = _harness("recipe", "show", "--set", "train.epochs=9")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["train"]["epochs"] == 9
+
+
+def test_kimi_dry_run_matches_real_structure():
+    p = _harness("train-and-bench", str(KIMI), "--dry-run", "--json")
+    assert p.returncode == 0, p.stderr
+    plan = json.loads(p.stdout)
+    v = plan["verifier"]
+    assert (v["num_layers"], v["hidden_size"], v["vocab_size"]) == (61, 7168, 163840)
+    assert v["default_aux_layer_ids"] == [2, 30, 58] and plan["draft"]["aux_layer_ids"] == [2, 30, 58]
+    assert v["embed_tokens"].startswith("language_model.model.embed_tokens.weight")
+    assert plan["parallelism"]["tensor_parallel_size"] == 8 and plan["parallelism"]["training_processes"] == 8
+    cmd = plan["responses"]["engine_command"]
+    for flag in ("--tensor-parallel-size 8", "--trust-remote-code", "--tool-call-parser kimi_k2",
+                 "--reasoning-parser kimi_k2", "/models/moonshotai/Kimi-K2.5"):
+        assert flag in cmd, flag
+    assert plan["training"]["command"].startswith("torchrun --nproc_per_node=8")
+    assert plan["draft"]["draft_vocab_size"] == 32000
+    assert plan["hidden_states"]["estimated_disk_gib"] > 100
+    assert plan["memory_estimates"]["verifier_weights_gib_per_gpu"] < 141
+    assert plan["bench"]["k"] == [1, 2, 3, 4, 5, 6, 7, 8] and plan["checks"]["ok"]
+
+
+def test_dry_run_refuses_an_impossible_plan():
+    p = _harness("train", str(KIMI), "--dry-run", "--set", "engine.tensor_parallel_size=7",
+                 "--set", "draft.aux_layer_ids=[2, 30, 61]")
+    assert p.returncode == 2
+    assert "does not divide 64 attention heads" in p.stderr and "out of range" in p.stderr
+    assert "Traceback" not in p.stderr
