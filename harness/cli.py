@@ -250,9 +250,11 @@ def agree_cmd(
     max_tokens: Annotated[int, typer.Option(help="Greedy tokens per prompt.")] = 64,
     cpu_workarounds: Annotated[str, typer.Option(help="auto | off (off reproduces the CPU defects).")] = "auto",
     max_model_len: Annotated[int, typer.Option(help="vLLM context length.")] = 512,
+    layers: Annotated[bool, typer.Option("--layers", help="Also compare every layer's residual stream (vLLM probed in its worker).")] = False,
     json_out: JsonOpt = False,
 ):
-    """Do vLLM and the training forward (transformers) see the same verifier? Greedy-token agreement."""
+    """Do vLLM and the training forward (transformers) see the same verifier? Greedy-token agreement,
+    and with --layers the relative difference of every layer's hidden states."""
     from harness.engine.settings import EngineSettings
     from harness.errors import BadInput
     from harness.verifier.agree import check_agreement
@@ -262,13 +264,29 @@ def agree_cmd(
     settings = EngineSettings(max_model_len=max_model_len, cpu_workarounds=cpu_workarounds)
     report, hints, workarounds = check_agreement(layout, settings, num_prompts, max_tokens)
     out = {**report.to_dict(), "threshold": threshold, "hints": hints, "workarounds": workarounds}
+    if layers or report.agreement < threshold:
+        from transformers import AutoTokenizer
+
+        from harness.verifier.agree import probe_layers, where_they_part
+
+        tok = AutoTokenizer.from_pretrained(layout.path, trust_remote_code=settings.trust_remote_code)
+        ids = tok.apply_chat_template([{"role": "user", "content": "Explain how exceptions propagate through nested calls."}],
+                                      tokenize=True, add_generation_prompt=True, return_dict=False)
+        out["layer_differences"] = probe_layers(layout, settings, ids)
+        part = where_they_part(out["layer_differences"])
+        if part:
+            hints.insert(0, part)
     if json_out:
         print(json.dumps(out, indent=2))
     else:
-        _stdout().print(
+        con = _stdout()
+        con.print(
             f"agreement {report.agreement:.1%} over {report.num_tokens} greedy tokens of {report.num_responses} "
             f"responses ({report.responses_fully_equal} identical end to end); workarounds: "
             f"{', '.join(workarounds) or 'none'}")
+        for r in out.get("layer_differences", []):
+            con.print(f"  aux id {r['aux_id']:3d}: relative L2 difference {r['rel_l2']:.2%} "
+                      f"(first token {r['first_token_rel']:.2%}, worst token {r['max_rel_per_token']:.2%})")
     if report.agreement < threshold:
         raise BadInput(f"vLLM and transformers agree on only {report.agreement:.1%} of greedy tokens "
                        f"(threshold {threshold:.0%}): {'; '.join(hints)}")

@@ -120,6 +120,9 @@ class BenchSection(_Strict):
             raise ValueError(f"temperature values must be >= 0, got {self.temperature}")
         if self.engine == "attach" and not (self.url and self.baseline_url):
             raise ValueError("engine 'attach' needs bench.url (speculative server) and bench.baseline_url")
+        if self.engine == "attach" and (len(self.k) != 1 or self.reference_drafts):
+            raise ValueError("engine 'attach' measures the servers as they run: give the one k they were started "
+                             "with (bench.k = [K]) and no reference_drafts")
         if not self.suites:
             raise ValueError("bench.suites is empty; name at least one suite")
         return self

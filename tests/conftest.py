@@ -54,7 +54,7 @@ def kimi_offline_engine(kimi_layout):
     from harness.engine.offline import OfflineEngine
     from harness.engine.settings import EngineSettings, engine_plan
 
-    eng = OfflineEngine(engine_plan(EngineSettings(max_model_len=512), kimi_layout))
+    eng = OfflineEngine(engine_plan(EngineSettings(max_model_len=512), kimi_layout), probe=True)
     try:
         yield eng
     finally:

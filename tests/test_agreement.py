@@ -44,6 +44,7 @@ def test_training_refuses_without_the_workaround(tmp_path, deepseek_standin):
     msg = e.value.message
     assert "agreement" in msg and "below train.agreement_threshold" in msg
     assert "rotary_embedding" in msg and "cpu_workarounds" in msg  # says why and what to try
+    assert "forwards part entering layer 1" in msg and "position-dependent" in msg  # and where
     report = json.loads((tmp_path / "run" / "agreement.json").read_text())
     assert report["agreement"] < 0.97
     assert not (tmp_path / "run" / "hidden").exists()  # nothing was trained on those states

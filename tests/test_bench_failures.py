@@ -29,7 +29,7 @@ def test_server_that_fails_to_start_reports_its_log(tmp_path, kimi_standin):
     broken = tmp_path / "broken"
     shutil.copytree(kimi_standin, broken)
     cfg = json.loads((broken / "config.json").read_text())
-    cfg["text_config"]["num_attention_heads"] = 3  # weights no longer fit the config
+    cfg["text_config"]["vocab_size"] = 4096  # the embedding weights no longer fit the config
     (broken / "config.json").write_text(json.dumps(cfg))
     plan = engine_plan(EngineSettings(max_model_len=256), resolve_layout(broken))
     with pytest.raises(InfraError) as e:

@@ -21,7 +21,7 @@ from harness.bench import measure
 from harness.bench.suites import Suite, load_suite
 from harness.engine.base import BatchResult, Engine, GenOutput, GenRequest, Sampling
 from harness.engine.settings import EnginePlan, SpeculativeSpec, engine_plan
-from harness.errors import BadInput, HarnessError
+from harness.errors import BadInput
 from harness.prompts import PromptRecord, render
 from harness.provenance import atomic_write_json, content_hash, git_sha, hardware, package_versions
 from harness.recipe import Recipe
@@ -326,8 +326,10 @@ def run_bench(recipe: Recipe, drafts: list[DraftUnderTest], run_dir: Path, repor
     done = finished_cells(run_dir)
     verifiers = {d.verifier.path: d.verifier for d in drafts}
     vhash = {p: content_hash(p)["sha256"] for p in verifiers}
+    previous = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     write_manifest(
-        run_dir, run_id=run_dir.name, status="running", started_at=_now(), ended_at=None,
+        run_dir, run_id=run_dir.name, status="running", started_at=previous.get("started_at") or _now(),
+        resumed_at=_now() if previous else None, ended_at=None,
         recipe=recipe.model_dump(mode="json"), recipe_fingerprint=recipe.fingerprint(*BENCH_SECTIONS),
         planned_cells=[c.id for c in cells],
         provenance={"git_sha": git_sha(), "packages": package_versions(), "hardware": hardware(),
@@ -387,11 +389,11 @@ def run_bench(recipe: Recipe, drafts: list[DraftUnderTest], run_dir: Path, repor
                                 reporter.advance(1, AL=rs["acceptance_length"] or float("nan"),
                                                  tok_s=rs["output_tok_per_s"] or 0.0,
                                                  speedup=rs["speedup"] or 0.0)
-    except HarnessError:
-        status = "failed"
-        raise
     except KeyboardInterrupt:
         status = "interrupted"
+        raise
+    except BaseException:
+        status = "failed"
         raise
     finally:
         write_manifest(run_dir, status=status, ended_at=_now())

@@ -80,6 +80,20 @@ def _run_batch(llm, requests: list[GenRequest], sampling: Sampling, concurrency:
     return [outs[r.request_id] for r in requests]
 
 
+def _layer_states(llm, token_ids: list[int], layer_ids: list[int]) -> dict[int, Any]:
+    """vLLM's residual stream entering `layer_ids` for one prefill of `token_ids`."""
+    from functools import partial
+
+    from harness.engine import probe
+
+    llm.apply_model(partial(probe.install, layer_ids=list(layer_ids)))
+    try:
+        _run_batch(llm, [GenRequest("probe", tuple(token_ids), 1)], Sampling(), 1, 600)
+    finally:
+        states = llm.apply_model(probe.collect)[0]
+    return states
+
+
 def _shutdown(llm) -> None:
     """Stop vLLM's engine-core process explicitly: a multiprocessing child exits through
     os._exit, which skips the atexit hooks vLLM relies on, and would orphan it."""
@@ -89,10 +103,14 @@ def _shutdown(llm) -> None:
         pass
 
 
-def _worker(conn, plan: EnginePlan, timeout_s: float) -> None:  # runs in the child
+def _worker(conn, plan: EnginePlan, timeout_s: float, probe: bool = False) -> None:  # runs in the child
     # Own process group: the parent can stop this child and vLLM's processes below it, only them.
     os.setpgrp()
     os.environ.update(plan.env)
+    if probe:
+        # apply_model ships our probe functions to vLLM's worker, which needs pickle; the
+        # processes are this engine's own, on this machine.
+        os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"
     try:
         from vllm import LLM
 
@@ -117,6 +135,9 @@ def _serve(conn, llm, timeout_s: float) -> None:
             if msg[0] == "generate":
                 _, requests, sampling, concurrency, call_timeout = msg
                 conn.send(("ok", _run_batch(llm, requests, sampling, concurrency, call_timeout or timeout_s)))
+            elif msg[0] == "layer_states":
+                _, token_ids, layer_ids = msg
+                conn.send(("ok", _layer_states(llm, token_ids, layer_ids)))
             elif msg[0] == "counters":
                 conn.send(("ok", counters_from_offline(llm.get_metrics())))
             elif msg[0] == "close":
@@ -129,12 +150,13 @@ def _serve(conn, llm, timeout_s: float) -> None:
 class OfflineEngine:
     kind = "offline"
 
-    def __init__(self, plan: EnginePlan, startup_timeout_s: float = 600, request_timeout_s: float = 600):
+    def __init__(self, plan: EnginePlan, startup_timeout_s: float = 600, request_timeout_s: float = 600,
+                 probe: bool = False):
         self.plan = plan
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
         # Not a daemon: vLLM starts its own engine-core process from this child.
-        self._proc = ctx.Process(target=_worker, args=(child, plan, request_timeout_s), daemon=False)
+        self._proc = ctx.Process(target=_worker, args=(child, plan, request_timeout_s, probe), daemon=False)
         self._proc.start()
         child.close()
         msg = self._recv(startup_timeout_s, "start")
@@ -165,6 +187,10 @@ class OfflineEngine:
 
     def counters(self) -> tuple[SpecCounters, dict[str, float]]:
         return self._call("counters")
+
+    def layer_states(self, token_ids: list[int], layer_ids: list[int]) -> dict[int, Any]:
+        """vLLM's own residual stream entering each of `layer_ids` (aux-id semantics), [T, H]."""
+        return self._call("layer_states", list(token_ids), list(layer_ids))
 
     def generate(self, requests: list[GenRequest], sampling: Sampling, concurrency: int,
                  timeout_s: float | None = None) -> BatchResult:

@@ -233,8 +233,18 @@ def stage_agreement(recipe: Recipe, layout: VerifierLayout, run_dir: Path, sampl
         reporter.stage("agreement (vLLM vs transformers)", total=None)
         rep = teacher_forced_agreement(model, chosen)
         plan = engine_plan(recipe.engine, layout)
+        hints = diagnose(rep, layout, recipe.engine.cpu_workarounds == "auto")
+        layers: list[dict[str, Any]] = []
+        if rep.agreement < recipe.train.agreement_threshold and chosen:
+            from harness.verifier.agree import probe_layers, where_they_part
+
+            reporter.log("agreement below threshold: probing vLLM's layers to say where the forwards part")
+            layers = probe_layers(layout, recipe.engine, chosen[0].input_ids, model=model)
+            part = where_they_part(layers)
+            if part:
+                hints = [part, *hints]
         report = {**rep.to_dict(), "threshold": recipe.train.agreement_threshold, "workarounds": list(plan.workarounds),
-                  "hints": diagnose(rep, layout, recipe.engine.cpu_workarounds == "auto")}
+                  "hints": hints, "layer_differences": layers}
         atomic_write_json(out, report)
         reporter.done(f"{report['agreement']:.3f}")
     if report["agreement"] < recipe.train.agreement_threshold:

@@ -118,3 +118,49 @@ def check_agreement(layout, settings, num_prompts: int = 16, max_tokens: int = 6
     model = load_text_model(layout)
     report = teacher_forced_agreement(model, samples)
     return report, diagnose(report, layout, settings.cpu_workarounds == "auto"), list(plan.workarounds)
+
+
+def layer_differences(layout, engine, token_ids: Sequence[int], layer_ids: Sequence[int], model=None) -> list[dict[str, Any]]:
+    """Per aux layer: relative L2 difference between vLLM's residual stream (probed in its
+    worker) and the transformers forward's hidden_states[i] for the same tokens."""
+    from harness.verifier.hf_text import load_text_model
+
+    served = engine.layer_states(list(token_ids), list(layer_ids))
+    model = model or load_text_model(layout)
+    with torch.no_grad():
+        out = model.model(input_ids=torch.tensor([list(token_ids)]), output_hidden_states=True, use_cache=False)
+    rows = []
+    for i in layer_ids:
+        if i not in served:
+            continue
+        ref = out.hidden_states[i][0].float()
+        got = served[i].float().reshape(ref.shape)
+        rel = float((got - ref).norm() / ref.norm())
+        per_tok = ((got - ref).norm(dim=-1) / ref.norm(dim=-1)).tolist()
+        rows.append({"aux_id": i, "rel_l2": rel, "max_rel_per_token": max(per_tok),
+                     "first_token_rel": per_tok[0]})
+    return rows
+
+
+def where_they_part(rows: list[dict[str, Any]], tol: float = 0.02, token_tol: float = 0.04) -> str | None:
+    """One sentence on the first layer where vLLM's and transformers' streams diverge (bf16 vs
+    fp32 noise on an agreeing model stays under ~1 % overall and ~2 % per token)."""
+    bad = [r for r in rows if r["rel_l2"] > tol or r["max_rel_per_token"] > token_tol]
+    if not bad:
+        return None
+    r = bad[0]
+    where = f"the forwards part entering layer {r['aux_id']} (relative difference {r['rel_l2']:.1%}"
+    if r["first_token_rel"] < tol and r["max_rel_per_token"] > token_tol:
+        return (where + f"; the first token agrees ({r['first_token_rel']:.1%}) and later tokens differ up to "
+                f"{r['max_rel_per_token']:.1%}: a position-dependent difference, i.e. rotary embeddings)")
+    return where + ")"
+
+
+def probe_layers(layout, settings, token_ids: Sequence[int], model=None) -> list[dict[str, Any]]:
+    """Start a probing engine and compare every layer's stream (used when agreement fails)."""
+    from harness.engine.offline import OfflineEngine
+    from harness.engine.settings import engine_plan
+
+    with OfflineEngine(engine_plan(settings, layout), settings.startup_timeout_s, settings.request_timeout_s,
+                       probe=True) as eng:
+        return layer_differences(layout, eng, token_ids, list(range(1, layout.num_layers)), model=model)

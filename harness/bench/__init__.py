@@ -1,0 +1,1 @@
+"""Benchmarking: suites, the measurement matrix, metric math, reference drafts."""

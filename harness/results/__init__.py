@@ -1,0 +1,1 @@
+"""Result tables, compare, report and the CI gate."""

@@ -1,0 +1,1 @@
+"""Draft training: prompts, responses, hidden states, vocabulary, speculators training."""

@@ -1,0 +1,1 @@
+"""Tiny, architecture-faithful verifier stand-ins built locally."""
