@@ -53,24 +53,27 @@ def _stdout():
 def main() -> None:
     """Entry point: run the app; a HarnessError becomes one clear line and its exit code."""
     try:
-        app(standalone_mode=False)
+        # Non-standalone typer *returns* the exit code of Ctrl-C (130) and of typer.Exit.
+        code = app(standalone_mode=False)
+        if isinstance(code, int) and code:
+            if code == 130:
+                _stderr().print("[yellow]interrupted[/]: finished work is kept; rerun the same command to resume")
+            sys.exit(code)
     except HarnessError as e:
         _stderr().print(f"[bold red]error:[/] {e.message}", highlight=False, soft_wrap=True)
         sys.exit(e.exit_code)
-    except KeyboardInterrupt:
-        _stderr().print("[yellow]interrupted[/]: finished work is kept; rerun the same command to resume")
-        sys.exit(130)
     except (typer.Exit, SystemExit) as e:
         code = getattr(e, "exit_code", getattr(e, "code", 0))
         sys.exit(code or 0)
-    except Exception as e:  # click usage errors and the like
+    except BaseException as e:  # Ctrl-C (click turns it into Abort), click usage errors
         import click
 
+        if isinstance(e, KeyboardInterrupt | click.exceptions.Abort):
+            _stderr().print("[yellow]interrupted[/]: finished work is kept; rerun the same command to resume")
+            sys.exit(130)
         if isinstance(e, click.exceptions.ClickException):
             e.show()
             sys.exit(2)
-        if isinstance(e, click.exceptions.Abort):
-            sys.exit(130)
         raise
 
 

@@ -33,6 +33,7 @@ class MainJobResult:
     wall_s: float
     gate_exit: int | None = None
     notes: list[str] = field(default_factory=list)
+    train_report: dict[str, Any] = field(default_factory=dict)
 
 
 def default_run_dir(recipe: Recipe) -> Path:
@@ -108,7 +109,7 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
     elif baseline is not None:
         notes.append(f"no baseline at {baseline}: create one with `harness gate {run_dir} --baseline {baseline} --update-baseline`")
     rows = _summary_rows(run_dir, gate_result)
-    result = MainJobResult(run_dir, rows, paths, time.perf_counter() - t0, gate_exit, notes)
+    result = MainJobResult(run_dir, rows, paths, time.perf_counter() - t0, gate_exit, notes, trained.report)
     atomic_write_json(run_dir / "summary.json", {"rows": rows, "paths": paths, "wall_s": result.wall_s,
                                                  "gate_exit": gate_exit, "notes": notes,
                                                  "train_report": trained.report})
@@ -131,6 +132,12 @@ def render_summary(res: MainJobResult, console) -> None:
                   f(r["speedup_median"], "{:.2f}x"), f(r["speedup_min"], "{:.2f}x"),
                   "[red]FAIL[/]" if gate == "FAIL" else gate)
     console.print(t)
+    tr = res.train_report
+    if tr:
+        console.print(
+            f"training: {f(tr.get('train_wall_s'), '{:.0f}')} s, {tr.get('train_tokens') or 0:,} tokens, "
+            f"{f(tr.get('train_tok_per_s'), '{:.0f}')} tokens/s; predicted AL {f(tr.get('predicted_acceptance_length'))} "
+            f"(1 + held-out full accuracy per TTT step); train/serve agreement {f(tr.get('agreement'), '{:.3f}')}")
     for k, v in res.paths.items():
         console.print(f"  {k:14s} {v}")
     for n in res.notes:

@@ -86,6 +86,13 @@ class TrainSection(_Strict):
     bench_overlap: Literal["refuse", "allow"] = Field("refuse", description="Refuse training prompts that appear in a bench suite.")
 
 
+class ExtraCell(_Strict):
+    suite: str = Field(description="Suite of the extra cell (one of bench.suites).")
+    k: int = Field(ge=1, description="num_speculative_tokens (one of bench.k: no extra engine).")
+    concurrency: int = Field(ge=1, description="Requests in flight.")
+    temperature: float = Field(ge=0, description="Sampling temperature.")
+
+
 class BenchSection(_Strict):
     suites: list[str] = Field(default_factory=lambda: ["chat", "code", "math"], description="Built-in suite names, JSONL paths, 'humaneval', or 'hf:<dataset>'.")
     hf_field_map: dict[str, str] = Field(default_factory=dict, description="Field mapping for hf: suites.")
@@ -96,6 +103,7 @@ class BenchSection(_Strict):
     concurrency: list[int] = Field(default_factory=lambda: [1], description="Requests in flight.")
     temperature: list[float] = Field(default_factory=lambda: [0.0], description="Sampling temperatures.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling for T > 0.")
+    extra_cells: list[ExtraCell] = Field(default_factory=list, description="Cells outside the product, e.g. one T>0 cell.")
     repeats: int = Field(1, ge=1, description="A/B repeats per cell (baseline and speculative interleaved).")
     warmup_requests: int = Field(2, ge=0, description="Unmeasured requests before each engine's first cell.")
     engine: Literal["offline", "server", "attach"] = Field("server", description="How vLLM is driven.")
@@ -125,6 +133,9 @@ class BenchSection(_Strict):
                              "with (bench.k = [K]) and no reference_drafts")
         if not self.suites:
             raise ValueError("bench.suites is empty; name at least one suite")
+        for c in self.extra_cells:
+            if c.k not in self.k or c.suite not in self.suites:
+                raise ValueError(f"bench.extra_cells {c.model_dump()}: its k and suite must be in bench.k and bench.suites")
         return self
 
 

@@ -26,12 +26,17 @@ SMALL = ["bench.suites=['code','math']", "bench.num_prompts=2", "bench.max_token
 
 
 def test_server_that_fails_to_start_reports_its_log(tmp_path, kimi_standin):
+    import dataclasses
+
+    # The layout check would refuse this checkpoint before any server starts, so plan on the
+    # good one and point the server at a copy broken afterwards (as a disk or a sync might).
+    plan = engine_plan(EngineSettings(max_model_len=256), resolve_layout(kimi_standin))
     broken = tmp_path / "broken"
     shutil.copytree(kimi_standin, broken)
     cfg = json.loads((broken / "config.json").read_text())
     cfg["text_config"]["vocab_size"] = 4096  # the embedding weights no longer fit the config
     (broken / "config.json").write_text(json.dumps(cfg))
-    plan = engine_plan(EngineSettings(max_model_len=256), resolve_layout(broken))
+    plan = dataclasses.replace(plan, model=str(broken))
     with pytest.raises(InfraError) as e:
         ServerEngine(plan, tmp_path / "server.log", startup_timeout_s=300)
     assert e.value.exit_code == 3

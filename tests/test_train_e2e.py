@@ -181,7 +181,7 @@ def test_gate_catches_a_planted_regression(kimi_trained, tmp_path):
     shutil.copytree(trained.draft_dir, bad)
     w = load_file(str(bad / "model.safetensors"))
     g = torch.Generator().manual_seed(0)
-    w["fc.weight"] = (w["fc.weight"].float() + 0.5 * w["fc.weight"].float().std() * torch.randn(
+    w["fc.weight"] = (w["fc.weight"].float() + 2.0 * w["fc.weight"].float().std() * torch.randn(
         w["fc.weight"].shape, generator=g)).to(w["fc.weight"].dtype)
     save_file(w, str(bad / "model.safetensors"), metadata={"format": "pt"})
     regressed = run_bench(recipe, resolve_drafts(recipe, layout, bad), tmp_path / "regressed", Reporter())

@@ -5,7 +5,8 @@
   verifier, derived from the one under test (FACTS.md §3): every token embeds to the same
   vector v and every residual-branch output projection (attention o_proj, MLP/expert
   down_proj) is zeroed, so each position's hidden state is v and the verifier always emits
-  T = argmax(lm_head · norm(v)); v is chosen along lm_head[T] so the margin is wide. The
+  T = argmax(lm_head · norm(v)); v is chosen along lm_head[T] and the final norm's gain scaled
+  so T wins by ~60 logits (p(T) ~ 1 also when sampling at T > 0). The
   draft gets the same embeddings, lm_head and norm (through the patched loader), an fc that
   passes the first aux state through, and zeroed output projections: it proposes T, always.
 - random: an untrained draft of the trained one's shape (AL ~ 1.0).
@@ -47,6 +48,15 @@ def constant_verifier(layout: VerifierLayout, out: Path, token_id: int) -> Verif
         gain = f.get_tensor(layout.final_norm.key).float()
     v = head_row / torch.where(gain.abs() < 1e-3, torch.full_like(gain, 1e-3), gain)
     v = v / v.pow(2).mean().sqrt()  # unit RMS, like a normal residual stream
+    # Scale the final norm's gain so T wins by ~60 logits: p(T) ~ 1 even when sampling at T > 0
+    # (vLLM accepts a greedy draft token with probability p_target(token)).
+    with safe_open(str(src / layout.lm_head.shard), "pt") as f:
+        logits = f.get_tensor(layout.lm_head.key).float() @ (gain * v)
+    others = torch.cat([logits[:token_id], logits[token_id + 1:]])
+    margin = float(logits[token_id] - others.max())
+    if margin <= 0:
+        raise RuntimeError(f"constant verifier: token {token_id} is not the argmax (margin {margin:.3f})")
+    gain_scale = 60.0 / margin
     for shard in sorted({p.name for p in src.glob("*.safetensors")}):
         tensors = {}
         with safe_open(str(src / shard), "pt") as f:
@@ -54,11 +64,14 @@ def constant_verifier(layout: VerifierLayout, out: Path, token_id: int) -> Verif
                 t = f.get_tensor(key)
                 if key == layout.embed_tokens.key:
                     t = v.to(t.dtype).expand_as(t).contiguous()
+                elif key == layout.final_norm.key:
+                    t = (t.float() * gain_scale).to(t.dtype)
                 elif key.startswith(layout.text_prefix) and _zeroed(key):
                     t = torch.zeros_like(t)
                 tensors[key] = t
         save_file(tensors, str(tmp / shard), metadata={"format": "pt"})
-    (tmp / "oracle.json").write_text(json.dumps({"constant_token_id": token_id, "derived_from": layout.path}))
+    (tmp / "oracle.json").write_text(json.dumps({"constant_token_id": token_id, "derived_from": layout.path,
+                                                 "logit_margin": 60.0}))
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)
@@ -106,7 +119,7 @@ def oracle_pair(layout: VerifierLayout, draft_layer_config: dict[str, Any], aux_
     from harness.provenance import content_hash
 
     key = content_hash(layout.path)["sha256"]
-    folder = cache / "oracle" / key
+    folder = cache / "oracle" / f"{key}-v2"  # bump when the construction changes
     vdir, ddir = folder / "verifier", folder / "draft"
     if token_id is None:
         token_id = min(100, layout.vocab_size - 1)  # an ordinary (non-special) token

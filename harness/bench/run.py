@@ -114,10 +114,28 @@ def check_draft_for_verifier(draft_dir: Path, layout: VerifierLayout) -> dict[st
     return meta
 
 
+def verifier_identity(path: str) -> str:
+    """What makes two runs' verifiers the same: a stand-in is its spec fingerprint (rebuilt
+    bit-for-bit from the same spec on the same kind of machine, and comparable across machines
+    where float rounding differs); any other checkpoint is its content hash."""
+    meta = Path(path) / "standin.json"
+    if meta.is_file():
+        return "standin:" + json.loads(meta.read_text())["fingerprint"]
+    return content_hash(path)["sha256"]
+
+
 def plan_cells(recipe: Recipe, drafts: list[DraftUnderTest], suites: list[Suite]) -> list[CellSpec]:
+    """The product suites x k x concurrency x temperature per draft, plus bench.extra_cells."""
     b = recipe.bench
-    return [CellSpec(d.label, s.name, k, c, t)
-            for d in drafts for k in b.k for s in suites for c in b.concurrency for t in b.temperature]
+    cells = [CellSpec(d.label, s.name, k, c, t)
+             for d in drafts for k in b.k for s in suites for c in b.concurrency for t in b.temperature]
+    names = {s.name: s.name for s in suites} | {spec: s.name for spec, s in zip(b.suites, suites)}
+    for d in drafts:
+        for x in b.extra_cells:
+            cell = CellSpec(d.label, names.get(x.suite, x.suite), x.k, x.concurrency, x.temperature)
+            if cell not in cells:
+                cells.append(cell)
+    return cells
 
 
 def _requests(tokenizer, suite: Suite, max_tokens: int, max_prompt: int) -> list[tuple[PromptRecord, list[int]]]:
@@ -325,7 +343,7 @@ def run_bench(recipe: Recipe, drafts: list[DraftUnderTest], run_dir: Path, repor
     run_dir.mkdir(parents=True, exist_ok=True)
     done = finished_cells(run_dir)
     verifiers = {d.verifier.path: d.verifier for d in drafts}
-    vhash = {p: content_hash(p)["sha256"] for p in verifiers}
+    vhash = {p: verifier_identity(p) for p in verifiers}
     previous = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     write_manifest(
         run_dir, run_id=run_dir.name, status="running", started_at=previous.get("started_at") or _now(),

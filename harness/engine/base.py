@@ -77,3 +77,28 @@ class Engine(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
+
+
+# Engines own processes; whatever happens to the caller (a failed assertion, Ctrl-C, an
+# exception between start and `with`), none may outlive the harness process.
+_LIVE: "weakref.WeakSet[Any]"
+
+
+def _close_live() -> None:
+    for eng in list(_LIVE):
+        try:
+            eng.close()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+def track(engine: Any) -> None:
+    """Close `engine` at interpreter exit if nobody closed it before."""
+    _LIVE.add(engine)
+
+
+import atexit  # noqa: E402
+import weakref  # noqa: E402
+
+_LIVE = weakref.WeakSet()
+atexit.register(_close_live)

@@ -18,7 +18,7 @@ from dataclasses import asdict
 from typing import Any
 
 from harness.bench.measure import SpecCounters
-from harness.engine.base import BatchResult, GenOutput, GenRequest, Sampling
+from harness.engine.base import BatchResult, GenOutput, GenRequest, Sampling, track
 from harness.engine.counters import counters_from_offline
 from harness.engine.settings import EnginePlan
 from harness.errors import InfraError
@@ -158,8 +158,13 @@ class OfflineEngine:
         # Not a daemon: vLLM starts its own engine-core process from this child.
         self._proc = ctx.Process(target=_worker, args=(child, plan, request_timeout_s, probe), daemon=False)
         self._proc.start()
+        track(self)
         child.close()
-        msg = self._recv(startup_timeout_s, "start")
+        try:
+            msg = self._recv(startup_timeout_s, "start")
+        except BaseException:  # Ctrl-C or a timeout while starting: stop what was started
+            self.close()
+            raise
         if msg[0] != "ready":
             self.close()
             raise InfraError(f"vLLM engine failed to start for {plan.model}: {msg[1]}")
@@ -211,7 +216,10 @@ class OfflineEngine:
         import contextlib
         import signal
 
-        if self._proc.is_alive():
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
+        if self._proc.is_alive() and getattr(self, "info", None) is not None:  # ready: ask politely first
             try:
                 self._conn.send(("close",))
                 self._conn.poll(30)

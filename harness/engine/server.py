@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.bench.measure import SpecCounters
-from harness.engine.base import BatchResult, GenOutput, GenRequest, Sampling
+from harness.engine.base import BatchResult, GenOutput, GenRequest, Sampling, track
 from harness.engine.counters import counters_from_prometheus
 from harness.engine.settings import EnginePlan
 from harness.errors import InfraError
@@ -263,7 +263,12 @@ class ServerEngine(_OpenAIServer):
         # Its own process group, so stopping it stops its engine-core children too, and only them.
         self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env,
                                       start_new_session=True)
-        self._wait_healthy(startup_timeout_s)
+        track(self)
+        try:
+            self._wait_healthy(startup_timeout_s)
+        except BaseException:  # Ctrl-C while starting: stop what was started
+            self.close()
+            raise
 
     def _wait_healthy(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
