@@ -19,8 +19,8 @@ pytestmark = pytest.mark.slow
 
 # CI-sized training: small enough for a few minutes on 2 cores, large enough to show learning.
 CI_TRAIN = ["train.num_prompts=384", "train.max_new_tokens=96", "train.epochs=3", "train.total_seq_len=1024",
-            "train.lr=3e-3"]
-CI_BENCH = ["bench.suites=['code','math']", "bench.num_prompts=4", "bench.max_tokens=64", "bench.k=[3]",
+            "train.lr=3e-3", "train.validation_fraction=0.1"]
+CI_BENCH = ["bench.suites=['code','math']", "bench.num_prompts=8", "bench.max_tokens=64", "bench.k=[3]",
             "bench.concurrency=[1]", "bench.temperature=[0.0]", "bench.warmup_requests=1",
             "bench.reference_drafts=['random']", "bench.engine='offline'"]
 # Margins set from measured figures (see the closing notes of the Train issue): the trained
@@ -29,12 +29,33 @@ MIN_TRAINED_AL = 2.5
 MIN_MARGIN = 1.2
 
 
-def _train_and_bench(tmp: Path, arch: str, extra: list[str]):
+def perturbed_copy(draft: Path, out: Path, scale: float = 2.0) -> Path:
+    """The same draft with noise (scale x std) added to its fc weights: a planted regression."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(draft, out)
+    w = load_file(str(out / "model.safetensors"))
+    g = torch.Generator().manual_seed(0)
+    fc = w["fc.weight"].float()
+    w["fc.weight"] = (fc + scale * fc.std() * torch.randn(fc.shape, generator=g)).to(w["fc.weight"].dtype)
+    save_file(w, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return out
+
+
+def _train_and_bench(tmp: Path, arch: str, extra: list[str], with_perturbed: bool = False):
+    from dataclasses import replace
+
     recipe = load_recipe(REPO_ROOT / "train" / "tiny-kimi.toml",
                          [f"verifier.standin='{arch}'", *CI_TRAIN, *CI_BENCH, *extra])
     trained = run_train(recipe, tmp / "train", Reporter())
     layout = resolve_verifier(recipe)
     drafts = resolve_drafts(recipe, layout, trained.draft_dir)
+    if with_perturbed:
+        bad = perturbed_copy(trained.draft_dir, tmp / "perturbed")
+        drafts.append(replace(drafts[0], label="perturbed", path=str(bad), content_hash=None))
     run_dir = run_bench(recipe, drafts, tmp / "bench", Reporter())
     _, df, missing = load_run(run_dir)
     assert not missing
@@ -44,7 +65,7 @@ def _train_and_bench(tmp: Path, arch: str, extra: list[str]):
 
 @pytest.fixture(scope="module")
 def kimi_trained(tmp_path_factory, kimi_standin):
-    return _train_and_bench(tmp_path_factory.mktemp("kimi"), "kimi-k2.5", [])
+    return _train_and_bench(tmp_path_factory.mktemp("kimi"), "kimi-k2.5", [], with_perturbed=True)
 
 
 def _pooled_al(rows) -> float:
@@ -66,6 +87,8 @@ def test_kimi_served_al_matches_training_prediction(kimi_trained):
     served = _pooled_al(spec[spec["draft"] == "draft"])
     assert abs(served - predicted) / predicted <= 0.10, (served, predicted)
     assert trained.report["agreement"] >= 0.97
+    agreement = json.loads((trained.run_dir / "agreement.json").read_text())
+    assert not any("rotary" in w for w in agreement["workarounds"])  # YaRN: no rope workaround needed
 
 
 def test_kimi_draft_checkpoint_is_complete(kimi_trained):
@@ -84,7 +107,7 @@ def test_kimi_draft_checkpoint_is_complete(kimi_trained):
 
 
 def test_llama_trained_draft_beats_untrained(tmp_path_factory, llama_standin):
-    trained, spec = _train_and_bench(tmp_path_factory.mktemp("llama"), "llama", [])
+    trained, spec = _train_and_bench(tmp_path_factory.mktemp("llama"), "llama", ["train.num_prompts=256"])
     al_trained = _pooled_al(spec[spec["draft"] == "draft"])
     al_random = _pooled_al(spec[spec["draft"] == "random"])
     assert al_random < 1.3
@@ -108,27 +131,34 @@ def test_draft_for_another_verifier_is_refused(kimi_trained, llama_standin):
 # ----------------------------------------------------------------------------- the main job CLI
 
 
-def _cli(run_dir: Path, *extra: str):
+def _cli(run_dir: Path, baseline: Path, *extra: str):
     import subprocess
     import sys
 
     args = [sys.executable, "-m", "harness", "train-and-bench", "--run-dir", str(run_dir),
-            "--set", "gate.baseline=''"]
-    for s in [*CI_TRAIN, *CI_BENCH]:
+            "--set", f"gate.baseline='{baseline}'"]
+    for s in [*CI_TRAIN, *CI_BENCH, "bench.reference_drafts=[]"]:
         args += ["--set", s]
     return subprocess.Popen([*args, *extra], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_main_job_resumes_after_interrupt_without_recomputing(kimi_trained, tmp_path):
+def test_main_job_resumes_after_interrupt_and_gates_the_unchanged_draft(kimi_trained, tmp_path):
+    """The README's main job, through the CLI: interrupted during the bench, rerun, it resumes
+    (training and finished cells are not recomputed), then gates a fresh measurement of the
+    same draft against a baseline made from the first one: it passes."""
     import shutil
     import signal
     import time
 
+    from harness.results.gate import update_baseline
+
     trained, _ = kimi_trained
+    baseline = tmp_path / "baseline"
+    update_baseline(trained.run_dir.parent / "bench", baseline, draft="draft")
     run_dir = tmp_path / "job"
     shutil.copytree(trained.run_dir, run_dir / "train")  # training already done: must not be recomputed
     train_mtimes = {p: p.stat().st_mtime for p in (run_dir / "train").rglob("*") if p.is_file()}
-    proc = _cli(run_dir)
+    proc = _cli(run_dir, baseline)
     deadline = time.monotonic() + 600
     while not list((run_dir / "cells").glob("*.json")):  # wait for the first finished cell
         assert proc.poll() is None, proc.communicate()
@@ -136,13 +166,13 @@ def test_main_job_resumes_after_interrupt_without_recomputing(kimi_trained, tmp_
         time.sleep(1)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode != 0
+    assert proc.returncode == 130, err[-2000:]
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
     first = {p.name: p.stat().st_mtime for p in (run_dir / "cells").glob("*.json")}
     assert first
-    proc = _cli(run_dir)
+    proc = _cli(run_dir, baseline)
     out, err = proc.communicate(timeout=900)
-    assert proc.returncode == 0, err[-3000:]
+    assert proc.returncode == 0, (out[-2000:], err[-3000:])  # 0: the gate passed
     for p, m in train_mtimes.items():
         assert p.stat().st_mtime == m, f"recomputed {p}"
     for name, m in first.items():
@@ -153,41 +183,23 @@ def test_main_job_resumes_after_interrupt_without_recomputing(kimi_trained, tmp_
     for suite in ("code", "math"):
         assert suite in out
     assert (run_dir / "report" / "report.html").is_file() and (run_dir / "summary.json").is_file()
+    assert "pass" in out and (run_dir / "gate" / "junit.xml").is_file()
 
 
 # ----------------------------------------------------------------------------- the gate, end to end
 
 
 def test_gate_catches_a_planted_regression(kimi_trained, tmp_path):
-    import shutil
-
-    import torch
-    from safetensors.torch import load_file, save_file
-
     from harness.results.gate import gate, to_markdown, update_baseline
 
-    trained, spec = kimi_trained
+    trained, _ = kimi_trained
     bench_run = trained.run_dir.parent / "bench"
     baseline = tmp_path / "baseline"
     update_baseline(bench_run, baseline, draft="draft")
-    # the unchanged draft, benched again: passes
-    recipe = load_recipe(REPO_ROOT / "train" / "tiny-kimi.toml",
-                         ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *CI_BENCH, "bench.reference_drafts=[]"])
-    layout = resolve_verifier(recipe)
-    again = run_bench(recipe, resolve_drafts(recipe, layout, trained.draft_dir), tmp_path / "again", Reporter())
-    assert gate(again, baseline).exit_code == 0
-    # the same draft with perturbed fc weights: fails, naming suite, metric, baseline, value, bound
-    bad = tmp_path / "perturbed"
-    shutil.copytree(trained.draft_dir, bad)
-    w = load_file(str(bad / "model.safetensors"))
-    g = torch.Generator().manual_seed(0)
-    w["fc.weight"] = (w["fc.weight"].float() + 2.0 * w["fc.weight"].float().std() * torch.randn(
-        w["fc.weight"].shape, generator=g)).to(w["fc.weight"].dtype)
-    save_file(w, str(bad / "model.safetensors"), metadata={"format": "pt"})
-    regressed = run_bench(recipe, resolve_drafts(recipe, layout, bad), tmp_path / "regressed", Reporter())
-    res = gate(regressed, baseline)
+    res = gate(bench_run, baseline, draft="perturbed")  # same cells, fc weights perturbed
     assert res.exit_code == 1
     md = to_markdown(res)
     assert "acceptance_length" in md and "code" in md and "FAIL" in md
     failing = [c for c in res.checks if not c.passed]
-    assert failing and all(c.value < c.bound for c in failing if c.value is not None)
+    assert failing and all(c.value is None or c.value < c.bound for c in failing)
+    assert gate(bench_run, baseline, draft="draft").exit_code == 0
