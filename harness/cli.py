@@ -38,16 +38,15 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on 
 
 
 def _stderr():
-    from rich.console import Console
+    from harness.ui import stderr_console
 
-    return Console(stderr=True)
+    return stderr_console()
 
 
 def _stdout():
-    from rich.console import Console
+    from harness.ui import stdout_console
 
-    # Wide tables stay whole in CI logs and pipes (rich assumes 80 columns without a terminal).
-    return Console(width=None if sys.stdout.isatty() else 200)
+    return stdout_console()
 
 
 def main() -> None:

@@ -23,10 +23,9 @@ class Reporter:
 
 class RichReporter(Reporter):
     def __init__(self, title: str = "harness"):
-        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.console = Console(stderr=True)
+        self.console = stderr_console()
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=self.console, transient=False,
@@ -64,3 +63,18 @@ class RichReporter(Reporter):
     def close(self) -> None:
         self.done()
         self.progress.stop()
+
+
+def stdout_console():
+    """Tables for people. Wide when piped (CI logs), since rich assumes 80 columns there."""
+    import sys
+
+    from rich.console import Console
+
+    return Console(width=None if sys.stdout.isatty() else 200)
+
+
+def stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True)

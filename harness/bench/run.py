@@ -302,7 +302,8 @@ def default_engine_factory(recipe: Recipe, run_dir: Path) -> EngineFactory:
         if kind == "offline":
             from harness.engine.offline import OfflineEngine
 
-            return OfflineEngine(plan, recipe.engine.startup_timeout_s, recipe.engine.request_timeout_s)
+            return OfflineEngine(plan, recipe.engine.startup_timeout_s, recipe.engine.request_timeout_s,
+                                 log_path=run_dir / "logs" / f"{name}.log")
         if kind == "server":
             from harness.engine.server import ServerEngine
 

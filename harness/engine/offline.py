@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import tempfile
 import time
 import traceback
 from collections import deque
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from harness.bench.measure import SpecCounters
 from harness.engine.base import BatchResult, GenOutput, GenRequest, Sampling, track
 from harness.engine.counters import counters_from_offline
+from harness.engine.logs import tail
 from harness.engine.settings import EnginePlan
 from harness.errors import InfraError
 
@@ -103,9 +106,16 @@ def _shutdown(llm) -> None:
         pass
 
 
-def _worker(conn, plan: EnginePlan, timeout_s: float, probe: bool = False) -> None:  # runs in the child
-    # Own process group: the parent can stop this child and vLLM's processes below it, only them.
+def _worker(conn, plan: EnginePlan, timeout_s: float, probe: bool = False, log_path: str | None = None) -> None:
+    # runs in the child. Own process group: the parent can stop this child and vLLM's
+    # processes below it, and only them.
     os.setpgrp()
+    if log_path:
+        # vLLM logs to stdout; the harness keeps stdout for its tables and the log in a file
+        # (the engine-core and worker processes inherit these descriptors).
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
     os.environ.update(plan.env)
     if probe:
         # apply_model ships our probe functions to vLLM's worker, which needs pickle; the
@@ -151,12 +161,19 @@ class OfflineEngine:
     kind = "offline"
 
     def __init__(self, plan: EnginePlan, startup_timeout_s: float = 600, request_timeout_s: float = 600,
-                 probe: bool = False):
+                 probe: bool = False, log_path: Path | None = None):
         self.plan = plan
+        if log_path is None:
+            fd, name = tempfile.mkstemp(prefix="harness-engine-", suffix=".log")
+            os.close(fd)
+            log_path = Path(name)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path = log_path
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
         # Not a daemon: vLLM starts its own engine-core process from this child.
-        self._proc = ctx.Process(target=_worker, args=(child, plan, request_timeout_s, probe), daemon=False)
+        self._proc = ctx.Process(target=_worker, args=(child, plan, request_timeout_s, probe, str(log_path)),
+                                 daemon=False)
         self._proc.start()
         track(self)
         child.close()
@@ -167,14 +184,16 @@ class OfflineEngine:
             raise
         if msg[0] != "ready":
             self.close()
-            raise InfraError(f"vLLM engine failed to start for {plan.model}: {msg[1]}")
+            raise InfraError(f"vLLM engine failed to start for {plan.model}: {msg[1]}; last lines of "
+                             f"{log_path}:\n{tail(log_path)}")
         self.info = msg[1]
 
     def _recv(self, timeout_s: float, what: str):
         deadline = time.monotonic() + timeout_s
         while not self._conn.poll(1.0):
             if not self._proc.is_alive():
-                raise InfraError(f"vLLM engine process died during {what} (exit code {self._proc.exitcode}); see its log above")
+                raise InfraError(f"vLLM engine process died during {what} (exit code {self._proc.exitcode}); "
+                                 f"last lines of {self.log_path}:\n{tail(self.log_path)}")
             if time.monotonic() > deadline:
                 self.close()
                 raise InfraError(f"vLLM engine did not {what} within {timeout_s:.0f}s")
@@ -208,7 +227,8 @@ class OfflineEngine:
         return BatchResult(outputs, wall, after - before, gen)
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "model": self.plan.model, "engine_kwargs": self.plan.engine_kwargs,
+        return {"kind": self.kind, "model": self.plan.model, "log": str(self.log_path),
+                "engine_kwargs": self.plan.engine_kwargs,
                 "env": self.plan.env, "workarounds": list(self.plan.workarounds),
                 "speculative": asdict(self.plan.speculative) if self.plan.speculative else None, **self.info}
 

@@ -23,7 +23,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from typing import Any
 from harness.bench.measure import SpecCounters
 from harness.engine.base import BatchResult, GenOutput, GenRequest, Sampling, track
 from harness.engine.counters import counters_from_prometheus
+from harness.engine.logs import tail
 from harness.engine.settings import EnginePlan
 from harness.errors import InfraError
 
@@ -51,14 +51,6 @@ def _http_get(url: str, timeout: float = 10) -> tuple[int, str]:
         return e.code, ""
     except (urllib.error.URLError, OSError) as e:
         raise ConnectionError(str(e)) from e
-
-
-def tail(path: Path, n: int = 15) -> str:
-    try:
-        with path.open(errors="replace") as f:
-            return "".join(deque(f, maxlen=n)).rstrip()
-    except OSError:
-        return "(no log)"
 
 
 @dataclass

@@ -21,15 +21,15 @@ AllowMissingOpt = Annotated[bool, typer.Option(
 
 
 def _console():
-    from rich.console import Console
+    from harness.ui import stdout_console
 
-    return Console()
+    return stdout_console()
 
 
 def _notes(lines: list[str]) -> None:
-    from rich.console import Console
+    from harness.ui import stderr_console
 
-    err = Console(stderr=True)
+    err = stderr_console()
     for n in lines:
         err.print(f"[yellow]note:[/] {n}", highlight=False, soft_wrap=True)
 

@@ -182,7 +182,8 @@ def stage_responses(recipe: Recipe, layout: VerifierLayout, run_dir: Path, rows:
         stop = tuple(layout.eos_token_ids)
         sampling = Sampling(temperature=recipe.train.response_temperature, seed=recipe.train.seed,
                             stop_token_ids=stop)
-        with OfflineEngine(plan, recipe.engine.startup_timeout_s, recipe.engine.request_timeout_s) as eng:
+        with OfflineEngine(plan, recipe.engine.startup_timeout_s, recipe.engine.request_timeout_s,
+                           log_path=run_dir / "logs" / "responses.log") as eng:
             t0, ntok = time.perf_counter(), 0
             for i in missing:
                 reqs = [GenRequest(pid, tuple(ids), recipe.train.max_new_tokens) for pid, ids in chunks[i]]
