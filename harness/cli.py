@@ -7,6 +7,7 @@ Tables for people go to stdout, `--json` output is for machines, progress and lo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -136,6 +137,25 @@ def inspect_cmd(
 # ----------------------------------------------------------------------------- train / bench
 
 
+@contextlib.contextmanager
+def _progress():
+    """One rich progress display on stderr for the command's stages, always closed."""
+    from harness.ui import RichReporter
+
+    rep = RichReporter()
+    try:
+        yield rep
+    finally:
+        rep.close()
+
+
+def _show_dry_run(recipe, train_dir: Path, include_bench: bool, json_out: bool) -> None:
+    from harness.train.plan import dry_run_plan, render_plan
+
+    plan = dry_run_plan(recipe, train_dir, include_bench=include_bench)
+    print(json.dumps(plan, indent=2)) if json_out else render_plan(plan, _stdout())
+
+
 def _recipe_base(recipe: Path | None) -> Path:
     from harness.recipe import DEFAULT_RECIPE
 
@@ -156,19 +176,11 @@ def train_cmd(
     r = load_recipe(recipe, set_ or [])
     run_dir = out or REPO_ROOT / "runs" / "train" / r.name
     if dry_run:
-        from harness.train.plan import dry_run_plan, render_plan
-
-        plan = dry_run_plan(r, run_dir)
-        print(json.dumps(plan, indent=2)) if json_out else render_plan(plan, _stdout())
-        return
+        return _show_dry_run(r, run_dir, False, json_out)
     from harness.train.pipeline import run_train
-    from harness.ui import RichReporter
 
-    rep = RichReporter()
-    try:
+    with _progress() as rep:
         res = run_train(r, run_dir, rep, base=_recipe_base(recipe))
-    finally:
-        rep.close()
     if json_out:
         print(json.dumps({"draft": str(res.draft_dir), **res.report}, indent=2, default=str))
         return
@@ -190,7 +202,6 @@ def bench_cmd(
     from harness.bench.run import new_run_id, resolve_drafts, run_bench
     from harness.recipe import REPO_ROOT, load_recipe
     from harness.train.pipeline import resolve_verifier
-    from harness.ui import RichReporter
 
     r = load_recipe(recipe, set_ or [])
     if resume and not run_id:
@@ -198,13 +209,10 @@ def bench_cmd(
 
         raise BadInput("--resume needs --run-id of the run to complete")
     run_dir = REPO_ROOT / "results" / "runs" / (run_id or new_run_id(r))
-    rep = RichReporter()
-    try:
+    with _progress() as rep:
         layout = resolve_verifier(r, rep)
         drafts = resolve_drafts(r, layout, draft)
         run_bench(r, drafts, run_dir, rep, base=_recipe_base(recipe), resume=resume)
-    finally:
-        rep.close()
     from harness.bench.summary import render_bench_summary
 
     render_bench_summary(run_dir, _stdout(), as_json=json_out)
@@ -225,18 +233,9 @@ def train_and_bench_cmd(
     r = load_recipe(recipe, set_ or [])
     out = run_dir or default_run_dir(r)
     if dry_run:
-        from harness.train.plan import dry_run_plan, render_plan
-
-        plan = dry_run_plan(r, out / "train", include_bench=True)
-        print(json.dumps(plan, indent=2)) if json_out else render_plan(plan, _stdout())
-        return
-    from harness.ui import RichReporter
-
-    rep = RichReporter()
-    try:
+        return _show_dry_run(r, out / "train", True, json_out)
+    with _progress() as rep:
         res = run_train_and_bench(r, rep, out, base=_recipe_base(recipe))
-    finally:
-        rep.close()
     if json_out:
         print(json.dumps({"rows": res.summary_rows, "paths": res.paths, "wall_s": res.wall_s, "gate_exit": res.gate_exit}, indent=2))
     else:

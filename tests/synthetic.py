@@ -83,3 +83,10 @@ def source_hash(path: str) -> str:
     for part in attr.split("."):
         obj = getattr(obj, part)
     return hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()[:16]
+
+
+def assert_source_unchanged(path: str, pinned: str, consumer: str) -> None:
+    """Fail loudly, saying what to re-check, when a pinned library internal changes."""
+    got = source_hash(path)
+    assert got == pinned, (f"upstream changed {path} (source hash {got}, pinned {pinned}): {consumer} relies "
+                           "on it; review the change, then update the pinned hash")

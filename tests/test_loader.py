@@ -12,7 +12,7 @@ from transformers import LlamaConfig
 
 from harness.verifier.layout import resolve_layout
 from harness.verifier.loader import build_draft, draft_class, read_verifier_tensors
-from tests.synthetic import HIDDEN, VOCAB, kimi_like, source_hash as _source_hash
+from tests.synthetic import HIDDEN, VOCAB, assert_source_unchanged, kimi_like
 
 
 def _draft_cfg(hidden: int, vocab: int) -> LlamaConfig:
@@ -90,10 +90,7 @@ PINNED = {
 
 @pytest.mark.parametrize("path", list(PINNED))
 def test_speculators_internals_unchanged(path):
-    got = _source_hash(path)
-    assert got == PINNED[path], (
-        f"speculators changed {path} (source hash {got}, pinned {PINNED[path]}): the patched loader "
-        "(harness/verifier/loader.py) mirrors it; review the change, then update PINNED")
+    assert_source_unchanged(path, PINNED[path], "the patched loader (harness/verifier/loader.py)")
 
 
 def test_draft_class_is_registered_and_subclasses_eagle3():

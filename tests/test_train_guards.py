@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.synthetic import source_hash
+from tests.synthetic import assert_source_unchanged
 
 PINNED = {
     # setup_trainer runs before setup_model (where HarnessTrainer sets the CPU device)
@@ -21,10 +21,7 @@ PINNED = {
 
 @pytest.mark.parametrize("path", list(PINNED))
 def test_trainer_internals_unchanged(path):
-    got = source_hash(path)
-    assert got == PINNED[path], (
-        f"speculators changed {path} (source hash {got}, pinned {PINNED[path]}): HarnessTrainer in "
-        "harness/train/fit.py adapts it for CPU; review the change, then update PINNED")
+    assert_source_unchanged(path, PINNED[path], "HarnessTrainer (harness/train/fit.py)")
 
 
 def test_trainer_module_names_the_fit_swaps_exist():
