@@ -85,13 +85,16 @@ def test_ngram_and_per_position_invariants(reference_run):
     ngram = spec[spec["draft"] == "ngram"]
     assert ngram["num_drafts"].sum() > 0
     for _, r in spec.iterrows():
+        if r["draft"] == "ngram" and r["num_drafts"] == 0:  # no prompt-lookup match: nothing proposed
+            assert any("ZERO DRAFTS" in f for f in r["flags"])  # ... and the harness says so
+            continue
         rates = list(r["per_position_rates"])
         assert len(rates) == r["k"]
         assert all(a >= b - 1e-12 for a, b in zip(rates, rates[1:])), (r["cell_id"], rates)  # non-increasing
         assert r["acceptance_length"] == pytest.approx(1 + sum(rates))  # AL = 1 + sum of per-position rates
         if r["num_draft_tokens"] == r["k"] * r["num_drafts"]:  # ngram may propose fewer than k
             assert r["draft_acceptance_rate"] == pytest.approx((r["acceptance_length"] - 1) / r["k"])
-        assert not any("ZERO DRAFTS" in f for f in r["flags"])
+        assert not any("ZERO DRAFTS" in f for f in r["flags"])  # EAGLE-3 drafts always propose
 
 
 def test_baselines_pair_every_cell(reference_run):

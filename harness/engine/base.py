@@ -84,7 +84,7 @@ class Engine(Protocol):
 _LIVE: "weakref.WeakSet[Any]"
 
 
-def _close_live() -> None:
+def close_live() -> None:
     for eng in list(_LIVE):
         try:
             eng.close()
@@ -101,4 +101,4 @@ import atexit  # noqa: E402
 import weakref  # noqa: E402
 
 _LIVE = weakref.WeakSet()
-atexit.register(_close_live)
+atexit.register(close_live)

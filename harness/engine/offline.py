@@ -5,10 +5,16 @@ config time and may cache them, and an in-process engine cuts torch to one threa
 of its process (FACTS.md §7). A child gets its own environment and threads, dies cleanly, and
 keeps vLLM out of the harness process. The child drives `LLMEngine.add_request/step` itself
 so that at most `concurrency` requests are in flight and every token's arrival is timed.
+
+A host child imports vLLM once and then hosts one engine after another (a bench starts one
+engine per k): closing an engine shuts its engine core down and returns the host to a pool,
+keyed by environment, for the next engine. This saves the ~6 s import per engine; a host that
+misbehaves is killed with its whole process group and never reused.
 """
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing as mp
 import os
 import tempfile
@@ -106,33 +112,45 @@ def _shutdown(llm) -> None:
         pass
 
 
-def _worker(conn, plan: EnginePlan, timeout_s: float, probe: bool = False, log_path: str | None = None) -> None:
-    # runs in the child. Own process group: the parent can stop this child and vLLM's
-    # processes below it, and only them.
+def _host(conn, env: dict[str, str], probe: bool) -> None:  # runs in the child
+    # Own process group: the parent can stop this child and vLLM's processes below it, and only them.
     os.setpgrp()
-    if log_path:
-        # vLLM logs to stdout; the harness keeps stdout for its tables and the log in a file
-        # (the engine-core and worker processes inherit these descriptors).
-        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-    os.environ.update(plan.env)
+    os.environ.update(env)
     if probe:
         # apply_model ships our probe functions to vLLM's worker, which needs pickle; the
         # processes are this engine's own, on this machine.
         os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"
-    try:
-        from vllm import LLM
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg[0] == "exit":
+            return
+        _, plan, timeout_s, log_path = msg  # "open"
+        # vLLM logs to stdout; the harness keeps stdout for its tables and each engine's log in
+        # a file (its engine-core and worker processes inherit these descriptors).
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        try:
+            from vllm import LLM
 
-        llm = LLM(model=plan.model, **plan.engine_kwargs)
-    except BaseException as e:  # noqa: BLE001 - report any start failure to the parent
-        conn.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()[-4000:]))
-        return
-    conn.send(("ready", {"vllm_version": __import__("vllm").__version__}))
-    try:
-        _serve(conn, llm, timeout_s)
-    finally:
-        _shutdown(llm)
+            llm = LLM(model=plan.model, **plan.engine_kwargs)
+        except BaseException as e:  # noqa: BLE001 - report any start failure to the parent
+            conn.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()[-4000:]))
+            return  # a failed start may leave state behind: this host is not reused
+        conn.send(("ready", {"vllm_version": __import__("vllm").__version__}))
+        try:
+            _serve(conn, llm, timeout_s)
+        finally:
+            _shutdown(llm)
+            del llm
+            import gc
+
+            gc.collect()
+        conn.send(("closed", None))
 
 
 def _serve(conn, llm, timeout_s: float) -> None:
@@ -151,10 +169,67 @@ def _serve(conn, llm, timeout_s: float) -> None:
             elif msg[0] == "counters":
                 conn.send(("ok", counters_from_offline(llm.get_metrics())))
             elif msg[0] == "close":
-                conn.send(("ok", None))
                 return
         except BaseException as e:  # noqa: BLE001
             conn.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()[-4000:]))
+
+
+class _HostProcess:
+    """A spawned child that imports vLLM once and hosts one engine at a time."""
+
+    def __init__(self, env: dict[str, str], probe: bool):
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        # Not a daemon: vLLM starts its own engine-core process from this child.
+        self.proc = ctx.Process(target=_host, args=(child, env, probe), daemon=False)
+        self.proc.start()
+        child.close()
+        self.key = (tuple(sorted(env.items())), probe)
+
+    def alive(self) -> bool:
+        return self.proc.is_alive()
+
+    def kill(self) -> None:
+        import contextlib
+        import signal
+
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            time.sleep(1)
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.join(10)
+        self.conn.close()
+
+
+_IDLE: list[_HostProcess] = []
+
+
+def _acquire(env: dict[str, str], probe: bool) -> _HostProcess:
+    key = (tuple(sorted(env.items())), probe)
+    while _IDLE:
+        host = _IDLE.pop()
+        if host.key == key and host.alive():
+            return host
+        host.kill()
+    return _HostProcess(env, probe)
+
+
+def shutdown_hosts() -> None:
+    """Stop every engine and every idle host (also done at exit)."""
+    from harness.engine.base import close_live
+
+    close_live()
+    while _IDLE:
+        host = _IDLE.pop()
+        try:
+            host.conn.send(("exit",))
+            host.proc.join(10)
+        except (OSError, BrokenPipeError):
+            pass
+        host.kill()
+
+
+atexit.register(shutdown_hosts)
 
 
 class OfflineEngine:
@@ -169,15 +244,11 @@ class OfflineEngine:
             log_path = Path(name)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log_path = log_path
-        ctx = mp.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        # Not a daemon: vLLM starts its own engine-core process from this child.
-        self._proc = ctx.Process(target=_worker, args=(child, plan, request_timeout_s, probe, str(log_path)),
-                                 daemon=False)
-        self._proc.start()
+        self._host = _acquire(plan.env, probe)
+        self._conn, self._proc = self._host.conn, self._host.proc
         track(self)
-        child.close()
         try:
+            self._conn.send(("open", plan, request_timeout_s, str(log_path)))
             msg = self._recv(startup_timeout_s, "start")
         except BaseException:  # Ctrl-C or a timeout while starting: stop what was started
             self.close()
@@ -232,30 +303,27 @@ class OfflineEngine:
                 "env": self.plan.env, "workarounds": list(self.plan.workarounds),
                 "speculative": asdict(self.plan.speculative) if self.plan.speculative else None, **self.info}
 
-    def close(self) -> None:
-        import contextlib
-        import signal
-
+    def close(self, reuse: bool = True) -> None:
+        """Shut the engine down; a healthy host goes back to the pool, any other is killed
+        (so is every host when closing after an error or Ctrl-C: that must be quick)."""
         if getattr(self, "_closed", False):
             return
         self._closed = True
-        if self._proc.is_alive() and getattr(self, "info", None) is not None:  # ready: ask politely first
+        reusable = False
+        if reuse and self._proc.is_alive() and getattr(self, "info", None) is not None:
             try:
                 self._conn.send(("close",))
-                self._conn.poll(30)
-            except (OSError, BrokenPipeError):
-                pass
-            self._proc.join(30)
-        # Whatever is left of the group (a wedged child, an engine core) goes too.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._proc.pid, signal.SIGTERM)
-            time.sleep(1)
-            os.killpg(self._proc.pid, signal.SIGKILL)
-        self._proc.join(10)
-        self._conn.close()
+                if self._conn.poll(60):
+                    reusable = self._conn.recv()[0] == "closed"
+            except (OSError, BrokenPipeError, EOFError):
+                reusable = False
+        if reusable and self._proc.is_alive():
+            _IDLE.append(self._host)
+        else:
+            self._host.kill()
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, *exc):
+        self.close(reuse=exc_type is None)
