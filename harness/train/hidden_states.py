@@ -81,10 +81,17 @@ def shard_path(folder: Path, index: int) -> Path:
     return folder / f"shard-{index:05d}.pt"
 
 
+StatesFn = Callable[[Sequence[Sample]], list[dict[str, torch.Tensor]]]
+
+
+def transformers_states(model, aux_layer_ids: Sequence[int]) -> StatesFn:
+    """The CPU source: a transformers forward (see the module doc)."""
+    return lambda batch: forward_states(model, batch, aux_layer_ids)
+
+
 def extract_to_shards(
-    model,
+    states: StatesFn,
     samples: Sequence[Sample],
-    aux_layer_ids: Sequence[int],
     folder: Path,
     *,
     shard_size: int,
@@ -92,7 +99,8 @@ def extract_to_shards(
     dtype: torch.dtype = torch.bfloat16,
     on_progress: Callable[[int], None] | None = None,
 ) -> list[Path]:
-    """Write every sample's states into shards; finished shards are kept and skipped."""
+    """Write every sample's states (from `states`: transformers here, vLLM on GPU, see
+    vllm_states.py) into shards; finished shards are kept and skipped."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for k in range(0, len(samples), shard_size):
@@ -106,7 +114,7 @@ def extract_to_shards(
         records = []
         # sort by length inside the shard so padding stays small
         for batch in _batches(sorted(chunk, key=lambda s: len(s.input_ids)), max_batch_tokens):
-            for s, st in zip(batch, forward_states(model, batch, aux_layer_ids), strict=True):
+            for s, st in zip(batch, states(batch), strict=True):
                 records.append({
                     "id": s.id,
                     "input_ids": torch.tensor(s.input_ids, dtype=torch.long),

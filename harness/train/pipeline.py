@@ -224,6 +224,10 @@ def stage_agreement(recipe: Recipe, layout: VerifierLayout, run_dir: Path, sampl
     out = run_dir / "agreement.json"
     if out.is_file():
         report = json.loads(out.read_text())
+    elif recipe.train.hidden_states_source == "vllm":
+        report = {"agreement": None, "source": "vllm",
+                  "note": "the training states come from vLLM's own forward, the one that serves: nothing to compare"}
+        atomic_write_json(out, report)
     else:
         greedy_path = run_dir / "agreement_greedy.jsonl"
         if greedy_path.is_file():
@@ -248,7 +252,7 @@ def stage_agreement(recipe: Recipe, layout: VerifierLayout, run_dir: Path, sampl
                   "hints": hints, "layer_differences": layers}
         atomic_write_json(out, report)
         reporter.done(f"{report['agreement']:.3f}")
-    if report["agreement"] < recipe.train.agreement_threshold:
+    if report["agreement"] is not None and report["agreement"] < recipe.train.agreement_threshold:
         raise BadInput(
             f"train/serve agreement {report['agreement']:.1%} is below train.agreement_threshold "
             f"{recipe.train.agreement_threshold:.0%} (vLLM and transformers disagree on the verifier's greedy tokens; "
@@ -260,28 +264,37 @@ def stage_agreement(recipe: Recipe, layout: VerifierLayout, run_dir: Path, sampl
 
 def stage_hidden(recipe: Recipe, layout: VerifierLayout, run_dir: Path, samples: list[Sample], model,
                  aux_ids: list[int], reporter: Reporter) -> Path:
+    import contextlib
+
     import torch
 
-    from harness.train.hidden_states import extract_to_shards
+    from harness.train.hidden_states import extract_to_shards, transformers_states
 
     folder = run_dir / "hidden"
     done_marker = folder / "done.json"
     if done_marker.is_file():
         return folder
-    reporter.stage("hidden states (transformers)", total=len(samples))
+    source = recipe.train.hidden_states_source
+    reporter.stage(f"hidden states ({source})", total=len(samples))
     t0 = time.perf_counter()
-    ntok = 0
+    with contextlib.ExitStack() as stack:
+        if source == "vllm":
+            from harness.engine.server import ServerEngine
+            from harness.train.vllm_states import VllmStateSource, extraction_plan
 
-    def progress(n: int) -> None:
-        nonlocal ntok
-        reporter.advance(n)
-
-    extract_to_shards(model, samples, aux_ids, folder, shard_size=recipe.train.hidden_states_shard_size,
-                      max_batch_tokens=recipe.train.forward_batch_tokens,
-                      dtype=getattr(torch, recipe.train.hidden_states_dtype), on_progress=progress)
+            plan = extraction_plan(recipe.engine, layout, aux_ids, run_dir / "hidden_raw")
+            eng = stack.enter_context(ServerEngine(plan, run_dir / "logs" / "hidden_states.log",
+                                                   recipe.engine.startup_timeout_s, recipe.engine.request_timeout_s))
+            states = VllmStateSource(eng.url, eng.model_name, len(aux_ids), recipe.train.response_concurrency,
+                                     recipe.engine.request_timeout_s)
+        else:
+            states = transformers_states(model, aux_ids)
+        extract_to_shards(states, samples, folder, shard_size=recipe.train.hidden_states_shard_size,
+                          max_batch_tokens=recipe.train.forward_batch_tokens,
+                          dtype=getattr(torch, recipe.train.hidden_states_dtype), on_progress=reporter.advance)
     ntok = sum(len(s.input_ids) for s in samples)
     atomic_write_json(done_marker, {"num_samples": len(samples), "num_tokens": ntok, "aux_layer_ids": aux_ids,
-                                    "wall_s": round(time.perf_counter() - t0, 1)})
+                                    "source": source, "wall_s": round(time.perf_counter() - t0, 1)})
     reporter.done()
     return folder
 
@@ -446,7 +459,9 @@ def run_train(recipe: Recipe, run_dir: Path, reporter: Reporter, base: Path | No
     rows = stage_prompts(recipe, run_dir, base)
     samples = stage_responses(recipe, layout, run_dir, rows, reporter)
     model = None
-    if not (run_dir / "agreement.json").is_file() or not (run_dir / "hidden" / "done.json").is_file():
+    needs_forward = recipe.train.hidden_states_source == "transformers" and (
+        not (run_dir / "agreement.json").is_file() or not (run_dir / "hidden" / "done.json").is_file())
+    if needs_forward:
         from harness.verifier.hf_text import load_text_model
 
         model = load_text_model(layout)

@@ -139,13 +139,9 @@ def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> 
         "disk_formula": f"tokens x (aux {len(aux)} + 1) x hidden {layout.hidden_size} x {bytes_per} B",
     }
     if t.hidden_states_source == "vllm":
-        ext = eplan(e.model_copy(update={"extra_engine_args": {
-            **e.extra_engine_args,
-            "kv_transfer_config": {"kv_connector": "ExampleHiddenStatesConnector", "kv_role": "kv_producer",
-                                   "kv_connector_extra_config": {"shared_storage_path": str(run_dir / "hidden_raw")}},
-            "speculative_config": {"method": "extract_hidden_states", "num_speculative_tokens": 1,
-                                   "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": aux + [layout.num_layers]}}},
-        }}))
+        from harness.train.vllm_states import extraction_plan
+
+        ext = dataclasses.replace(extraction_plan(e, layout, aux, run_dir / "hidden_raw"), model=model_path)
         hs["extraction_command"] = " ".join(ext.server_command(py, "127.0.0.1", 8001))
         hs["note"] = "vLLM's extract_hidden_states needs CUDA (pinned memory, CUDA streams)"
     plan["hidden_states"] = hs
