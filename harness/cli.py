@@ -120,14 +120,28 @@ def make_standin(
 
 @verifier_app.command("inspect")
 def inspect_cmd(
-    path: Annotated[Path, typer.Argument(help="Checkpoint folder.")],
+    path: Annotated[Path | None, typer.Argument(help="Checkpoint folder.")] = None,
+    reference: Annotated[str | None, typer.Option(
+        help="Instead of PATH: a bundled real structure (config.json + full index, no weights), e.g. kimi-k2.5.")] = None,
     json_out: JsonOpt = False,
 ):
     """The loader's view of a checkpoint, from config.json and the index alone (no weights read)."""
+    import tempfile
+
+    from harness.errors import BadInput
     from harness.verifier.inspect_view import render_layout
     from harness.verifier.layout import resolve_layout
+    from harness.verifier.reference import REFERENCES, write_reference
 
-    layout = resolve_layout(path)
+    if (path is None) == (reference is None):
+        raise BadInput("give a checkpoint PATH or --reference NAME (one of them)")
+    if reference is None:
+        layout = resolve_layout(path)
+    else:
+        if reference not in REFERENCES:
+            raise BadInput(f"unknown reference {reference!r}; bundled: {', '.join(REFERENCES)}")
+        with tempfile.TemporaryDirectory(prefix=f"harness-{reference}-") as tmp:
+            layout = resolve_layout(write_reference(reference, Path(tmp)))
     if json_out:
         print(json.dumps(layout.to_dict(), indent=2))
     else:

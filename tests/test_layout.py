@@ -130,6 +130,17 @@ def test_cli_inspect_json(tmp_path):
     assert data["num_layers"] == 4 and data["embed_tokens"]["key"] == "language_model.model.embed_tokens.weight"
 
 
+def test_cli_inspect_bundled_real_kimi_structure():
+    res = CliRunner().invoke(app, ["verifier", "inspect", "--reference", "kimi-k2.5", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert (data["num_layers"], data["hidden_size"], data["vocab_size"]) == (61, 7168, 163840)
+    assert data["default_aux_layer_ids"] == [2, 30, 58] and data["num_tensors"] == 208_550
+    assert data["lm_head"]["key"] == "language_model.lm_head.weight"
+    res = CliRunner().invoke(app, ["verifier", "inspect", "--reference", "kimi-k3"])
+    assert isinstance(res.exception, BadInput) and "bundled: kimi-k2.5" in str(res.exception)
+
+
 @pytest.mark.parametrize("ids,ok", [([2, 30, 58], True), ([0, 30, 58], False), ([2, 61, 58], False),
                                     ([2, 2, 58], False), ([], False)])
 def test_aux_layer_ids(ids, ok):
