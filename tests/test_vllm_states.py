@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -44,6 +45,8 @@ def extraction_server(tmp_path):
     raw = tmp_path / "hidden_raw"
     raw.mkdir()
     seen: list[dict] = []
+    flight = {"now": 0, "max": 0}
+    lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *a):
@@ -51,11 +54,18 @@ def extraction_server(tmp_path):
 
         def do_POST(self):  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append(body)
+            with lock:
+                seen.append(body)
+                n = len(seen)
+                flight["now"] += 1
+                flight["max"] = max(flight["max"], flight["now"])
+            time.sleep(0.1)  # long enough for concurrent requests to overlap
             ids = list(body["prompt"])
-            path = raw / f"req-{len(seen)}.safetensors"
+            path = raw / f"req-{n}.safetensors"
             _write_payload(path, ids)
-            out = {"id": f"cmpl-{len(seen)}", "object": "text_completion", "created": 0, "model": body["model"],
+            with lock:
+                flight["now"] -= 1
+            out = {"id": f"cmpl-{n}", "object": "text_completion", "created": 0, "model": body["model"],
                    "choices": [{"index": 0, "text": "x", "finish_reason": "length", "logprobs": None,
                                 "prompt_token_ids": ids}],
                    "kv_transfer_params": {"hidden_states_path": str(path)}}
@@ -68,15 +78,15 @@ def extraction_server(tmp_path):
 
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}", raw, seen
+    yield f"http://127.0.0.1:{srv.server_address[1]}", raw, seen, flight
     srv.shutdown()
 
 
 def test_vllm_source_writes_the_same_shard_records(extraction_server, tmp_path):
-    url, raw, seen = extraction_server
+    url, raw, seen, flight = extraction_server
     samples = [Sample(f"s{i}", tuple(range(1, 4 + i)), tuple(range(50, 53 + i))) for i in range(5)]
     source = VllmStateSource(url, "verifier", N_AUX, concurrency=2, timeout_s=30)
-    extract_to_shards(source, samples, tmp_path / "hidden", shard_size=3, max_batch_tokens=64,
+    extract_to_shards(source, samples, tmp_path / "hidden", shard_size=3, max_batch_tokens=None,
                       dtype=torch.float32)
     records = [r for p in sorted((tmp_path / "hidden").glob("shard-*.pt")) for r in torch.load(p)]
     assert [r["id"] for r in records] == [s.id for s in samples]
@@ -89,6 +99,8 @@ def test_vllm_source_writes_the_same_shard_records(extraction_server, tmp_path):
     # one max_tokens=1 completion per sample, by token ids; the connector's files are cleaned up
     assert len(seen) == len(samples) and all(b["max_tokens"] == 1 for b in seen)
     assert list(raw.iterdir()) == []
+    # a whole shard is in flight at once, bounded by the source's concurrency
+    assert flight["max"] == 2
 
 
 def test_payload_with_other_tokens_or_layer_count_is_refused(tmp_path):

@@ -63,7 +63,10 @@ def forward_states(model, batch: Sequence[Sample], aux_layer_ids: Sequence[int])
     return [{"aux": aux[i, : lens[i]], "last": last[i, : lens[i]]} for i in range(len(batch))]
 
 
-def _batches(samples: Sequence[Sample], max_tokens: int) -> Iterator[list[Sample]]:
+def _batches(samples: Sequence[Sample], max_tokens: int | None) -> Iterator[list[Sample]]:
+    if max_tokens is None:  # the source batches itself (a server with its own concurrency)
+        yield list(samples)
+        return
     batch: list[Sample] = []
     longest = 0
     for s in samples:
@@ -95,12 +98,13 @@ def extract_to_shards(
     folder: Path,
     *,
     shard_size: int,
-    max_batch_tokens: int,
+    max_batch_tokens: int | None,
     dtype: torch.dtype = torch.bfloat16,
     on_progress: Callable[[int], None] | None = None,
 ) -> list[Path]:
     """Write every sample's states (from `states`: transformers here, vLLM on GPU, see
-    vllm_states.py) into shards; finished shards are kept and skipped."""
+    vllm_states.py) into shards; finished shards are kept and skipped. `states` gets padded
+    batches of at most `max_batch_tokens`, or each whole shard when that is None."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for k in range(0, len(samples), shard_size):

@@ -289,8 +289,10 @@ def stage_hidden(recipe: Recipe, layout: VerifierLayout, run_dir: Path, samples:
                                      recipe.engine.request_timeout_s)
         else:
             states = transformers_states(model, aux_ids)
+        # vLLM takes a whole shard at once (bounded by its own request concurrency); the
+        # transformers forward takes padded batches of forward_batch_tokens.
         extract_to_shards(states, samples, folder, shard_size=recipe.train.hidden_states_shard_size,
-                          max_batch_tokens=recipe.train.forward_batch_tokens,
+                          max_batch_tokens=None if source == "vllm" else recipe.train.forward_batch_tokens,
                           dtype=getattr(torch, recipe.train.hidden_states_dtype), on_progress=reporter.advance)
     ntok = sum(len(s.input_ids) for s in samples)
     atomic_write_json(done_marker, {"num_samples": len(samples), "num_tokens": ntok, "aux_layer_ids": aux_ids,
