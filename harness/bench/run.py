@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path

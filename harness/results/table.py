@@ -26,12 +26,11 @@ in harness/bench/measure.py):
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
-from harness.provenance import atomic_write_json
+from harness.provenance import atomic_path, atomic_write_json
 
 LIST_COLUMNS = ("accepted_per_pos", "per_position_rates", "output_tok_per_s_repeats", "flags")
 CELL_KEY = ("draft", "suite", "k", "concurrency", "temperature")
@@ -79,16 +78,14 @@ def rebuild_table(run_dir: Path) -> None:
     if not rows:
         return
     df = rows_to_frame(rows)
-    tmp = run_dir / f".{TABLE}.tmp"
-    df.to_parquet(tmp, index=False)
-    os.replace(tmp, run_dir / TABLE)
+    with atomic_path(run_dir / TABLE) as tmp:
+        df.to_parquet(tmp, index=False)
     csv = df.copy()
     for col in LIST_COLUMNS:
         if col in csv.columns:
             csv[col] = csv[col].apply(json.dumps)
-    tmp = run_dir / ".results.csv.tmp"
-    csv.to_csv(tmp, index=False)
-    os.replace(tmp, run_dir / "results.csv")
+    with atomic_path(run_dir / "results.csv") as tmp:
+        csv.to_csv(tmp, index=False)
 
 
 def resolve_run(run: str | Path, runs_root: Path | None = None) -> Path:

@@ -12,12 +12,13 @@ each shard is written atomically, so an interrupted run resumes at the first mis
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+from harness.provenance import atomic_path
 
 SHARD_GLOB = "shard-*.pt"
 
@@ -130,7 +131,6 @@ def extract_to_shards(
                 on_progress(len(batch))
         order = {s.id: i for i, s in enumerate(chunk)}
         records.sort(key=lambda r: order[r["id"]])
-        tmp = path.with_suffix(".pt.tmp")
-        torch.save(records, tmp)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            torch.save(records, tmp)
     return paths

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
-from harness.provenance import atomic_write_json, atomic_write_text, content_hash
+from harness.provenance import atomic_dir, atomic_path, atomic_write_json, atomic_write_text, content_hash
 from harness.recipe import Recipe
 from harness.train.hidden_states import Sample
 from harness.ui import Reporter
@@ -311,9 +311,8 @@ def stage_vocab(recipe: Recipe, layout: VerifierLayout, run_dir: Path, samples: 
         return json.loads(info_path.read_text())
     freq = token_frequencies(s.output_ids for s in samples)
     d2t, t2d, coverage = build_vocab(freq, recipe.draft.draft_vocab_size, layout.vocab_size)
-    tmp = run_dir / "vocab.pt.tmp"
-    torch.save({"d2t": d2t, "t2d": t2d}, tmp)
-    tmp.replace(run_dir / "vocab.pt")
+    with atomic_path(run_dir / "vocab.pt") as tmp:
+        torch.save({"d2t": d2t, "t2d": t2d}, tmp)
     info = {"draft_vocab_size": recipe.draft.draft_vocab_size, "verifier_vocab_size": layout.vocab_size,
             "distinct_response_tokens": len(freq), "coverage": coverage}
     atomic_write_json(info_path, info)
@@ -401,26 +400,22 @@ def stage_draft(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: 
     if (draft / "harness.json").is_file():
         return draft
     src = _last_checkpoint(run_dir / "checkpoints")
-    tmp = run_dir / "draft.tmp"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("*optimizer*", "*scheduler*", "training_state.json", "*.pt"))
-    cfg = json.loads((tmp / "config.json").read_text())
-    if cfg.get("eagle_aux_hidden_state_layer_ids") != aux_ids:
-        raise BadInput(f"draft config has aux ids {cfg.get('eagle_aux_hidden_state_layer_ids')} but extraction used {aux_ids}")
-    meta = {
-        "verifier": {"name_or_path": layout.path, "architectures": list(layout.architectures),
-                     "content_hash": content_hash(layout.path), "num_layers": layout.num_layers,
-                     "hidden_size": layout.hidden_size, "vocab_size": layout.vocab_size},
-        "aux_layer_ids": aux_ids,
-        "recipe": recipe.name,
-        "predicted_acceptance_length": report.get("predicted_acceptance_length"),
-        "held_out_full_acc": report.get("held_out_full_acc"),
-    }
-    atomic_write_json(tmp / "harness.json", meta)
-    if draft.exists():
-        shutil.rmtree(draft)
-    tmp.rename(draft)
+    with atomic_dir(draft) as tmp:
+        shutil.copytree(src, tmp, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("*optimizer*", "*scheduler*", "training_state.json", "*.pt"))
+        cfg = json.loads((tmp / "config.json").read_text())
+        if cfg.get("eagle_aux_hidden_state_layer_ids") != aux_ids:
+            raise BadInput(f"draft config has aux ids {cfg.get('eagle_aux_hidden_state_layer_ids')} but extraction used {aux_ids}")
+        meta = {
+            "verifier": {"name_or_path": layout.path, "architectures": list(layout.architectures),
+                         "content_hash": content_hash(layout.path), "num_layers": layout.num_layers,
+                         "hidden_size": layout.hidden_size, "vocab_size": layout.vocab_size},
+            "aux_layer_ids": aux_ids,
+            "recipe": recipe.name,
+            "predicted_acceptance_length": report.get("predicted_acceptance_length"),
+            "held_out_full_acc": report.get("held_out_full_acc"),
+        }
+        atomic_write_json(tmp / "harness.json", meta)
     return draft
 
 

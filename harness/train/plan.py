@@ -35,7 +35,7 @@ def _layout_for_plan(recipe: Recipe) -> tuple[VerifierLayout, str]:
         return resolve_layout(folder, v.weight_keys or None), f"bundled structure of {v.reference} ({v.path} not on this machine)"
     if v.standin:
         from harness.verifier.standins.build import is_complete, standin_dir
-        from harness.verifier.standins.specs import checkpoint_config, spec_for
+        from harness.verifier.standins.specs import spec_for
 
         spec = spec_for(v.standin, **v.standin_overrides)
         folder = standin_dir(spec)

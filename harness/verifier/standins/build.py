@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.provenance import atomic_dir
 from harness.verifier.standins.corpus import corpus_documents, corpus_fingerprint
 from harness.verifier.standins.specs import (
     VISION_HIDDEN,
@@ -54,16 +53,8 @@ def ensure_standin(spec: StandinSpec, root: Path | None = None,
     final = standin_dir(spec, root)
     if is_complete(final):
         return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=final.name + ".tmp-", dir=final.parent))
-    try:
+    with atomic_dir(final) as tmp:  # replaces an incomplete leftover too
         build_standin(spec, tmp, log=log)
-        if final.exists():  # an incomplete leftover
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return final
 
 
