@@ -132,6 +132,7 @@ def test_draft_for_another_verifier_is_refused(kimi_trained, llama_standin):
 
 
 def _cli(run_dir: Path, baseline: Path, *extra: str):
+    import signal
     import subprocess
     import sys
 
@@ -139,7 +140,10 @@ def _cli(run_dir: Path, baseline: Path, *extra: str):
             "--set", f"gate.baseline='{baseline}'", "--set", "gate.noise_aware=true"]
     for s in [*CI_TRAIN, *CI_BENCH, "bench.reference_drafts=[]"]:
         args += ["--set", s]
-    return subprocess.Popen([*args, *extra], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Ctrl-C as a terminal user has it: a shell starts background jobs with SIGINT ignored, and a
+    # child would inherit that (Python then installs no KeyboardInterrupt handler at all).
+    return subprocess.Popen([*args, *extra], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 # The project gates itself: this CI configuration's committed baseline.
