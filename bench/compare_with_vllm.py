@@ -50,20 +50,21 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     a = ap.parse_args()
 
-    from harness.bench.run import ArmResult, _requests, run_arm
-    from harness.bench.suites import load_suite
+    from harness.bench.rows import ArmResult
+    from harness.bench.run import render_requests, run_arm
+    from harness.draft.verifier import load_tokenizer, resolve_verifier
     from harness.engine.base import Sampling
     from harness.engine.server import ServerEngine
     from harness.engine.settings import SpeculativeSpec, engine_plan
     from harness.recipe import load_recipe
-    from harness.train.pipeline import load_tokenizer, resolve_verifier
+    from harness.suites import load_suite
 
     recipe = load_recipe(a.recipe)
     layout = resolve_verifier(recipe)
     tok = load_tokenizer(layout)
     suite = load_suite(a.suite, a.num_prompts)
     max_prompt = recipe.engine.max_model_len - a.max_tokens
-    prompts = _requests(tok, suite, a.max_tokens, max_prompt)
+    prompts = render_requests(tok, suite, max_prompt)
     # first turns only: vLLM's client has no multi-turn loop
     prompts = [(r.__class__(r.id, messages=tuple(r.first_messages() or ())) if r.turns else r, ids) for r, ids in prompts]
     spec = SpeculativeSpec("eagle3", a.k, str(a.draft)) if a.draft else None

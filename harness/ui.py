@@ -23,7 +23,13 @@ class Reporter:
 
 class RichReporter(Reporter):
     def __init__(self, title: str = "harness"):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self.console = stderr_console()
         self.progress = Progress(
@@ -78,3 +84,10 @@ def stderr_console():
     from rich.console import Console
 
     return Console(stderr=True)
+
+
+def fmt(value: Any, spec: str = "{:.3f}", none: str = "-") -> str:
+    """One number formatter for every table: `none` for a missing or NaN value."""
+    if value is None or (isinstance(value, float) and value != value):
+        return none
+    return spec.format(value) if isinstance(value, int | float) else str(value)

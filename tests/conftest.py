@@ -52,7 +52,8 @@ def kimi_tokenizer(kimi_standin):
 def kimi_offline_engine(kimi_layout):
     """The Kimi stand-in in vLLM's offline engine (no speculation), shared by the session."""
     from harness.engine.offline import OfflineEngine
-    from harness.engine.settings import EngineSettings, engine_plan
+    from harness.engine.settings import engine_plan
+    from harness.recipe import EngineSettings
 
     eng = OfflineEngine(engine_plan(EngineSettings(max_model_len=512), kimi_layout), probe=True)
     try:

@@ -15,12 +15,11 @@ import shutil
 
 import pytest
 
-from harness.engine.settings import EngineSettings
 from harness.errors import BadInput
-from harness.recipe import load_recipe
+from harness.recipe import EngineSettings, load_recipe
+from harness.train.agree import check_agreement
 from harness.train.pipeline import run_train
 from harness.ui import Reporter
-from harness.verifier.agree import check_agreement
 from harness.verifier.layout import resolve_layout
 
 pytestmark = pytest.mark.slow

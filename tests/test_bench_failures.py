@@ -8,13 +8,14 @@ import shutil
 
 import pytest
 
-from harness.bench.run import resolve_drafts, run_bench
+from harness.bench.run import run_bench
+from harness.draft.under_test import resolve_drafts
+from harness.draft.verifier import resolve_verifier
 from harness.engine.server import ServerEngine
-from harness.engine.settings import EngineSettings, engine_plan
+from harness.engine.settings import engine_plan
 from harness.errors import InfraError
-from harness.recipe import load_recipe
+from harness.recipe import EngineSettings, load_recipe
 from harness.results.table import load_run
-from harness.train.pipeline import resolve_verifier
 from harness.ui import Reporter
 from harness.verifier.layout import resolve_layout
 

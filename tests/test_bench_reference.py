@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness.bench.run import resolve_drafts, run_bench
+from harness.bench.run import run_bench
+from harness.draft.under_test import resolve_drafts
+from harness.draft.verifier import resolve_verifier
 from harness.recipe import load_recipe
 from harness.results.table import load_run
-from harness.train.pipeline import resolve_verifier
 from harness.ui import Reporter
 
 pytestmark = pytest.mark.slow

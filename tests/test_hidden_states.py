@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from harness.train.agree import layer_differences
 from harness.train.hidden_states import Sample, forward_states
-from harness.verifier.agree import layer_differences
 from harness.verifier.hf_text import load_text_model
 
 pytestmark = pytest.mark.slow

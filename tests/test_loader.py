@@ -72,7 +72,7 @@ def test_speculators_own_loader_still_picks_the_decoy(tmp_path):
 
 def test_structure_only_checkpoint_cannot_feed_a_draft(tmp_path):
     from harness.errors import BadInput
-    from harness.verifier.reference import write_reference
+    from harness.verifier.bundled import write_reference
 
     layout = resolve_layout(write_reference("kimi-k2.5", tmp_path / "k25"))
     with pytest.raises(BadInput, match="structure only"):

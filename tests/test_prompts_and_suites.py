@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.bench.suites import known_suites, load_suite
 from harness.errors import BadInput
 from harness.prompts import load_jsonl
+from harness.suites import known_suites, load_suite
 from harness.train.prompts import check_bench_overlap
 
 

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from harness.errors import BadInput
-from harness.recipe import REPO_ROOT, load_recipe
+from harness.paths import REPO_ROOT
+from harness.recipe import load_recipe
 
 KIMI = REPO_ROOT / "train" / "kimi-k2.5.toml"
 

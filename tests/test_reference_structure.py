@@ -8,8 +8,8 @@ import time
 import pytest
 
 from harness.errors import BadInput
+from harness.verifier.bundled import REFERENCES, write_reference
 from harness.verifier.layout import resolve_layout
-from harness.verifier.reference import REFERENCES, write_reference
 
 
 @pytest.fixture(scope="module")

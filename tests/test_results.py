@@ -14,12 +14,12 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from harness.bench import measure
+from harness import metrics as measure
 from harness.errors import BadInput, HarnessError
 from harness.provenance import atomic_write_json
 from harness.results import compare, gate, plots, report
-from harness.results.cells import fmt, read_run
 from harness.results.commands import register
+from harness.results.runs import fmt, read_run
 from harness.results.table import cell_id, write_cell
 
 REPO = Path(__file__).resolve().parent.parent

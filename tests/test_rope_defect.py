@@ -9,7 +9,7 @@ import importlib.util
 
 import pytest
 
-from harness.recipe import REPO_ROOT
+from harness.paths import REPO_ROOT
 
 
 def _repro():

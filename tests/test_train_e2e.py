@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.bench.run import resolve_drafts, run_bench
-from harness.recipe import REPO_ROOT, load_recipe
+from harness.bench.run import run_bench
+from harness.draft.under_test import resolve_drafts
+from harness.draft.verifier import resolve_verifier
+from harness.paths import REPO_ROOT
+from harness.recipe import load_recipe
 from harness.results.table import load_run
-from harness.train.pipeline import resolve_verifier, run_train
+from harness.train.pipeline import run_train
 from harness.ui import Reporter
 
 pytestmark = pytest.mark.slow
@@ -116,7 +119,7 @@ def test_llama_trained_draft_beats_untrained(tmp_path_factory, llama_standin):
 
 
 def test_draft_for_another_verifier_is_refused(kimi_trained, llama_standin):
-    from harness.bench.run import check_draft_for_verifier
+    from harness.draft.under_test import check_draft_for_verifier
     from harness.errors import BadInput
     from harness.verifier.layout import resolve_layout
 

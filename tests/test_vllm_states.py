@@ -114,8 +114,8 @@ def test_payload_with_other_tokens_or_layer_count_is_refused(tmp_path):
 
 
 def test_extraction_plan_asks_vllm_for_aux_ids_and_the_last_layer(tmp_path):
-    from harness.engine.settings import EngineSettings
-    from harness.verifier.reference import write_reference
+    from harness.recipe import EngineSettings
+    from harness.verifier.bundled import write_reference
     from harness.verifier.layout import resolve_layout
 
     layout = resolve_layout(write_reference("kimi-k2.5", tmp_path / "k25"))

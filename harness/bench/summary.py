@@ -6,11 +6,11 @@ import json
 import math
 from pathlib import Path
 
+from harness.ui import fmt
 
-def _f(v, fmt: str = "{:.2f}") -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    return fmt.format(v)
+
+def _f(v, spec: str = "{:.2f}") -> str:
+    return fmt(v, spec)
 
 
 def _num(v) -> bool:

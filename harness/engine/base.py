@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from harness.bench.measure import SpecCounters
+from harness.engine.counters import SpecCounters
 
 
 @dataclass(frozen=True)

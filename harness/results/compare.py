@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
-from harness.results.cells import COMPARABILITY, Run, fmt, read_run, unique_labels
+from harness.results.runs import COMPARABILITY, Run, fmt, read_run, unique_labels
 
 METRICS = ("acceptance_length", "draft_acceptance_rate", "output_tok_per_s", "speedup",
            "lossless_match_rate", "ttft_ms_median")

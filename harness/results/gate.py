@@ -40,7 +40,15 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
-from harness.results.cells import COMPARABILITY, Run, describe_setting, fmt, is_speculative, read_run, setting
+from harness.results.runs import (
+    COMPARABILITY,
+    Run,
+    describe_setting,
+    fmt,
+    is_speculative,
+    read_run,
+    setting,
+)
 
 FORMAT = 1
 BASELINE_FILE, MANIFEST_FILE = "baseline.json", "manifest.json"
@@ -211,14 +219,32 @@ def evaluate(run: Run, baseline: dict[str, Any], baseline_name: str, tolerance: 
 # ----------------------------------------------------------------------------- I/O edge
 
 
-def resolve_baseline_dir(path: str | Path) -> Path:
-    """A baseline folder from a path or a name under results/baselines/."""
-    from harness.recipe import REPO_ROOT
+def find_baseline_dir(path: str | Path) -> Path | None:
+    """A baseline folder from a path (absolute, or relative to the working directory or the
+    repository) or a name under results/baselines/; None when there is none yet."""
+    from harness.paths import BASELINES_DIR, REPO_ROOT
 
     p = Path(path)
-    for cand in (p, REPO_ROOT / "results" / "baselines" / str(path)):
+    for cand in (p, REPO_ROOT / p, BASELINES_DIR / str(path)):
         if (cand / BASELINE_FILE).is_file():
             return cand
+    return None
+
+
+def write_gate_files(result: GateResult, markdown: Path | None = None, junit: Path | None = None) -> None:
+    from harness.provenance import atomic_write_text
+
+    if markdown:
+        atomic_write_text(markdown, to_markdown(result))
+    if junit:
+        atomic_write_text(junit, to_junit(result))
+
+
+def resolve_baseline_dir(path: str | Path) -> Path:
+    """A baseline folder from a path or a name under results/baselines/."""
+    found = find_baseline_dir(path)
+    if found is not None:
+        return found
     raise BadInput(f"{path}: no {BASELINE_FILE} there (nor under results/baselines/); "
                    f"write one with `harness gate RUN --baseline {path} --update-baseline`")
 

@@ -10,7 +10,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from harness.results.cells import BASELINE, is_speculative
+from harness.results.runs import BASELINE, is_speculative
 
 Row = dict[str, Any]
 

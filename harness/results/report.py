@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.results import plots
-from harness.results.cells import Run, fmt, read_run
+from harness.results.runs import Run, fmt, read_run
 
 DEFINITIONS = [
     "acceptance length (AL, τ) = 1 + num_accepted_tokens / num_drafts, pooled over every draft of the cell "

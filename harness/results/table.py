@@ -90,12 +90,12 @@ def rebuild_table(run_dir: Path) -> None:
 
 def resolve_run(run: str | Path, runs_root: Path | None = None) -> Path:
     """A run folder from a path or a run id under results/runs/."""
-    from harness.recipe import REPO_ROOT
+    from harness.paths import RUNS_DIR
 
     p = Path(run)
     if (p / MANIFEST).is_file():
         return p
-    root = runs_root or REPO_ROOT / "results" / "runs"
+    root = runs_root or RUNS_DIR
     if (root / str(run) / MANIFEST).is_file():
         return root / str(run)
     raise BadInput(f"{run}: not a run folder (no {MANIFEST}); pass a path under results/runs/ or a run id")

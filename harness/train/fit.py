@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from harness.train.hidden_states import SHARD_GLOB
+from harness.train.records import FitConfig
 
 METRICS_LOGGER = "speculators.metrics"
 
@@ -93,7 +94,11 @@ def make_loader(dataset: ShardDataset, total_seq_len: int, hidden_size: int, num
 
 def _trainer_class():
     from speculators.train import trainer as trainer_mod
-    from speculators.train.checkpointer import SingleGPUCheckpointer, convert_float_dtype, load_safetensors_state_dict
+    from speculators.train.checkpointer import (
+        SingleGPUCheckpointer,
+        convert_float_dtype,
+        load_safetensors_state_dict,
+    )
 
     class CpuCheckpointer(SingleGPUCheckpointer):
         def load_model_state_dict(self, model, float_dtype=None):
@@ -167,43 +172,47 @@ class MetricsTap(logging.Handler):
                 self.on_val({**msg["val"], "epoch": msg.get("epoch")})
 
 
-def run_fit(plan: dict[str, Any], on_train: Callable[[dict], None] | None = None,
+def run_fit(plan: FitConfig, on_train: Callable[[dict], None] | None = None,
             on_val: Callable[[dict], None] | None = None) -> dict[str, Any]:
     """Train from a fit plan (written by the pipeline into the run folder)."""
     from speculators.models.eagle3 import Eagle3DraftModel
-    from speculators.train.distributed import get_rank, maybe_destroy_distributed, maybe_setup_distributed
+    from speculators.train.distributed import (
+        get_rank,
+        maybe_destroy_distributed,
+        maybe_setup_distributed,
+    )
     from speculators.train.trainer import TrainerConfig
     from transformers import LlamaConfig
 
     from harness.verifier.layout import resolve_layout
     from harness.verifier.loader import build_draft
 
-    torch.manual_seed(plan["seed"])
+    torch.manual_seed(plan.seed)
     maybe_setup_distributed()
-    layout = resolve_layout(plan["verifier"], plan.get("weight_keys") or None)
-    vocab = torch.load(plan["vocab_path"], weights_only=True)
-    dcfg = LlamaConfig(**plan["draft_layer_config"])
-    model = build_draft(layout, draft_layer_config=dcfg, aux_layer_ids=plan["aux_layer_ids"],
-                        draft_vocab_size=plan["draft_vocab_size"], t2d=vocab["t2d"], d2t=vocab["d2t"],
-                        ttt_steps=plan["ttt_steps"], attn_impl=plan["attn_impl"],
-                        trust_remote_code=plan.get("trust_remote_code", False))
-    dtype = getattr(torch, plan["hidden_states_dtype"])
-    shards = sorted(Path(plan["hidden_dir"]).glob(SHARD_GLOB))
-    train_idx, val_idx = split_indices(shards, plan["validation_fraction"])
-    n_aux = len(plan["aux_layer_ids"])
-    train_loader = make_loader(ShardDataset(shards, train_idx, dtype), plan["total_seq_len"],
-                               layout.hidden_size, n_aux, plan["seed"])
-    val_loader = make_loader(ShardDataset(shards, val_idx, dtype), plan["total_seq_len"],
-                             layout.hidden_size, n_aux, plan["seed"])
+    layout = resolve_layout(plan.verifier, plan.weight_keys or None)
+    vocab = torch.load(plan.vocab_path, weights_only=True)
+    dcfg = LlamaConfig(**plan.draft_layer_config)
+    model = build_draft(layout, draft_layer_config=dcfg, aux_layer_ids=plan.aux_layer_ids,
+                        draft_vocab_size=plan.draft_vocab_size, t2d=vocab["t2d"], d2t=vocab["d2t"],
+                        ttt_steps=plan.ttt_steps, attn_impl=plan.attn_impl,
+                        trust_remote_code=plan.trust_remote_code)
+    dtype = getattr(torch, plan.hidden_states_dtype)
+    shards = sorted(Path(plan.hidden_dir).glob(SHARD_GLOB))
+    train_idx, val_idx = split_indices(shards, plan.validation_fraction)
+    n_aux = len(plan.aux_layer_ids)
+    train_loader = make_loader(ShardDataset(shards, train_idx, dtype), plan.total_seq_len,
+                               layout.hidden_size, n_aux, plan.seed)
+    val_loader = make_loader(ShardDataset(shards, val_idx, dtype), plan.total_seq_len,
+                             layout.hidden_size, n_aux, plan.seed)
     train_kwargs, val_kwargs = Eagle3DraftModel.get_trainer_kwargs(
-        ttt_steps=plan["ttt_steps"], ttt_step_loss_decay=plan["ttt_step_loss_decay"],
-        loss_fn=plan["loss"], loss_implementation="eager" if _cpu() else "fused")
+        ttt_steps=plan.ttt_steps, ttt_step_loss_decay=plan.ttt_step_loss_decay,
+        loss_fn=plan.loss, loss_implementation="eager" if _cpu() else "fused")
     config = TrainerConfig(
-        lr=plan["lr"], num_epochs=plan["epochs"], save_path=plan["checkpoint_dir"],
+        lr=plan.lr, num_epochs=plan.epochs, save_path=plan.checkpoint_dir,
         resume_from_checkpoint=True, train_call_kwargs=train_kwargs, val_call_kwargs=val_kwargs,
-        scheduler_type=plan["scheduler"], scheduler_warmup_ratio=plan["warmup_ratio"],
-        checkpoint_freq=1, hidden_states_dtype=dtype, log_freq=1, fsdp_shard=plan.get("fsdp", False),
-        max_steps=plan.get("max_steps"),
+        scheduler_type=plan.scheduler, scheduler_warmup_ratio=plan.warmup_ratio,
+        checkpoint_freq=1, hidden_states_dtype=dtype, log_freq=1, fsdp_shard=plan.fsdp,
+        max_steps=plan.max_steps,
     )
     quiet = on_train is not None
     tap = MetricsTap(on_train or (lambda m: None), on_val or (lambda m: None))
@@ -229,7 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     """torchrun entry: python -m harness.train.fit RUN_DIR."""
     args = argv if argv is not None else sys.argv[1:]
     run_dir = Path(args[0])
-    plan = json.loads((run_dir / "fit_plan.json").read_text())
+    plan = FitConfig.from_dict(json.loads((run_dir / "fit_plan.json").read_text()))
     out = run_fit(plan)
     if out["rank"] == 0:
         (run_dir / "fit_result.json").write_text(json.dumps(out, indent=2))

@@ -23,12 +23,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.draft.config import aux_layer_ids, check_draft_vocab, draft_layer_config
+from harness.draft.verifier import load_tokenizer, resolve_verifier
 from harness.errors import BadInput
-from harness.provenance import atomic_dir, atomic_path, atomic_write_json, atomic_write_text, content_hash
+from harness.provenance import (
+    atomic_dir,
+    atomic_path,
+    atomic_write_json,
+    atomic_write_text,
+    content_hash,
+)
 from harness.recipe import Recipe
 from harness.train.hidden_states import Sample
+from harness.train.records import FitConfig, TrainReport
 from harness.ui import Reporter
-from harness.verifier.layout import VerifierLayout, resolve_layout, validate_aux_layer_ids
+from harness.verifier.layout import VerifierLayout
 
 TRAIN_SECTIONS = ("verifier", "engine", "draft", "train")
 RESPONSE_CHUNK = 256
@@ -38,50 +47,8 @@ RESPONSE_CHUNK = 256
 class TrainResult:
     run_dir: Path
     draft_dir: Path
-    report: dict[str, Any]
-
-
-# ----------------------------------------------------------------------------- shared helpers
-
-
-def resolve_verifier(recipe: Recipe, reporter: Reporter | None = None) -> VerifierLayout:
-    """The recipe's verifier: a checkpoint path, or the cached stand-in (built on first use)."""
-    v = recipe.verifier
-    if v.standin:
-        from harness.verifier.standins.build import ensure_standin
-        from harness.verifier.standins.specs import spec_for
-
-        spec = spec_for(v.standin, **v.standin_overrides)
-        path = ensure_standin(spec, log=(reporter.log if reporter else lambda s: None))
-        return resolve_layout(path, v.weight_keys or None)
-    return resolve_layout(v.path, v.weight_keys or None)
-
-
-def aux_layer_ids(recipe: Recipe, layout: VerifierLayout) -> list[int]:
-    ids = list(recipe.draft.aux_layer_ids or layout.default_aux_layer_ids)
-    validate_aux_layer_ids(ids, layout.num_layers)
-    return ids
-
-
-def draft_layer_config(recipe: Recipe, layout: VerifierLayout, max_model_len: int) -> dict[str, Any]:
-    """The draft decoder's LlamaConfig values (EAGLE-3 drafts are Llama layers in vLLM)."""
-    d, tc = recipe.draft, layout.text_config
-    h = layout.hidden_size
-    heads = d.num_attention_heads or layout.num_attention_heads
-    return {
-        "vocab_size": layout.vocab_size,
-        "hidden_size": h,
-        "intermediate_size": d.intermediate_size or 4 * h,
-        "num_hidden_layers": d.num_layers,
-        "num_attention_heads": heads,
-        "num_key_value_heads": d.num_key_value_heads or heads,
-        "head_dim": d.head_dim or h // heads,
-        "hidden_act": "silu",
-        "max_position_embeddings": int(tc.get("max_position_embeddings") or max_model_len),
-        "rms_norm_eps": float(tc.get("rms_norm_eps", 1e-6)),
-        "rope_parameters": {"rope_type": "default", "rope_theta": float((layout.rope or {}).get("rope_theta", 10000.0))},
-        "tie_word_embeddings": False,
-    }
+    report: TrainReport
+    layout: VerifierLayout
 
 
 def prepare_run_dir(run_dir: Path, recipe: Recipe, sections: tuple[str, ...]) -> None:
@@ -104,12 +71,6 @@ def prepare_run_dir(run_dir: Path, recipe: Recipe, sections: tuple[str, ...]) ->
     atomic_write_json(marker, {"fingerprint": fp, "sections": list(sections), "recipe": recipe.model_dump(mode="json")})
 
 
-def load_tokenizer(layout: VerifierLayout, trust_remote_code: bool = False):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(layout.path, trust_remote_code=trust_remote_code)
-
-
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
@@ -117,20 +78,20 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------- stages
 
 
-def stage_prompts(recipe: Recipe, run_dir: Path, base: Path | None) -> list[dict[str, Any]]:
+def stage_prompts(recipe: Recipe, run_dir: Path) -> list[dict[str, Any]]:
     out = run_dir / "prompts.jsonl"
     if out.is_file():
         return read_jsonl(out)
-    from harness.bench.suites import load_suite
+    from harness.suites import load_suite
     from harness.train.prompts import check_bench_overlap, load_training_prompts
 
-    records = load_training_prompts(recipe, base)
+    records = load_training_prompts(recipe)
     if recipe.train.bench_overlap == "refuse":
         bench = {}
         for s in recipe.bench.suites:
             if s.startswith("hf:"):
                 continue  # checked when online
-            suite = load_suite(s, base=base)
+            suite = load_suite(s)
             bench[suite.name] = list(suite.records)
         hits = check_bench_overlap(records, bench)
         if hits:
@@ -219,7 +180,7 @@ def stage_agreement(recipe: Recipe, layout: VerifierLayout, run_dir: Path, sampl
                     model, reporter: Reporter) -> dict[str, Any]:
     """The train/serve agreement gate: refuse to train on states of another model."""
     from harness.engine.settings import engine_plan
-    from harness.verifier.agree import diagnose, teacher_forced_agreement
+    from harness.train.agree import diagnose, teacher_forced_agreement
 
     out = run_dir / "agreement.json"
     if out.is_file():
@@ -241,13 +202,10 @@ def stage_agreement(recipe: Recipe, layout: VerifierLayout, run_dir: Path, sampl
         hints = diagnose(rep, layout, recipe.engine.cpu_workarounds == "auto")
         layers: list[dict[str, Any]] = []
         if rep.agreement < recipe.train.agreement_threshold and chosen:
-            from harness.verifier.agree import probe_layers, where_they_part
+            from harness.train.agree import locate_disagreement
 
             reporter.log("agreement below threshold: probing vLLM's layers to say where the forwards part")
-            layers = probe_layers(layout, recipe.engine, chosen[0].input_ids, model=model)
-            part = where_they_part(layers)
-            if part:
-                hints = [part, *hints]
+            layers = locate_disagreement(layout, recipe.engine, chosen[0].input_ids, hints, model=model)
         report = {**rep.to_dict(), "threshold": recipe.train.agreement_threshold, "workarounds": list(plan.workarounds),
                   "hints": hints, "layer_differences": layers}
         atomic_write_json(out, report)
@@ -319,21 +277,21 @@ def stage_vocab(recipe: Recipe, layout: VerifierLayout, run_dir: Path, samples: 
     return info
 
 
-def fit_plan(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: list[int]) -> dict[str, Any]:
+def fit_config(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: list[int]) -> FitConfig:
     t = recipe.train
-    return {
-        "verifier": layout.path, "weight_keys": dict(recipe.verifier.weight_keys),
-        "trust_remote_code": recipe.engine.trust_remote_code,
-        "vocab_path": str(run_dir / "vocab.pt"), "hidden_dir": str(run_dir / "hidden"),
-        "checkpoint_dir": str(run_dir / "checkpoints"),
-        "draft_layer_config": draft_layer_config(recipe, layout, recipe.engine.max_model_len),
-        "aux_layer_ids": aux_ids, "draft_vocab_size": recipe.draft.draft_vocab_size,
-        "ttt_steps": t.ttt_steps, "ttt_step_loss_decay": t.ttt_step_loss_decay, "loss": t.loss,
-        "attn_impl": t.attn_impl, "hidden_states_dtype": t.hidden_states_dtype,
-        "validation_fraction": t.validation_fraction, "total_seq_len": t.total_seq_len,
-        "lr": t.lr, "epochs": t.epochs, "max_steps": t.max_steps, "scheduler": t.scheduler,
-        "warmup_ratio": t.warmup_ratio, "seed": t.seed, "fsdp": t.fsdp,
-    }
+    return FitConfig(
+        verifier=layout.path, weight_keys=dict(recipe.verifier.weight_keys),
+        trust_remote_code=recipe.engine.trust_remote_code,
+        vocab_path=str(run_dir / "vocab.pt"), hidden_dir=str(run_dir / "hidden"),
+        checkpoint_dir=str(run_dir / "checkpoints"),
+        draft_layer_config=draft_layer_config(recipe, layout, recipe.engine.max_model_len),
+        aux_layer_ids=aux_ids, draft_vocab_size=recipe.draft.draft_vocab_size,
+        ttt_steps=t.ttt_steps, ttt_step_loss_decay=t.ttt_step_loss_decay, loss=t.loss,
+        attn_impl=t.attn_impl, hidden_states_dtype=t.hidden_states_dtype,
+        validation_fraction=t.validation_fraction, total_seq_len=t.total_seq_len,
+        lr=t.lr, epochs=t.epochs, max_steps=t.max_steps, scheduler=t.scheduler,
+        warmup_ratio=t.warmup_ratio, seed=t.seed, fsdp=t.fsdp,
+    )
 
 
 def torchrun_command(recipe: Recipe, run_dir: Path) -> list[str]:
@@ -349,8 +307,8 @@ def stage_fit(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: li
     out = run_dir / "fit_result.json"
     if out.is_file():
         return json.loads(out.read_text())
-    plan = fit_plan(recipe, layout, run_dir, aux_ids)
-    atomic_write_json(run_dir / "fit_plan.json", plan)
+    plan = fit_config(recipe, layout, run_dir, aux_ids)
+    atomic_write_json(run_dir / "fit_plan.json", plan.to_dict())
     curve: list[dict[str, Any]] = []
     val: list[dict[str, Any]] = []
     t0 = time.perf_counter()
@@ -395,7 +353,7 @@ def _last_checkpoint(ckpt_dir: Path) -> Path:
 
 
 def stage_draft(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: list[int],
-                report: dict[str, Any]) -> Path:
+                report: TrainReport) -> Path:
     draft = run_dir / "draft"
     if (draft / "harness.json").is_file():
         return draft
@@ -412,48 +370,52 @@ def stage_draft(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: 
                          "hidden_size": layout.hidden_size, "vocab_size": layout.vocab_size},
             "aux_layer_ids": aux_ids,
             "recipe": recipe.name,
-            "predicted_acceptance_length": report.get("predicted_acceptance_length"),
-            "held_out_full_acc": report.get("held_out_full_acc"),
+            "predicted_acceptance_length": report.predicted_acceptance_length,
+            "held_out_full_acc": report.held_out_full_acc,
+            "train_context_len": report.train_context_len,
         }
         atomic_write_json(tmp / "harness.json", meta)
     return draft
 
 
 def build_report(recipe: Recipe, run_dir: Path, fit: dict[str, Any], agreement: dict[str, Any],
-                 vocab: dict[str, Any]) -> dict[str, Any]:
+                 vocab: dict[str, Any], samples: list[Sample]) -> TrainReport:
     """Training report; predicted AL = 1 + sum over TTT steps of held-out full accuracy."""
     curves = json.loads((run_dir / "train_curve.json").read_text())
     val = curves["val"][-1] if curves["val"] else {}
-    accs = [val.get(f"full_acc_{k}_epoch") for k in range(recipe.train.ttt_steps)]
-    accs = [a for a in accs if a is not None]
-    cond = [val.get(f"cond_acc_{k}_epoch") for k in range(recipe.train.ttt_steps)]
-    predicted = 1 + sum(accs) if accs else None
-    hidden = json.loads((run_dir / "hidden" / "done.json").read_text())
-    return {
-        "predicted_acceptance_length": predicted,
-        "predicted_acceptance_length_definition": "1 + sum over TTT steps k of held-out full_acc_k "
-                                                  "(draft steps 0..k all equal the verifier's argmax); "
-                                                  "equals vLLM's AL at T=0 when train and serve agree",
-        "held_out_full_acc": accs,
-        "held_out_cond_acc": [c for c in cond if c is not None],
-        "held_out_loss": val.get("loss_epoch"),
-        "train_loss_first": curves["train"][0].get("loss") if curves["train"] else None,
-        "train_loss_last": curves["train"][-1].get("loss") if curves["train"] else None,
-        "train_wall_s": fit.get("wall_s"), "train_tokens": fit.get("train_tokens"),
-        "train_tok_per_s": fit.get("train_tok_per_s"), "global_step": fit.get("global_step"),
-        "num_train_samples": fit.get("num_train_samples"), "num_val_samples": fit.get("num_val_samples"),
-        "hidden_states": hidden, "agreement": agreement.get("agreement"), "vocab": vocab,
-    }
+    steps = range(recipe.train.ttt_steps)
+    accs = [a for a in (val.get(f"full_acc_{k}_epoch") for k in steps) if a is not None]
+    cond = [c for c in (val.get(f"cond_acc_{k}_epoch") for k in steps) if c is not None]
+    train = curves["train"]
+    return TrainReport(
+        predicted_acceptance_length=1 + sum(accs) if accs else None,
+        held_out_full_acc=accs, held_out_cond_acc=cond, held_out_loss=val.get("loss_epoch"),
+        train_loss_first=train[0].get("loss") if train else None,
+        train_loss_last=train[-1].get("loss") if train else None,
+        train_wall_s=fit.get("wall_s"), train_tokens=fit.get("train_tokens"),
+        train_tok_per_s=fit.get("train_tok_per_s"), global_step=fit.get("global_step"),
+        num_train_samples=fit.get("num_train_samples"), num_val_samples=fit.get("num_val_samples"),
+        hidden_states=json.loads((run_dir / "hidden" / "done.json").read_text()),
+        agreement=agreement.get("agreement"), vocab=vocab,
+        train_context_len=max((len(x.input_ids) for x in samples), default=None),
+    )
 
 
-def run_train(recipe: Recipe, run_dir: Path, reporter: Reporter, base: Path | None = None) -> TrainResult:
+def _plot_training(run_dir: Path, reporter: Reporter) -> None:
+    try:
+        from harness.train.report_plot import plot_training
+
+        plot_training(run_dir)
+    except Exception as e:  # noqa: BLE001 - a plot must not fail a finished training
+        reporter.log(f"training plot skipped: {e}")
+
+
+def run_train(recipe: Recipe, run_dir: Path, reporter: Reporter) -> TrainResult:
     prepare_run_dir(run_dir, recipe, TRAIN_SECTIONS)
     layout = resolve_verifier(recipe, reporter)
     aux_ids = aux_layer_ids(recipe, layout)
-    if recipe.draft.draft_vocab_size > layout.vocab_size:
-        raise BadInput(f"draft.draft_vocab_size {recipe.draft.draft_vocab_size} exceeds the verifier's vocabulary "
-                       f"({layout.vocab_size}); set it to at most {layout.vocab_size}")
-    rows = stage_prompts(recipe, run_dir, base)
+    check_draft_vocab(recipe, layout)
+    rows = stage_prompts(recipe, run_dir)
     samples = stage_responses(recipe, layout, run_dir, rows, reporter)
     model = None
     needs_forward = recipe.train.hidden_states_source == "transformers" and (
@@ -470,16 +432,11 @@ def run_train(recipe: Recipe, run_dir: Path, reporter: Reporter, base: Path | No
     fit = stage_fit(recipe, layout, run_dir, aux_ids, reporter)
     report_path = run_dir / "train_report.json"
     if report_path.is_file():
-        report = json.loads(report_path.read_text())
+        report = TrainReport.from_dict(json.loads(report_path.read_text()))
     else:
-        report = build_report(recipe, run_dir, fit, agreement, vocab)
+        report = build_report(recipe, run_dir, fit, agreement, vocab, samples)
     draft = stage_draft(recipe, layout, run_dir, aux_ids, report)
     if not report_path.is_file():
-        atomic_write_json(report_path, report)
-        try:
-            from harness.train.report_plot import plot_training
-
-            plot_training(run_dir)
-        except Exception as e:  # noqa: BLE001 - a plot must not fail a finished training
-            reporter.log(f"training plot skipped: {e}")
-    return TrainResult(run_dir, draft, report)
+        atomic_write_json(report_path, report.to_dict())
+        _plot_training(run_dir, reporter)
+    return TrainResult(run_dir, draft, report, layout)

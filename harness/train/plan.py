@@ -7,7 +7,6 @@ the bundled structure of that model (its real config.json and a full weight inde
 
 from __future__ import annotations
 
-
 import dataclasses
 import sys
 import tempfile
@@ -17,7 +16,7 @@ from typing import Any
 from harness.engine.settings import SpeculativeSpec, engine_plan
 from harness.errors import BadInput
 from harness.recipe import Recipe
-from harness.verifier.layout import VerifierLayout, resolve_layout, validate_aux_layer_ids
+from harness.verifier.layout import VerifierLayout, resolve_layout
 
 GIB = 1024**3
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "auto": 2}
@@ -28,7 +27,7 @@ def _layout_for_plan(recipe: Recipe) -> tuple[VerifierLayout, str]:
     if v.path and (Path(v.path) / "config.json").is_file():
         return resolve_layout(v.path, v.weight_keys or None), f"checkpoint {v.path}"
     if v.reference:
-        from harness.verifier.reference import write_reference
+        from harness.verifier.bundled import write_reference
 
         folder = Path(tempfile.mkdtemp(prefix="harness-ref-")) / v.reference
         write_reference(v.reference, folder)
@@ -69,33 +68,32 @@ def _draft_params(cfg: dict[str, Any], draft_vocab: int, n_aux: int) -> int:
     return n_aux * h * h + cfg["num_hidden_layers"] * (attn + mlp) + draft_vocab * h
 
 
-def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> dict[str, Any]:
-    from harness.train.pipeline import draft_layer_config, torchrun_command
+def _structure_problems(recipe: Recipe, layout: VerifierLayout) -> list[str]:
+    """What the real verifier's structure says against this recipe (same checks as a real run)."""
+    from harness.draft.config import aux_layer_ids, check_draft_vocab
 
-    problems: list[str] = []
-    layout, source = _layout_for_plan(recipe)
-    e, t, d = recipe.engine, recipe.train, recipe.draft
-    plan: dict[str, Any] = {"recipe": recipe.name, "verifier_source": source}
-    if layout is None:
-        plan["note"] = "the stand-in is built on the first real run; the plan below omits verifier-specific values"
-        return plan
-    aux = list(d.aux_layer_ids or layout.default_aux_layer_ids)
-    try:
-        validate_aux_layer_ids(aux, layout.num_layers)
-    except BadInput as err:
-        problems.append(err.message)
-    if d.draft_vocab_size > layout.vocab_size:
-        problems.append(f"draft.draft_vocab_size {d.draft_vocab_size} > verifier vocab {layout.vocab_size}")
-    tp = e.tensor_parallel_size
+    e, problems = recipe.engine, []
+    for check in (aux_layer_ids, check_draft_vocab):
+        try:
+            check(recipe, layout)
+        except BadInput as err:
+            problems.append(err.message)
+    tp, pp = e.tensor_parallel_size, e.pipeline_parallel_size
     if layout.num_attention_heads % tp:
         problems.append(f"engine.tensor_parallel_size {tp} does not divide {layout.num_attention_heads} attention heads")
     experts = (layout.moe or {}).get("n_routed_experts")
-    if e.enable_expert_parallel and experts and experts % (tp * e.pipeline_parallel_size):
-        problems.append(f"{experts} routed experts do not split over {tp * e.pipeline_parallel_size} expert-parallel ranks")
+    if e.enable_expert_parallel and experts and experts % (tp * pp):
+        problems.append(f"{experts} routed experts do not split over {tp * pp} expert-parallel ranks")
     if e.device == "cuda" and layout.multimodal and not e.trust_remote_code:
         problems.append("a multimodal remote-code verifier on GPU needs engine.trust_remote_code = true")
+    weights_gib = _weights_gib(layout)
+    if e.device == "cuda" and weights_gib and weights_gib / (tp * pp) > 0.9 * 141:
+        problems.append(f"verifier weights {weights_gib} GiB do not fit {tp * pp} x 141 GiB (H200)")
+    return problems
 
-    plan["verifier"] = {
+
+def _verifier_section(layout: VerifierLayout) -> dict[str, Any]:
+    return {
         "architecture": list(layout.architectures), "model_type": layout.model_type,
         "text_model_type": layout.text_model_type, "num_layers": layout.num_layers,
         "hidden_size": layout.hidden_size, "vocab_size": layout.vocab_size,
@@ -107,29 +105,46 @@ def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> 
         "num_tensors": layout.num_tensors, "num_shards": layout.num_shards,
         "default_aux_layer_ids": list(layout.default_aux_layer_ids),
     }
-    py = "python" if e.device == "cuda" else sys.executable
-    # Commands name the recipe's checkpoint path even when checked against the bundled structure.
-    model_path = recipe.verifier.path or layout.path
 
-    def eplan(settings, spec=None):
-        return dataclasses.replace(engine_plan(settings, layout, spec), model=model_path)
 
-    serve = eplan(e)
+def _parallelism_section(recipe: Recipe) -> dict[str, Any]:
+    e, t = recipe.engine, recipe.train
     nodes = e.pipeline_parallel_size
-    plan["parallelism"] = {
-        "tensor_parallel_size": tp, "pipeline_parallel_size": e.pipeline_parallel_size,
-        "expert_parallel": e.enable_expert_parallel, "gpus_for_serving": tp * e.pipeline_parallel_size,
+    return {
+        "tensor_parallel_size": e.tensor_parallel_size, "pipeline_parallel_size": e.pipeline_parallel_size,
+        "expert_parallel": e.enable_expert_parallel, "gpus_for_serving": e.tensor_parallel_size * nodes,
         "nodes_for_serving": nodes, "executor": e.distributed_executor_backend or ("ray" if nodes > 1 else "mp"),
         "training_processes": t.nproc_per_node * t.nnodes, "training_nodes": t.nnodes, "fsdp": t.fsdp,
     }
-    plan["responses"] = {
-        "engine_command": " ".join(serve.server_command(py, "127.0.0.1", 8000)),
+
+
+@dataclasses.dataclass(frozen=True)
+class _Commands:
+    """Engine plans as the real run builds them, naming the recipe's checkpoint path even when
+    the dry run checks the bundled structure."""
+
+    recipe: Recipe
+    layout: VerifierLayout
+    python: str
+
+    def engine(self, spec: SpeculativeSpec | None = None):
+        model = self.recipe.verifier.path or self.layout.path
+        return dataclasses.replace(engine_plan(self.recipe.engine, self.layout, spec), model=model)
+
+
+def _responses_section(recipe: Recipe, cmds: _Commands) -> dict[str, Any]:
+    t, serve = recipe.train, cmds.engine()
+    return {
+        "engine_command": " ".join(serve.server_command(cmds.python, "127.0.0.1", 8000)),
         "env": serve.env, "workarounds": list(serve.workarounds),
         "num_prompts": _num_prompts(recipe), "max_new_tokens": t.max_new_tokens,
         "concurrency": t.response_concurrency, "temperature": t.response_temperature,
     }
-    n = plan["responses"]["num_prompts"]
-    tokens = (n or 0) * (t.max_new_tokens + 256)  # ~256 prompt tokens on average (an estimate)
+
+
+def _hidden_states_section(recipe: Recipe, cmds: _Commands, aux: list[int], run_dir: Path) -> dict[str, Any]:
+    t, layout = recipe.train, cmds.layout
+    tokens = (_num_prompts(recipe) or 0) * (t.max_new_tokens + 256)  # ~256 prompt tokens on average (an estimate)
     bytes_per = DTYPE_BYTES[t.hidden_states_dtype]
     disk = tokens * (len(aux) + 1) * layout.hidden_size * bytes_per
     hs: dict[str, Any] = {
@@ -141,46 +156,81 @@ def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> 
     if t.hidden_states_source == "vllm":
         from harness.train.vllm_states import extraction_plan
 
-        ext = dataclasses.replace(extraction_plan(e, layout, aux, run_dir / "hidden_raw"), model=model_path)
-        hs["extraction_command"] = " ".join(ext.server_command(py, "127.0.0.1", 8001))
+        ext = dataclasses.replace(extraction_plan(recipe.engine, layout, aux, run_dir / "hidden_raw"),
+                                  model=recipe.verifier.path or layout.path)
+        hs["extraction_command"] = " ".join(ext.server_command(cmds.python, "127.0.0.1", 8001))
         hs["note"] = "vLLM's extract_hidden_states needs CUDA (pinned memory, CUDA streams)"
-    plan["hidden_states"] = hs
+    return hs
+
+
+def _draft_and_memory_sections(recipe: Recipe, layout: VerifierLayout, aux: list[int]) -> dict[str, Any]:
+    from harness.draft.config import draft_layer_config
+
+    e, t, d = recipe.engine, recipe.train, recipe.draft
     dcfg = draft_layer_config(recipe, layout, e.max_model_len)
     params = _draft_params(dcfg, d.draft_vocab_size, len(aux))
     frozen = layout.vocab_size * layout.hidden_size * 2 + d.draft_vocab_size * layout.hidden_size  # embed + verifier head
     act = t.total_seq_len * t.ttt_steps * (dcfg["intermediate_size"] * 3 + layout.hidden_size * 12) * 4
     logits = t.total_seq_len * t.ttt_steps * d.draft_vocab_size * 4 * 3
-    gpu_bytes = params * 16 + frozen * 2 + act + logits  # fp32 weights+grads+Adam(2) = 16 B/param
-    if t.fsdp and t.nproc_per_node > 1:
-        gpu_bytes = params * 16 / (t.nproc_per_node * t.nnodes) + frozen * 2 + act + logits
-    plan["draft"] = {"layer_config": dcfg, "trainable_params": params, "draft_vocab_size": d.draft_vocab_size,
-                     "aux_layer_ids": aux, "ttt_steps": t.ttt_steps}
+    trainable = params * 16 / (t.nproc_per_node * t.nnodes) if t.fsdp and t.nproc_per_node > 1 else params * 16
+    gpu_bytes = trainable + frozen * 2 + act + logits  # fp32 weights+grads+Adam(2) = 16 B/param
     weights_gib = _weights_gib(layout)
-    plan["memory_estimates"] = {
-        "training_gpu_gib_per_process": round(gpu_bytes / GIB, 1),
-        "training_formula": "trainable x 16 B (fp32 weights, grads, Adam) + frozen embed/head + activations + logits",
-        "verifier_weights_gib": weights_gib,
-        "verifier_weights_gib_per_gpu": round(weights_gib / (tp * e.pipeline_parallel_size), 1) if weights_gib else None,
+    gpus = e.tensor_parallel_size * e.pipeline_parallel_size
+    return {
+        "draft": {"layer_config": dcfg, "trainable_params": params, "draft_vocab_size": d.draft_vocab_size,
+                  "aux_layer_ids": aux, "ttt_steps": t.ttt_steps},
+        "memory_estimates": {
+            "training_gpu_gib_per_process": round(gpu_bytes / GIB, 1),
+            "training_formula": "trainable x 16 B (fp32 weights, grads, Adam) + frozen embed/head + activations + logits",
+            "verifier_weights_gib": weights_gib,
+            "verifier_weights_gib_per_gpu": round(weights_gib / gpus, 1) if weights_gib else None,
+        },
     }
-    if e.device == "cuda" and weights_gib and weights_gib / (tp * e.pipeline_parallel_size) > 0.9 * 141:
-        problems.append(f"verifier weights {weights_gib} GiB do not fit {tp * e.pipeline_parallel_size} x 141 GiB (H200)")
-    plan["training"] = {
+
+
+def _training_section(recipe: Recipe, run_dir: Path) -> dict[str, Any]:
+    from harness.train.pipeline import torchrun_command
+
+    t = recipe.train
+    return {
         "launcher": t.launcher,
         "command": " ".join(torchrun_command(recipe, run_dir)) if t.launcher == "torchrun"
         else f"{sys.executable} -m harness.train.fit {run_dir}  (in-process)",
         "epochs": t.epochs, "lr": t.lr, "total_seq_len": t.total_seq_len, "loss": t.loss,
         "trainer": "speculators.train.trainer.Trainer (DDP" + (" + FSDP" if t.fsdp else "") + ")",
     }
+
+
+def _bench_section(recipe: Recipe, cmds: _Commands, run_dir: Path) -> dict[str, Any]:
+    b = recipe.bench
+    spec = cmds.engine(SpeculativeSpec(b.method, max(b.k), str(run_dir / "draft")))
+    return {
+        "suites": b.suites, "k": b.k, "concurrency": b.concurrency, "temperature": b.temperature,
+        "cells": len(b.suites) * len(b.k) * len(b.concurrency) * len(b.temperature),
+        "engines": 1 + len(b.k), "repeats": b.repeats, "engine": b.engine,
+        "baseline_command": " ".join(cmds.engine().server_command(cmds.python, "127.0.0.1", 8000)),
+        "speculative_command_example": " ".join(spec.server_command(cmds.python, "127.0.0.1", 8000)),
+    }
+
+
+def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> dict[str, Any]:
+    """Every command, config and estimate of a real run, checked against the verifier's structure."""
+    layout, source = _layout_for_plan(recipe)
+    plan: dict[str, Any] = {"recipe": recipe.name, "verifier_source": source}
+    if layout is None:
+        plan["note"] = "the stand-in is built on the first real run; the plan below omits verifier-specific values"
+        return plan
+    problems = _structure_problems(recipe, layout)
+    aux = list(recipe.draft.aux_layer_ids or layout.default_aux_layer_ids)
+    cmds = _Commands(recipe, layout, "python" if recipe.engine.device == "cuda" else sys.executable)
+    plan["verifier"] = _verifier_section(layout)
+    plan["parallelism"] = _parallelism_section(recipe)
+    plan["responses"] = _responses_section(recipe, cmds)
+    plan["hidden_states"] = _hidden_states_section(recipe, cmds, aux, run_dir)
+    plan.update(_draft_and_memory_sections(recipe, layout, aux))
+    plan["training"] = _training_section(recipe, run_dir)
     if include_bench:
-        b = recipe.bench
-        spec = eplan(e, SpeculativeSpec(b.method, max(b.k), str(run_dir / "draft")))
-        cells = len(b.suites) * len(b.k) * len(b.concurrency) * len(b.temperature)
-        plan["bench"] = {
-            "suites": b.suites, "k": b.k, "concurrency": b.concurrency, "temperature": b.temperature,
-            "cells": cells, "engines": 1 + len(b.k), "repeats": b.repeats, "engine": b.engine,
-            "baseline_command": " ".join(eplan(e).server_command(py, "127.0.0.1", 8000)),
-            "speculative_command_example": " ".join(spec.server_command(py, "127.0.0.1", 8000)),
-        }
+        plan["bench"] = _bench_section(recipe, cmds, run_dir)
     plan["checks"] = {"problems": problems, "ok": not problems}
     if problems:
         raise BadInput(f"dry run of {recipe.name}: {len(problems)} problem(s):\n" + "\n".join(f"  - {p}" for p in problems))

@@ -9,45 +9,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.errors import BadInput
-from harness.prompts import PromptRecord, load_jsonl, normalize_text, parse_record
-from harness.recipe import REPO_ROOT, Recipe
+from harness.paths import BUILTIN_TRAIN_PROMPTS as BUILTIN
+from harness.prompts import PromptRecord, load_hf_prompts, load_jsonl, normalize_text
+from harness.recipe import Recipe
 
-BUILTIN = REPO_ROOT / "train" / "prompts" / "builtin.jsonl"
 NGRAM = 12
 
 
-def load_hf_prompts(spec: str, field_map: dict[str, str], limit: int | None) -> list[PromptRecord]:
-    """`hf:<dataset>[:<split>]` through `datasets` (needs the network)."""
-    name, _, split = spec.removeprefix("hf:").partition(":")
-    try:
-        import datasets
-
-        ds = datasets.load_dataset(name, split=split or "train")
-    except Exception as e:  # noqa: BLE001 - any hub/network failure is the same advice
-        raise BadInput(f"{spec}: cannot load Hugging Face dataset {name!r} ({type(e).__name__}: {e}); "
-                       "online access is needed, or export it to JSONL and pass the file") from e
-    out = []
-    for i, row in enumerate(ds):
-        if limit is not None and len(out) >= limit:
-            break
-        obj = {field_map.get(k, k): v for k, v in dict(row).items()}
-        obj = {k: v for k, v in obj.items() if k in ("id", "prompt", "messages", "turns")}
-        out.append(parse_record(obj, f"{spec}[{i}]", fallback_id=f"{name}-{i}"))
-    return out
-
-
-def load_training_prompts(recipe: Recipe, base: Path | None = None) -> list[PromptRecord]:
+def load_training_prompts(recipe: Recipe) -> list[PromptRecord]:
     t = recipe.train
     if t.prompts == "builtin":
         records = load_jsonl(BUILTIN)
     elif t.prompts.startswith("hf:"):
         records = load_hf_prompts(t.prompts, t.prompt_field_map, t.num_prompts)
     else:
-        p = Path(t.prompts)
-        if not p.is_absolute() and base is not None and (base / p).exists():
-            p = base / p
-        records = load_jsonl(p, t.prompt_field_map or None)
+        records = load_jsonl(Path(t.prompts), t.prompt_field_map or None)
     if t.num_prompts is not None:
         records = records[: t.num_prompts]
     return records

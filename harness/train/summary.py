@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from harness.ui import fmt
 
-def _f(v, fmt: str = "{:.3f}") -> str:
-    return "-" if v is None else fmt.format(v)
+
+def _f(v, spec: str = "{:.3f}") -> str:
+    return fmt(v, spec)
 
 
 def render_train_summary(res, console) -> None:
     from rich.table import Table
 
-    r = res.report
+    r = res.report.to_dict()
     t = Table(title=f"draft trained: {res.draft_dir}", show_header=False, title_justify="left")
     t.add_column(style="bold")
     t.add_column()

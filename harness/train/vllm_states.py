@@ -23,8 +23,9 @@ from typing import Any
 
 import torch
 
-from harness.engine.settings import EngineSettings, EnginePlan, engine_plan
+from harness.engine.settings import EnginePlan, engine_plan
 from harness.errors import InfraError
+from harness.recipe import EngineSettings
 from harness.train.hidden_states import Sample
 from harness.verifier.layout import VerifierLayout
 

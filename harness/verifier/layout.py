@@ -225,19 +225,8 @@ def _eos_ids(folder: Path, cfg: dict[str, Any], tc: dict[str, Any]) -> tuple[int
     return tuple(found)
 
 
-def resolve_layout(path: str | Path, weight_keys: dict[str, str] | None = None) -> VerifierLayout:
-    """Resolve a verifier checkpoint folder into a VerifierLayout (see module docstring)."""
-    folder = Path(path).expanduser()
-    cfg = load_config(folder)
-    tc, nested = text_config_of(cfg)
-    where = str(folder / "config.json")
-    num_layers = _require_int(tc, "num_hidden_layers", where)
-    hidden = _require_int(tc, "hidden_size", where)
-    vocab = _require_int(tc, "vocab_size", where)
-    heads = _require_int(tc, "num_attention_heads", where)
-
-    wm = read_weight_map(folder)
-    keys = list(wm.weight_map)
+def _text_model_root(folder: Path, keys: list[str], num_layers: int) -> str:
+    """The weight prefix of the text model's decoder stack (e.g. 'language_model.model.')."""
     keyset = set(keys)
     roots = _decoder_roots(keys, num_layers)
     if not roots:
@@ -251,31 +240,31 @@ def resolve_layout(path: str | Path, weight_keys: dict[str, str] | None = None) 
         if len(with_embed) != 1:
             raise BadInput(f"{folder}: several decoder stacks with {num_layers} layers ({', '.join(roots)}); cannot tell the text model")
         roots = with_embed
-    root = roots[0]
-    decoder_prefix = root + "layers."
-    text_prefix = root[: -len("model.")] if root.endswith("model.") else root
-    wk = weight_keys or {}
+    return roots[0]
 
-    tie = tc.get("tie_word_embeddings", cfg.get("tie_word_embeddings"))
+
+_WHAT = {"embed_tokens": "token embedding", "final_norm": "final norm", "lm_head": "lm_head"}
+
+
+def _pick_borrowed(folder: Path, keys: list[str], root: str, text_prefix: str, tie: bool | None,
+                   weight_keys: dict[str, str]) -> tuple[dict[str, str], dict[str, tuple[str, ...]], bool]:
+    """The keys of embed_tokens, final_norm and lm_head (decoys ignored), and whether lm_head is tied."""
+    keyset = set(keys)
     picks: dict[str, str] = {}
     ignored: dict[str, tuple[str, ...]] = {}
-    expected = {
-        "embed_tokens": root + "embed_tokens.weight",
-        "final_norm": root + "norm.weight",
-        "lm_head": text_prefix + "lm_head.weight",
-    }
+    expected = {"embed_tokens": root + "embed_tokens.weight", "final_norm": root + "norm.weight",
+                "lm_head": text_prefix + "lm_head.weight"}
     for role in ("embed_tokens", "final_norm", "lm_head"):
-        cands = _candidates(keys, role, decoder_prefix)
-        key, others = _pick(role, expected[role], text_prefix, cands, str(folder), wk.get(role), keyset)
+        cands = _candidates(keys, role, root + "layers.")
+        key, others = _pick(role, expected[role], text_prefix, cands, str(folder), weight_keys.get(role), keyset)
         if others:
             ignored[role] = others
         if key is None:
             if role == "lm_head" and tie is not False:
                 continue
-            what = {"embed_tokens": "token embedding", "final_norm": "final norm", "lm_head": "lm_head"}[role]
             extra = " and tie_word_embeddings is false" if role == "lm_head" else ""
             raise BadInput(
-                f"{folder}: no {what} tensor found (looked for {expected[role]}{extra}); "
+                f"{folder}: no {_WHAT[role]} tensor found (looked for {expected[role]}{extra}); "
                 f"set verifier.weight_keys.{role} in the recipe to its key"
             )
         picks[role] = key
@@ -283,7 +272,11 @@ def resolve_layout(path: str | Path, weight_keys: dict[str, str] | None = None) 
         tie = "lm_head" not in picks
     if tie:
         picks["lm_head"] = picks["embed_tokens"]
+    return picks, ignored, bool(tie)
 
+
+def _tensor_refs(folder: Path, wm, picks: dict[str, str], vocab: int, hidden: int) -> dict[str, TensorRef]:
+    """Where each borrowed tensor lives, checked against the text config's shapes (headers only)."""
     expected_shapes = {"embed_tokens": (vocab, hidden), "lm_head": (vocab, hidden), "final_norm": (hidden,)}
     headers: dict[str, dict] = {}
     refs: dict[str, TensorRef] = {}
@@ -304,12 +297,18 @@ def resolve_layout(path: str | Path, weight_keys: dict[str, str] | None = None) 
                     "config.json and the weights disagree"
                 )
         refs[role] = TensorRef(role, key, shard, expected_shapes[role], shape, dtype)
+    return refs
 
-    moe = None
-    if tc.get("n_routed_experts") or tc.get("num_local_experts") or tc.get("num_experts"):
-        moe = {k: tc[k] for k in ("n_routed_experts", "num_local_experts", "num_experts", "n_shared_experts",
-                                  "num_experts_per_tok", "first_k_dense_replace", "moe_intermediate_size",
-                                  "scoring_func", "topk_method", "routed_scaling_factor") if k in tc}
+
+def _moe_of(tc: dict[str, Any]) -> dict[str, Any] | None:
+    if not (tc.get("n_routed_experts") or tc.get("num_local_experts") or tc.get("num_experts")):
+        return None
+    return {k: tc[k] for k in ("n_routed_experts", "num_local_experts", "num_experts", "n_shared_experts",
+                               "num_experts_per_tok", "first_k_dense_replace", "moe_intermediate_size",
+                               "scoring_func", "topk_method", "routed_scaling_factor") if k in tc}
+
+
+def _rope_of(tc: dict[str, Any]) -> dict[str, Any]:
     rope = tc.get("rope_parameters") or tc.get("rope_scaling")
     rope = dict(rope) if isinstance(rope, dict) else {}
     if "type" in rope and "rope_type" not in rope:
@@ -317,8 +316,27 @@ def resolve_layout(path: str | Path, weight_keys: dict[str, str] | None = None) 
     rope.setdefault("rope_type", "default")
     if "rope_theta" in tc:
         rope.setdefault("rope_theta", tc["rope_theta"])
+    return rope
 
-    eos_ids = _eos_ids(folder, cfg, tc)
+
+def resolve_layout(path: str | Path, weight_keys: dict[str, str] | None = None) -> VerifierLayout:
+    """Resolve a verifier checkpoint folder into a VerifierLayout (see module docstring)."""
+    folder = Path(path).expanduser()
+    cfg = load_config(folder)
+    tc, nested = text_config_of(cfg)
+    where = str(folder / "config.json")
+    num_layers = _require_int(tc, "num_hidden_layers", where)
+    hidden = _require_int(tc, "hidden_size", where)
+    vocab = _require_int(tc, "vocab_size", where)
+    heads = _require_int(tc, "num_attention_heads", where)
+    wm = read_weight_map(folder)
+    keys = list(wm.weight_map)
+    root = _text_model_root(folder, keys, num_layers)
+    text_prefix = root[: -len("model.")] if root.endswith("model.") else root
+    picks, ignored, tie = _pick_borrowed(folder, keys, root, text_prefix,
+                                         tc.get("tie_word_embeddings", cfg.get("tie_word_embeddings")),
+                                         weight_keys or {})
+    refs = _tensor_refs(folder, wm, picks, vocab, hidden)
     return VerifierLayout(
         path=str(folder.resolve()),
         model_type=str(cfg.get("model_type", "")),
@@ -330,12 +348,12 @@ def resolve_layout(path: str | Path, weight_keys: dict[str, str] | None = None) 
         vocab_size=vocab,
         num_attention_heads=heads,
         attention="mla" if tc.get("kv_lora_rank") else "mha",
-        moe=moe,
-        rope=rope,
+        moe=_moe_of(tc),
+        rope=_rope_of(tc),
         tie_word_embeddings=bool(tie),
         quantization=_quantization(cfg, tc),
         text_prefix=text_prefix,
-        decoder_prefix=decoder_prefix,
+        decoder_prefix=root + "layers.",
         embed_tokens=refs["embed_tokens"],
         lm_head=refs["lm_head"],
         final_norm=refs["final_norm"],
@@ -343,7 +361,7 @@ def resolve_layout(path: str | Path, weight_keys: dict[str, str] | None = None) 
         num_tensors=len(keys),
         num_shards=len(wm.shards),
         structure_only=wm.structure_only,
-        eos_token_ids=eos_ids,
+        eos_token_ids=_eos_ids(folder, cfg, tc),
         ignored_candidates=ignored,
         text_config=tc,
     )

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.ui import fmt as ui_fmt
+
 # What identifies a measured setting across runs (the draft label may differ between runs).
 SETTING = ("suite", "k", "concurrency", "temperature")
 # Cells that differ in any of these measured different things: never aligned by accident.
@@ -80,8 +82,4 @@ def is_speculative(row: dict[str, Any]) -> bool:
 
 
 def fmt(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
+    return ui_fmt(value, f"{{:.{digits}f}}" if isinstance(value, float) else "{}", none="—")

@@ -31,37 +31,8 @@ import math
 import random
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
-
-@dataclass(frozen=True)
-class SpecCounters:
-    num_drafts: int = 0
-    num_draft_tokens: int = 0
-    num_accepted_tokens: int = 0
-    accepted_per_pos: tuple[int, ...] = field(default_factory=tuple)
-
-    def __sub__(self, before: SpecCounters) -> SpecCounters:
-        n = max(len(self.accepted_per_pos), len(before.accepted_per_pos))
-        a = self.accepted_per_pos + (0,) * (n - len(self.accepted_per_pos))
-        b = before.accepted_per_pos + (0,) * (n - len(before.accepted_per_pos))
-        return SpecCounters(
-            self.num_drafts - before.num_drafts,
-            self.num_draft_tokens - before.num_draft_tokens,
-            self.num_accepted_tokens - before.num_accepted_tokens,
-            tuple(x - y for x, y in zip(a, b)),
-        )
-
-    def __add__(self, other: SpecCounters) -> SpecCounters:
-        n = max(len(self.accepted_per_pos), len(other.accepted_per_pos))
-        a = self.accepted_per_pos + (0,) * (n - len(self.accepted_per_pos))
-        b = other.accepted_per_pos + (0,) * (n - len(other.accepted_per_pos))
-        return SpecCounters(
-            self.num_drafts + other.num_drafts,
-            self.num_draft_tokens + other.num_draft_tokens,
-            self.num_accepted_tokens + other.num_accepted_tokens,
-            tuple(x + y for x, y in zip(a, b)),
-        )
+from harness.engine.counters import SpecCounters
 
 
 def acceptance_length(c: SpecCounters) -> float | None:
@@ -107,6 +78,10 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     pos = (len(xs) - 1) * q / 100.0
     lo, hi = math.floor(pos), math.ceil(pos)
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def median(values: Sequence[float]) -> float | None:

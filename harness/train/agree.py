@@ -104,9 +104,8 @@ def check_agreement(layout, settings, num_prompts: int = 16, max_tokens: int = 6
 
     from harness.engine.offline import OfflineEngine
     from harness.engine.settings import engine_plan
-    from harness.prompts import render
+    from harness.prompts import load_jsonl, render
     from harness.train.prompts import BUILTIN
-    from harness.prompts import load_jsonl
     from harness.verifier.hf_text import load_text_model
 
     tok = AutoTokenizer.from_pretrained(layout.path, trust_remote_code=settings.trust_remote_code)
@@ -164,3 +163,13 @@ def probe_layers(layout, settings, token_ids: Sequence[int], model=None) -> list
     with OfflineEngine(engine_plan(settings, layout), settings.startup_timeout_s, settings.request_timeout_s,
                        probe=True) as eng:
         return layer_differences(layout, eng, token_ids, list(range(1, layout.num_layers)), model=model)
+
+
+def locate_disagreement(layout, settings, token_ids: Sequence[int], hints: list[str],
+                        model=None) -> list[dict[str, Any]]:
+    """Probe vLLM's layers on one prompt; put where the forwards part first among the hints."""
+    layers = probe_layers(layout, settings, token_ids, model=model)
+    part = where_they_part(layers)
+    if part:
+        hints.insert(0, part)
+    return layers

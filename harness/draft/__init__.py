@@ -1,0 +1,1 @@
+"""Drafts: the verifier a draft serves, its layer config, reference drafts, and what is benched."""

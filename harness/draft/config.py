@@ -1,0 +1,43 @@
+"""The draft's shape for a verifier: which verifier layers it reads, its decoder config, its
+vocabulary bound. One place, used by training, the dry run and the reference drafts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.errors import BadInput
+from harness.recipe import Recipe
+from harness.verifier.layout import VerifierLayout, validate_aux_layer_ids
+
+
+def aux_layer_ids(recipe: Recipe, layout: VerifierLayout) -> list[int]:
+    ids = list(recipe.draft.aux_layer_ids or layout.default_aux_layer_ids)
+    validate_aux_layer_ids(ids, layout.num_layers)
+    return ids
+
+
+def check_draft_vocab(recipe: Recipe, layout: VerifierLayout) -> None:
+    if recipe.draft.draft_vocab_size > layout.vocab_size:
+        raise BadInput(f"draft.draft_vocab_size {recipe.draft.draft_vocab_size} exceeds the verifier's vocabulary "
+                       f"({layout.vocab_size}); set it to at most {layout.vocab_size}")
+
+
+def draft_layer_config(recipe: Recipe, layout: VerifierLayout, max_model_len: int) -> dict[str, Any]:
+    """The draft decoder's LlamaConfig values (EAGLE-3 drafts are Llama layers in vLLM)."""
+    d, tc = recipe.draft, layout.text_config
+    h = layout.hidden_size
+    heads = d.num_attention_heads or layout.num_attention_heads
+    return {
+        "vocab_size": layout.vocab_size,
+        "hidden_size": h,
+        "intermediate_size": d.intermediate_size or 4 * h,
+        "num_hidden_layers": d.num_layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": d.num_key_value_heads or heads,
+        "head_dim": d.head_dim or h // heads,
+        "hidden_act": "silu",
+        "max_position_embeddings": int(tc.get("max_position_embeddings") or max_model_len),
+        "rms_norm_eps": float(tc.get("rms_norm_eps", 1e-6)),
+        "rope_parameters": {"rope_type": "default", "rope_theta": float((layout.rope or {}).get("rope_theta", 10000.0))},
+        "tie_word_embeddings": False,
+    }

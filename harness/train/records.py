@@ -1,0 +1,77 @@
+"""Typed records that cross module lines in training: what the fit stage is told (`FitConfig`,
+saved as fit_plan.json for torchrun ranks) and what a finished training reports (`TrainReport`,
+saved as train_report.json). Dicts exist only at the JSON edge."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class FitConfig:
+    verifier: str
+    vocab_path: str
+    hidden_dir: str
+    checkpoint_dir: str
+    draft_layer_config: dict[str, Any]
+    aux_layer_ids: list[int]
+    draft_vocab_size: int
+    ttt_steps: int
+    ttt_step_loss_decay: float
+    loss: str
+    attn_impl: str
+    hidden_states_dtype: str
+    validation_fraction: float
+    total_seq_len: int
+    lr: float
+    epochs: int
+    max_steps: int | None
+    scheduler: str
+    warmup_ratio: float
+    seed: int
+    fsdp: bool = False
+    weight_keys: dict[str, str] = field(default_factory=dict)
+    trust_remote_code: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FitConfig:
+        return cls(**data)
+
+
+PREDICTED_AL_DEFINITION = ("1 + sum over TTT steps k of held-out full_acc_k (draft steps 0..k all equal the "
+                           "verifier's argmax); equals vLLM's AL at T=0 when train and serve agree")
+
+
+@dataclass(frozen=True)
+class TrainReport:
+    predicted_acceptance_length: float | None
+    held_out_full_acc: list[float]
+    held_out_cond_acc: list[float]
+    held_out_loss: float | None
+    train_loss_first: float | None
+    train_loss_last: float | None
+    train_wall_s: float | None
+    train_tokens: int | None
+    train_tok_per_s: float | None
+    global_step: int | None
+    num_train_samples: int | None
+    num_val_samples: int | None
+    hidden_states: dict[str, Any]
+    agreement: float | None
+    vocab: dict[str, Any]
+    # The longest training sample (prompt + response tokens): the context the draft has seen.
+    train_context_len: int | None = None
+    predicted_acceptance_length_definition: str = PREDICTED_AL_DEFINITION
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainReport:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
