@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the project's CPU environment in .venv (idempotent; a stamp skips work already done).
 #
-# Order matters (FACTS.md §3): torch 2.13.0+cpu first, then everything else with --no-deps from
+# Order matters (docs/facts.md §3): torch 2.13.0+cpu first, then everything else with --no-deps from
 # the lock under a constraint that holds torch, so no resolver can pull a CUDA torch or PyPI's
 # torchvision/torchaudio (which break transformers imports beside a CPU torch).
 set -euo pipefail

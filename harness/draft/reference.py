@@ -2,7 +2,7 @@
 
 - oracle: a draft that copies its verifier exactly, so AL must read k+1, acceptance 1.0 and
   lossless 100 %. A one-layer draft cannot copy a real model, so the oracle comes with its own
-  verifier, derived from the one under test (FACTS.md §3): every token embeds to the same
+  verifier, derived from the one under test (docs/facts.md §3): every token embeds to the same
   vector v and every residual-branch output projection (attention o_proj, MLP/expert
   down_proj) is zeroed, so each position's hidden state is v and the verifier always emits
   T = argmax(lm_head · norm(v)); v is chosen along lm_head[T] and the final norm's gain scaled

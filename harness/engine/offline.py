@@ -2,7 +2,7 @@
 
 Why a child: vLLM reads environment switches (VLLM_MLA_DISABLE, VLLM_CPU_KVCACHE_SPACE) at
 config time and may cache them, and an in-process engine cuts torch to one thread for the rest
-of its process (FACTS.md §7). A child gets its own environment and threads, dies cleanly, and
+of its process (docs/facts.md §7). A child gets its own environment and threads, dies cleanly, and
 keeps vLLM out of the harness process. The child drives `LLMEngine.add_request/step` itself
 so that at most `concurrency` requests are in flight and every token's arrival is timed.
 

@@ -62,7 +62,7 @@ class EnginePlan:
                 *kwargs_to_flags(self.engine_kwargs), *self.server_flags]
 
 
-# The rope kernel defect (FACTS.md §7): vLLM-CPU's rotary_embedding op assumes a 2-D
+# The rope kernel defect (docs/facts.md §7): vLLM-CPU's rotary_embedding op assumes a 2-D
 # [tokens, heads*head_size] query; DeepSeek/Kimi attention passes 3-D strided [T, heads, 64]
 # slices, so most query heads are left unrotated. Only the plain ("default") rope reaches that
 # kernel (YaRN's DeepSeek class has no CPU kernel and runs PyTorch). Remove this once

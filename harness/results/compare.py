@@ -4,7 +4,7 @@ Cells are aligned on the `by` columns (default suite, k, concurrency, temperatur
 mode (baseline / speculative); the draft label joins the key only when a run holds several
 drafts, so runs of differently named drafts still line up. Cells measured against a different
 verifier, max tokens or suite revision are refused unless `force` (their numbers do not
-measure the same thing). Metric definitions: harness/bench/measure.py.
+measure the same thing). Metric definitions: harness/metrics.py.
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def to_rich(result: CompareResult):
     from rich.table import Table
 
     t = Table(title=f"compare: {len(result.runs)} run(s), deltas vs {result.runs[0]}",
-              caption="definitions: harness/bench/measure.py (AL = 1 + accepted/drafts, incl. bonus token)")
+              caption="definitions: harness/metrics.py (AL = 1 + accepted/drafts, incl. bonus token)")
     for h in _headers(result):
         t.add_column(escape(h), justify="right" if h not in ("suite", "mode", "metric", "draft") else "left")
     for ln in result.lines:
@@ -168,7 +168,7 @@ def to_markdown(result: CompareResult) -> str:
            "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     out += ["| " + " | ".join([*_key_cells(ln), ln.metric, *_cells(result, ln)]) + " |" for ln in result.lines]
     out += [""] + [f"- {n}" for n in result.notes()]
-    out.append("\nDefinitions: `harness/bench/measure.py` — AL = 1 + accepted/drafts (pooled, incl. the bonus "
+    out.append("\nDefinitions: `harness/metrics.py` — AL = 1 + accepted/drafts (pooled, incl. the bonus "
                "token); draft acceptance rate = accepted/draft tokens; speedup = spec ÷ baseline output tok/s.")
     return "\n".join(out) + "\n"
 

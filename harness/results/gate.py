@@ -16,7 +16,7 @@ Baseline folder, results/baselines/<name>/ (committed; what CI gates against):
 Checks, per speculative cell of the run matched to a baseline cell on (suite, k, concurrency,
 temperature) — the draft label may differ between runs:
   acceptance_length     >= baseline AL × (1 − tolerance)
-  per_position_rate[i]  >= floor[i], i = 1..k (unconditional rates, harness/bench/measure.py)
+  per_position_rate[i]  >= floor[i], i = 1..k (unconditional rates, harness/metrics.py)
   speedup               >= min_speedup (only when given)
 Precedence (flag > file > default): tolerance = the argument, else the baseline's; floors = the
 argument, else the baseline's stored floors when no tolerance was given, else baseline
@@ -344,7 +344,7 @@ def to_markdown(res: GateResult) -> str:
     out += ["| " + " | ".join(_row(c)[:-1] + ["pass" if c.passed else "**FAIL**"]) + " |" for c in res.checks]
     out += [""] + [f"- {n}" for n in notes(res)]
     out.append("\nAL = 1 + accepted/drafts (pooled, incl. the bonus token); per_position_rate[i] = accepted at "
-               "position i / drafts; speedup = spec ÷ baseline output tok/s (harness/bench/measure.py).")
+               "position i / drafts; speedup = spec ÷ baseline output tok/s (harness/metrics.py).")
     return "\n".join(out) + "\n"
 
 

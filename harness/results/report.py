@@ -1,6 +1,6 @@
 """`harness report`: one run as report.md + a self-contained report.html (plots embedded as
 base64 PNG data URIs) + the PNGs themselves. Built as a list of blocks rendered twice, so the
-two files always say the same thing. Every number's definition is stated (harness/bench/measure.py).
+two files always say the same thing. Every number's definition is stated (harness/metrics.py).
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def build_blocks(run: Run, images: list[tuple[str, str]]) -> list[tuple]:
     done = _completeness(run)
     if done:
         blocks += [("h", 2, "What this run lacks"), *done]
-    blocks += [("h", 2, "Definitions (harness/bench/measure.py)"), ("list", DEFINITIONS)]
+    blocks += [("h", 2, "Definitions (harness/metrics.py)"), ("list", DEFINITIONS)]
     if spec:
         ref = plots.reference_cells(run.rows)
         blocks += [("h", 2, f"Summary by suite (largest k, T={t:g}, concurrency {c})"),

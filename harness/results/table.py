@@ -10,7 +10,7 @@ A killed run keeps every finished cell; `--resume` runs only the missing ones. O
 pandas loads a run: `pd.read_parquet("results/runs/<id>/results.parquet")`.
 
 Columns (raw counters are kept so any other definition can be recomputed; the formulas are
-in harness/bench/measure.py):
+in harness/metrics.py):
   identity   run_id cell_id draft method mode suite suite_version suite_sha k concurrency
              temperature top_p max_tokens repeats engine rejection_sample_method
              verifier_hash draft_hash

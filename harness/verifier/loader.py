@@ -2,7 +2,7 @@
 
 speculators 0.9.0 builds a draft with `Eagle3DraftModel.from_training_args(...)`, which ends in
 `load_verifier_weights()`. That one method is where the library's assumptions break for
-verifiers like Kimi-K2.5 (FACTS.md §2):
+verifiers like Kimi-K2.5 (docs/facts.md §2):
   - it resolves embed_tokens / lm_head / model.norm by exact name, then the *shortest* suffix
     match, so a same-shaped copy under a shorter prefix outside the text model (an MTP block, a
     vision adapter) wins silently over `language_model.model.embed_tokens.weight`;

@@ -6,10 +6,10 @@ with small numbers. Pure data: no torch, no files.
   `text_config`, a small vision tower, weights under `language_model.`.
 - deepseek-v3: the same text model as a plain text-only checkpoint. Its rope defaults to the
   plain ("default") type, whose vLLM-CPU kernel mishandles DeepSeek's 3-D query slices
-  (FACTS.md §7); it is the stand-in that exercises that path.
+  (docs/facts.md §7); it is the stand-in that exercises that path.
 - llama: a plain dense Llama (GQA) checkpoint.
 
-The CPU MLA kernel needs kv_lora_rank 512 and qk_rope_head_dim 64 even in a tiny model (FACTS.md
+The CPU MLA kernel needs kv_lora_rank 512 and qk_rope_head_dim 64 even in a tiny model (docs/facts.md
 §3), so those two keep their real values.
 """
 

@@ -9,7 +9,7 @@ The content is deliberately disjoint from the benchmark suites in
 ``bench/suites/``: different topics, different passages and different wording.
 Only the Python standard library is used.
 
-Usage:  python3 train/prompts/make_builtin.py
+Usage:  python3 scripts/make_builtin_prompts.py
 """
 
 import json
@@ -26,7 +26,7 @@ TARGETS = {  # prompts per category (all must be reached)
     "translation": 400,
     "qa": 360,
 }
-OUT_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "builtin.jsonl")
+OUT_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train", "prompts", "builtin.jsonl")
 
 # ---------------------------------------------------------------------------
 # Shared vocab
@@ -1178,7 +1178,8 @@ def gen_qa(rng):
 # Assemble
 # ---------------------------------------------------------------------------
 
-def main():
+def build_records() -> list[dict]:
+    """The built-in training prompts, in file order (deterministic: seeded)."""
     rng = random.Random(SEED)
     generators = {
         "chat": gen_chat, "code": gen_code, "math": gen_math,
@@ -1200,12 +1201,19 @@ def main():
         rng.shuffle(pool)
         selected.extend((cat, t) for t in pool[:need])
     rng.shuffle(selected)
-    with open(OUT_PATH, "w", encoding="utf-8") as f:
-        for i, (cat, text) in enumerate(selected, 1):
-            rec = {"id": f"train-{i:05d}", "category": cat,
-                   "messages": [{"role": "user", "content": text}]}
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-    print(f"wrote {len(selected)} prompts to {OUT_PATH}")
+    return [{"id": f"train-{i:05d}", "category": cat, "messages": [{"role": "user", "content": text}]}
+            for i, (cat, text) in enumerate(selected, 1)]
+
+
+def render(records: list[dict]) -> str:
+    return "".join(json.dumps(rec, ensure_ascii=False) + "\n" for rec in records)
+
+
+def main(out_path: str = OUT_PATH):
+    records = build_records()
+    with open(out_path, "w", encoding="utf-8") as f:
+        f.write(render(records))
+    print(f"wrote {len(records)} prompts to {out_path}")
 
 
 if __name__ == "__main__":
