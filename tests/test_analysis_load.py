@@ -95,7 +95,10 @@ def test_best_k_per_concurrency_allows_no_speculation():
 
 
 def test_schedule_is_what_vllm_accepts_and_maps_batch_sizes_to_the_nearest_measured_load():
-    from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup, validate_and_normalize_dynamic_sd_schedule
+    from vllm.v1.spec_decode.dynamic.utils import (
+        build_dynamic_sd_schedule_lookup,
+        validate_and_normalize_dynamic_sd_schedule,
+    )
 
     best = load.best_k(TOK_S)
     schedule = load.batch_size_schedule(best)

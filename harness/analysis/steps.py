@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -128,7 +129,7 @@ def step_counters(req: RequestSteps, mask: np.ndarray | None = None, k: int | No
         acc, drafted = acc[mask], drafted[mask]
     k = _k([req]) if k is None else k
     per_pos = tuple(int((acc > i).sum()) for i in range(k))
-    return SpecCounters(int(len(acc)), int(drafted.sum()), int(acc.sum()), per_pos)
+    return SpecCounters(len(acc), int(drafted.sum()), int(acc.sum()), per_pos)
 
 
 def pooled_counters(requests: Sequence[RequestSteps], k: int | None = None) -> SpecCounters:
@@ -180,7 +181,7 @@ def split_steps(requests: Sequence[RequestSteps], group_of: Callable[[RequestSte
 def bucket_labels(edges: Sequence[int]) -> list[str]:
     """(64, 256) -> ['0-63', '64-255', '256+']: inclusive integer ranges."""
     bounds = [0, *edges]
-    return [f"{lo}-{hi - 1}" for lo, hi in zip(bounds, bounds[1:])] + [f"{bounds[-1]}+"]
+    return [f"{lo}-{hi - 1}" for lo, hi in pairwise(bounds)] + [f"{bounds[-1]}+"]
 
 
 def _check_edges(edges: Sequence[int], what: str) -> None:
