@@ -177,7 +177,8 @@ def crossover_from_bounds(concurrencies: Sequence[float], speedups: Sequence[Est
 
 def crossover_from_replicates(concurrencies: Sequence[float], speedups: Sequence[float], replicates: np.ndarray,
                               level: float = 0.95) -> Crossover:
-    """replicates: shape (resamples, len(concurrencies)), column j the replicates at concurrency j."""
+    """replicates: shape (resamples, len(concurrencies)), column j the replicates at concurrency j
+    (speedup_replicates of that cell; give each concurrency its own seed: the cells are independent)."""
     reps = np.asarray(replicates, dtype=float)
     if reps.ndim != 2 or reps.shape[1] != len(concurrencies):
         raise BadInput(f"replicates must be (resamples, {len(concurrencies)}), got shape {reps.shape}")
