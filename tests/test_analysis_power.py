@@ -7,8 +7,8 @@ import math
 import pytest
 
 from harness.analysis import power
-from harness.bench.measure import bootstrap_ci
 from harness.errors import BadInput
+from harness.metrics import bootstrap_ci
 
 # 8 prompts at k=3, ~32 verify steps each, per-request AL spread as the demo's suites show (2.2-3.8)
 DRAFTS = [31, 36, 28, 44, 26, 33, 30, 40]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from harness.analysis import steps
-from harness.bench.measure import SpecCounters, acceptance_length, bootstrap_ci, per_position_rates
+from harness.engine.counters import SpecCounters
 from harness.errors import BadInput
+from harness.metrics import acceptance_length, bootstrap_ci, per_position_rates
 
 # Two requests at k=3, shaped like vLLM's RequestSpecDecodeMetrics.to_dict() at the detailed level.
 VLLM_A = {"mean_acceptance_length": 2.75, "draft_acceptance_rate": 7 / 12, "acceptance_histogram": [1, 1, 0, 2],

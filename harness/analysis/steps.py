@@ -54,8 +54,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.bench.measure import SpecCounters, acceptance_length, bootstrap_ci
+from harness.engine.counters import SpecCounters
 from harness.errors import BadInput
+from harness.metrics import acceptance_length, bootstrap_ci
 
 FIRST_STEP_POSITION = 1  # output token 0 comes from the prefill, before any verify step
 OUTPUT_EDGES = (64, 256)
