@@ -38,6 +38,16 @@ class MainJobResult:
     gate_exit: int | None = None
     notes: list[str] = field(default_factory=list)
     train_report: TrainReport | None = None
+    # Where the time went: (stage, seconds) in order, and each bench engine's startup seconds.
+    stage_s: list[tuple[str, float]] = field(default_factory=list)
+    engine_startup_s: dict[str, float] = field(default_factory=dict)
+
+
+def _engine_startups(run_dir: Path) -> dict[str, float]:
+    from harness.bench.manifest import read_manifest
+
+    engines = read_manifest(run_dir).get("engines") or {}
+    return {name: e["startup_s"] for name, e in engines.items() if e.get("startup_s") is not None}
 
 
 def default_run_dir(recipe: Recipe) -> Path:
@@ -119,10 +129,13 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
     gate_result = _run_gate(recipe, run_dir, paths, notes)
     gate_exit = gate_result.exit_code if gate_result is not None else None
     rows = _summary_rows(run_dir, gate_result)
-    result = MainJobResult(run_dir, rows, paths, time.perf_counter() - t0, gate_exit, notes, trained.report)
+    result = MainJobResult(run_dir, rows, paths, time.perf_counter() - t0, gate_exit, notes, trained.report,
+                           [(n, round(s, 1)) for n, s in reporter.timings], _engine_startups(run_dir))
     atomic_write_json(run_dir / "summary.json", {"rows": rows, "paths": paths, "wall_s": result.wall_s,
                                                  "gate_exit": gate_exit, "notes": notes,
-                                                 "train_report": trained.report.to_dict()})
+                                                 "train_report": trained.report.to_dict(),
+                                                 "stage_s": result.stage_s,
+                                                 "engine_startup_s": result.engine_startup_s})
     return result
 
 
@@ -149,6 +162,10 @@ def render_summary(res: MainJobResult, console) -> None:
         console.print(f"  {k:14s} {v}")
     for n in res.notes:
         console.print(f"[yellow]note:[/] {n}")
+    if res.stage_s:
+        console.print("time by stage: " + " · ".join(f"{n} {s:.0f} s" for n, s in res.stage_s)
+                      + ("  (bench engine startups: " + ", ".join(f"{n} {s:.0f} s" for n, s in res.engine_startup_s.items())
+                         + ")" if res.engine_startup_s else ""))
     console.print(f"wall time {res.wall_s:.0f} s")
 
 

@@ -8,17 +8,32 @@ from typing import Any
 
 
 class Reporter:
-    """Silent reporter (the interface)."""
+    """Silent reporter (the interface). Every reporter keeps the wall time of each stage, so a
+    run can say where its time went (`timings`, in order, seconds)."""
 
-    def stage(self, name: str, total: int | None = None, unit: str = "") -> None: ...
+    def __init__(self) -> None:
+        self.timings: list[tuple[str, float]] = []
+        self._stage: tuple[str, float] | None = None
+
+    def stage(self, name: str, total: int | None = None, unit: str = "") -> None:
+        self._end_stage()
+        self._stage = (name, time.perf_counter())
+
+    def _end_stage(self) -> None:
+        if getattr(self, "_stage", None) is not None:
+            name, t0 = self._stage
+            self.timings.append((name, time.perf_counter() - t0))
+            self._stage = None
 
     def advance(self, n: int = 1, **fields: Any) -> None: ...
 
-    def done(self, summary: str = "") -> None: ...
+    def done(self, summary: str = "") -> None:
+        self._end_stage()
 
     def log(self, message: str) -> None: ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        self._end_stage()
 
 
 class RichReporter(Reporter):
@@ -31,6 +46,7 @@ class RichReporter(Reporter):
             TimeElapsedColumn,
         )
 
+        super().__init__()
         self.console = stderr_console()
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -43,8 +59,8 @@ class RichReporter(Reporter):
 
     def stage(self, name: str, total: int | None = None, unit: str = "") -> None:
         self.done()
+        super().stage(name, total, unit)
         self.task = self.progress.add_task(name, total=total, info="")
-        self._name = name
 
     def advance(self, n: int = 1, **fields: Any) -> None:
         if self.task is None:
@@ -53,6 +69,7 @@ class RichReporter(Reporter):
         self.progress.update(self.task, advance=n, **({"info": info} if fields else {}))
 
     def done(self, summary: str = "") -> None:
+        super().done(summary)
         if self.task is not None:
             t = self.progress.tasks[-1]
             if t.total is None:
@@ -68,6 +85,7 @@ class RichReporter(Reporter):
 
     def close(self) -> None:
         self.done()
+        super().close()
         self.progress.stop()
 
 

@@ -66,6 +66,12 @@ def start_manifest(run_dir: Path, recipe: Recipe, planned: list[str], drafts: li
     )
 
 
+def record_engine(run_dir: Path, name: str, engine) -> None:
+    """Each engine the run started, as it was started (arguments, environment, startup seconds)."""
+    engines = read_manifest(run_dir).get("engines") or {}
+    update_manifest(run_dir, engines={**engines, name: engine.describe()})
+
+
 @contextlib.contextmanager
 def run_status(run_dir: Path, reporter: Reporter) -> Iterator[None]:
     """Mark the run complete, interrupted or failed, whichever way the block ends."""

@@ -246,6 +246,7 @@ class OfflineEngine:
         self._host = _acquire(plan.env, probe)
         self._conn, self._proc = self._host.conn, self._host.proc
         track(self)
+        t0 = time.perf_counter()
         try:
             self._conn.send(("open", plan, request_timeout_s, str(log_path)))
             msg = self._recv(startup_timeout_s, "start")
@@ -256,7 +257,7 @@ class OfflineEngine:
             self.close()
             raise InfraError(f"vLLM engine failed to start for {plan.model}: {msg[1]}; last lines of "
                              f"{log_path}:\n{tail(log_path)}")
-        self.info = msg[1]
+        self.info = {**msg[1], "startup_s": round(time.perf_counter() - t0, 1)}
 
     def _recv(self, timeout_s: float, what: str):
         deadline = time.monotonic() + timeout_s

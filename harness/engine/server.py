@@ -269,11 +269,13 @@ class ServerEngine(_OpenAIServer):
         self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env,
                                       start_new_session=True)
         track(self)
+        t0 = time.perf_counter()
         try:
             self._wait_healthy(startup_timeout_s)
         except BaseException:  # Ctrl-C while starting: stop what was started
             self.close()
             raise
+        self.startup_s = round(time.perf_counter() - t0, 1)
 
     def _wait_healthy(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -295,7 +297,8 @@ class ServerEngine(_OpenAIServer):
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "kind": "server", "model": self.plan.model,
                 "engine_kwargs": self.plan.engine_kwargs, "env": self.plan.env,
-                "workarounds": list(self.plan.workarounds), "log": str(self.log_path)}
+                "workarounds": list(self.plan.workarounds), "log": str(self.log_path),
+                "startup_s": getattr(self, "startup_s", None)}
 
     def close(self) -> None:
         proc = getattr(self, "_proc", None)
