@@ -58,6 +58,17 @@ class _Captured:
     token_ids: list[int] = field(default_factory=list)
     finish_reason: str | None = None
     spec: dict[str, Any] | None = None
+    logprobs: list[dict[int, float]] | None = None
+
+
+def token_logprobs(choice_logprobs: dict[str, Any] | None) -> list[dict[int, float]]:
+    """A completions chunk's `logprobs.top_logprobs` (keys `token_id:N`, asked for with
+    `return_tokens_as_token_ids`: decoded strings would merge distinct tokens) as
+    {token id: logprob} per position."""
+    out = []
+    for pos in (choice_logprobs or {}).get("top_logprobs") or []:
+        out.append({int(k.removeprefix("token_id:")): float(v) for k, v in (pos or {}).items()})
+    return out
 
 
 def _capturing_request_func(store: dict[str, _Captured], timeout_s: float):
@@ -108,6 +119,8 @@ def _capturing_request_func(store: dict[str, _Captured], timeout_s: float):
                                     out.itl.append(now - last)
                                 last = now
                             cap.token_ids.extend(ids)
+                            if "logprobs" in payload:
+                                cap.logprobs = (cap.logprobs or []) + token_logprobs(choice.get("logprobs"))
                             out.generated_text += choice.get("text") or ""
                             if choice.get("finish_reason"):
                                 cap.finish_reason = choice["finish_reason"]
@@ -171,6 +184,8 @@ class _OpenAIServer:
             extra["seed"] = sampling.seed
         if sampling.stop_token_ids:
             extra["stop_token_ids"] = list(sampling.stop_token_ids)
+        if sampling.logprobs is not None:
+            extra.update(logprobs=sampling.logprobs, return_tokens_as_token_ids=True)
         before, tb = self.counters()
         log = io.StringIO()
         try:
@@ -199,7 +214,7 @@ class _OpenAIServer:
             o = GenOutput(r.request_id, len(r.prompt_token_ids), output_token_ids=cap.token_ids,
                           finish_reason=cap.finish_reason, ttft_s=result["ttfts"][i] or None,
                           itl_s=list(result["itls"][i]), latency_s=result["latencies"][i],
-                          error=err, spec=cap.spec)
+                          error=err, spec=cap.spec, logprobs=cap.logprobs)
             outputs.append(o)
         gen = ta.get("generation_tokens", 0) - tb.get("generation_tokens", 0) if "generation_tokens" in ta else None
         return BatchResult(outputs, float(result["duration"]), after - before, gen)
