@@ -95,6 +95,11 @@ def test_cell_flag_for_one_numerics_miss_matches_the_issue_format():
     assert cell.verdict == NUMERICS and cell.first_position == 1
     assert cell.flag() == "NOT LOSSLESS: 1/2, first at token 1, margin 0.02 (NUMERICS; engine noise 0.05)"
     assert meets_requirement(cell, "numerics-only") and not meets_requirement(cell, "exact")
+    cols = cell.columns()
+    assert cols["lossless_verdict"] == NUMERICS and cols["lossless_first_position"] == 1
+    (row,) = cols["lossless_divergences"]
+    assert row["request_id"] == "b" and (row["spec_token"], row["base_token"]) == (9, 5)
+    assert row["margin_nats"] == pytest.approx(0.02) and row["verdict"] == NUMERICS
 
 
 def test_cell_takes_the_worst_verdict_and_counts_each():

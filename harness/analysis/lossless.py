@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 NUMERICS = "NUMERICS"
 SPEC_BUG = "SPEC BUG"
@@ -172,6 +172,18 @@ class CellLossless:
     @property
     def first_position(self) -> int | None:
         return min((d.divergence.position for d in self.divergences), default=None)
+
+    def columns(self) -> dict[str, Any]:
+        """The cell row's lossless columns; one dict per diverging request (the JSON edge)."""
+        return {
+            "lossless_verdict": self.verdict, "lossless_first_position": self.first_position,
+            "lossless_noise_nats": self.noise_nats,
+            "lossless_divergences": [
+                {"request_id": d.request_id, "position": d.divergence.position,
+                 "spec_token": d.divergence.spec_token, "base_token": d.divergence.base_token,
+                 "margin_nats": d.margin.nats, "margin_is_lower_bound": d.margin.is_lower_bound,
+                 "verdict": d.verdict} for d in self.divergences],
+        }
 
     def flag(self) -> str | None:
         """`NOT LOSSLESS: 1/8, first at token 412, margin 0.02 (NUMERICS, noise 0.05)`, or None."""
