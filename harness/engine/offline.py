@@ -83,7 +83,8 @@ def _run_batch(llm, requests: list[GenRequest], sampling: Sampling, concurrency:
                 st["last"] = now
                 o.output_token_ids.extend(int(t) for t in comp.token_ids)
                 if sampling.logprobs is not None:
-                    o.logprobs = (o.logprobs or []) + _plain_logprobs(comp.logprobs)
+                    o.logprobs = o.logprobs or []
+                    o.logprobs.extend(_plain_logprobs(comp.logprobs))
             if ro.finished:
                 o.finish_reason = comp.finish_reason
                 o.latency_s = now - st["start"]

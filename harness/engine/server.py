@@ -120,7 +120,8 @@ def _capturing_request_func(store: dict[str, _Captured], timeout_s: float):
                                 last = now
                             cap.token_ids.extend(ids)
                             if "logprobs" in payload:
-                                cap.logprobs = (cap.logprobs or []) + token_logprobs(choice.get("logprobs"))
+                                cap.logprobs = cap.logprobs or []
+                                cap.logprobs.extend(token_logprobs(choice.get("logprobs")))
                             out.generated_text += choice.get("text") or ""
                             if choice.get("finish_reason"):
                                 cap.finish_reason = choice["finish_reason"]
