@@ -34,6 +34,10 @@ class Sampling:
     seed: int | None = 0
     ignore_eos: bool = False
     stop_token_ids: tuple[int, ...] = ()
+    # Return the top-N logprobs of every output token (None: none, as before). vLLM adds the
+    # sampled token's when it is not among the N; what they are (raw or after temperature)
+    # is the engine's `logprobs_mode`.
+    logprobs: int | None = None
 
 
 @dataclass
@@ -48,6 +52,8 @@ class GenOutput:
     error: str | None = None
     # vLLM's per-request summary (num_spec_steps, num_accepted_draft_tokens, num_draft_tokens, …)
     spec: dict[str, Any] | None = None
+    # per output token: token id -> logprob (top-N + the sampled token), when Sampling.logprobs
+    logprobs: list[dict[int, float]] | None = None
 
     @property
     def ok(self) -> bool:

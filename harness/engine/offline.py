@@ -38,6 +38,12 @@ def _spec_dict(m: Any) -> dict[str, Any] | None:
     return m.to_dict() if hasattr(m, "to_dict") else dict(m)
 
 
+def _plain_logprobs(positions: Any) -> list[dict[int, float]]:
+    """vLLM's per-position {token: Logprob} (list or FlatLogprobs; DELTA: this step's only)
+    as plain {token id: logprob}, small to pickle back to the harness."""
+    return [{int(t): float(lp.logprob) for t, lp in (pos or {}).items()} for pos in positions or []]
+
+
 def _run_batch(llm, requests: list[GenRequest], sampling: Sampling, concurrency: int,
                timeout_s: float) -> list[GenOutput]:
     from vllm import SamplingParams
@@ -54,7 +60,7 @@ def _run_batch(llm, requests: list[GenRequest], sampling: Sampling, concurrency:
             params = SamplingParams(
                 max_tokens=r.max_tokens, temperature=sampling.temperature, top_p=sampling.top_p,
                 seed=sampling.seed, ignore_eos=sampling.ignore_eos,
-                stop_token_ids=list(sampling.stop_token_ids) or None,
+                stop_token_ids=list(sampling.stop_token_ids) or None, logprobs=sampling.logprobs,
                 output_kind=RequestOutputKind.DELTA,
             )
             engine.add_request(r.request_id, TokensPrompt(prompt_token_ids=list(r.prompt_token_ids)), params)
@@ -75,6 +81,9 @@ def _run_batch(llm, requests: list[GenRequest], sampling: Sampling, concurrency:
                     o.itl_s.append(now - st["last"])
                 st["last"] = now
                 o.output_token_ids.extend(int(t) for t in comp.token_ids)
+                if sampling.logprobs is not None:
+                    o.logprobs = o.logprobs or []
+                    o.logprobs.extend(_plain_logprobs(comp.logprobs))
             if ro.finished:
                 o.finish_reason = comp.finish_reason
                 o.latency_s = now - st["start"]

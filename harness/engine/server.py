@@ -57,6 +57,17 @@ class _Captured:
     token_ids: list[int] = field(default_factory=list)
     finish_reason: str | None = None
     spec: dict[str, Any] | None = None
+    logprobs: list[dict[int, float]] | None = None
+
+
+def token_logprobs(choice_logprobs: dict[str, Any] | None) -> list[dict[int, float]]:
+    """A completions chunk's `logprobs.top_logprobs` (keys `token_id:N`, asked for with
+    `return_tokens_as_token_ids`: decoded strings would merge distinct tokens) as
+    {token id: logprob} per position."""
+    out = []
+    for pos in (choice_logprobs or {}).get("top_logprobs") or []:
+        out.append({int(k.removeprefix("token_id:")): float(v) for k, v in (pos or {}).items()})
+    return out
 
 
 def _completion_payload(rfi) -> dict[str, Any]:
@@ -92,6 +103,8 @@ def _on_stream_object(obj: dict[str, Any], out, cap: _Captured, clock: _Clock) -
                 out.itl.append(now - clock.last)
             clock.last = now
         cap.token_ids.extend(ids)
+        if cap.logprobs is not None:  # asked for: one {token id: logprob} per output token
+            cap.logprobs.extend(token_logprobs(choice.get("logprobs")))
         out.generated_text += choice.get("text") or ""
         if choice.get("finish_reason"):
             cap.finish_reason = choice["finish_reason"]
@@ -106,7 +119,10 @@ async def _stream_completion(session, rfi, out, cap: _Captured, clock: _Clock) -
     from vllm.benchmarks.lib.endpoint_request_func import StreamedResponseHandler
 
     headers = {"x-request-id": rfi.request_id} if rfi.request_id else {}
-    async with session.post(rfi.api_url, json=_completion_payload(rfi), headers=headers) as resp:
+    payload = _completion_payload(rfi)
+    if "logprobs" in payload:
+        cap.logprobs = cap.logprobs or []
+    async with session.post(rfi.api_url, json=payload, headers=headers) as resp:
         if resp.status != 200:
             out.error = f"HTTP {resp.status}: {(await resp.text())[:300]}"
             return
@@ -183,6 +199,8 @@ class _OpenAIServer:
             extra["seed"] = sampling.seed
         if sampling.stop_token_ids:
             extra["stop_token_ids"] = list(sampling.stop_token_ids)
+        if sampling.logprobs is not None:
+            extra.update(logprobs=sampling.logprobs, return_tokens_as_token_ids=True)
         before, tb = self.counters()
         log = io.StringIO()
         try:
@@ -211,7 +229,7 @@ class _OpenAIServer:
             o = GenOutput(r.request_id, len(r.prompt_token_ids), output_token_ids=cap.token_ids,
                           finish_reason=cap.finish_reason, ttft_s=result["ttfts"][i] or None,
                           itl_s=list(result["itls"][i]), latency_s=result["latencies"][i],
-                          error=err, spec=cap.spec)
+                          error=err, spec=cap.spec, logprobs=cap.logprobs)
             outputs.append(o)
         gen = ta.get("generation_tokens", 0) - tb.get("generation_tokens", 0) if "generation_tokens" in ta else None
         return BatchResult(outputs, float(result["duration"]), after - before, gen)

@@ -1,0 +1,191 @@
+"""Lossless at T > 0 as a distribution: do the speculative arm's sampled tokens follow the
+verifier's own sampling distribution? A number with a p-value and a stated power, instead of
+"not lossless".
+
+Input: for every sampled output token, the verifier's distribution at that position *given
+the arm's own prefix* (top-N logprobs after temperature and top-p, i.e. vLLM
+`logprobs_mode="processed_logprobs"`, or the verifier re-scoring the arm's output), reduced
+to N + 1 buckets: the top-N tokens by rank and one "other" bucket holding the rest of the mass
+(1 - sum of the top-N probabilities).
+
+The test (randomized probability integral transform, PIT). Order the buckets rank 1 .. N,
+other; with F the cumulative probability before the sampled bucket j and p_j its
+probability, u = F + V * p_j with V ~ U(0, 1) drawn from a seeded generator. If the tokens are
+drawn from the stated distributions, the u are independent U(0, 1) — also along one sequence,
+where each position's distribution depends on the earlier samples (Rosenblatt) — so all
+positions of all requests pool into one sample of size n.
+  chi2, p_value     Pearson chi-square of the u histogram in B equal bins against n/B each,
+                    B - 1 degrees of freedom (B = min(num_bins, n // 5): >= 5 expected per bin).
+  ks_statistic, ks_p_value   Kolmogorov-Smirnov of the u against U(0, 1), asymptotic
+                    distribution with Stephens' small-sample correction.
+  tv_pit            the measured divergence: total variation between the u histogram and the
+                    uniform one, 1/2 sum_b |observed_b/n - 1/B|. Not 0 under the null: about
+                    sqrt(B / (2 pi n)) from sampling alone.
+  min_detectable_tv the power statement: any departure whose binned total variation is at
+                    least this is detected at level alpha with probability >= power. From the
+                    noncentral chi-square: the test has that power at noncentrality
+                    lambda* = n w^2 (Cohen's w^2 = sum_b (q_b - 1/B)^2 B), and by Cauchy-Schwarz
+                    w >= 2 TV, so TV >= sqrt(lambda*/n)/2 guarantees it.
+  rank_observed / rank_expected   descriptive: the fraction of samples at rank 1..N and
+                    "other", and the mean verifier probability of each rank; tv_rank is their
+                    total variation (a sampler emitting junk tokens shows up in "other").
+No scipy: chi-square tails are torch's regularized incomplete gamma.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from harness.analysis.lossless import TopLogprobs, top_n
+
+ALPHA = 0.05
+POWER = 0.8
+
+
+@dataclass(frozen=True)
+class SampledToken:
+    token: int
+    logprobs: TopLogprobs  # the verifier's distribution at this position (top-N, maybe + sampled)
+
+
+@dataclass(frozen=True)
+class SamplingFidelity:
+    num_samples: int
+    num_bins: int
+    chi2: float | None
+    p_value: float | None  # None: fewer than 10 samples
+    ks_statistic: float | None
+    ks_p_value: float | None
+    tv_pit: float | None
+    min_detectable_tv: float | None
+    alpha: float
+    power: float
+    rank_observed: tuple[float, ...]
+    rank_expected: tuple[float, ...]
+    tv_rank: float | None
+
+    def passes(self, p_floor: float) -> bool:
+        return self.p_value is None or self.p_value >= p_floor
+
+    def summary(self) -> str:
+        if self.p_value is None:
+            return f"T>0 distribution test: {self.num_samples} samples, too few to test"
+        return (f"T>0 distribution test: p = {self.p_value:.3g} (PIT chi-square, {self.num_samples} tokens), "
+                f"divergence TV {self.tv_pit:.3f}; detects TV >= {self.min_detectable_tv:.3f} "
+                f"with power {self.power:.0%} at alpha {self.alpha:g}")
+
+
+def chi2_sf(x: float, df: float) -> float:
+    """P(X > x) for X ~ chi-square(df)."""
+    import torch
+
+    if x <= 0:
+        return 1.0
+    return float(torch.special.gammaincc(torch.tensor(df / 2, dtype=torch.float64),
+                                         torch.tensor(x / 2, dtype=torch.float64)))
+
+
+def chi2_isf(q: float, df: float) -> float:
+    """x with P(X > x) = q, by bisection."""
+    lo, hi = 0.0, max(1.0, df)
+    while chi2_sf(hi, df) > q:
+        hi *= 2
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if chi2_sf(mid, df) > q else (lo, mid)
+    return (lo + hi) / 2
+
+
+def ncx2_sf(x: float, df: float, nc: float) -> float:
+    """P(X > x) for the noncentral chi-square: a Poisson(nc/2) mixture of central ones."""
+    half = nc / 2
+    j_max = int(half + 12 * math.sqrt(half) + 30)
+    total = 0.0
+    for j in range(j_max + 1):
+        log_w = -half + (j * math.log(half) if half > 0 else (0.0 if j == 0 else -math.inf)) - math.lgamma(j + 1)
+        total += math.exp(log_w) * chi2_sf(x, df + 2 * j)
+    return min(1.0, total)
+
+
+@lru_cache(maxsize=64)  # ~3,000 gamma evaluations; the bench asks for few (df, alpha, power)
+def detectable_noncentrality(df: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """Smallest noncentrality at which the level-alpha chi-square test rejects with `power`."""
+    crit = chi2_isf(alpha, df)
+    lo, hi = 0.0, 1.0
+    while ncx2_sf(crit, df, hi) < power:
+        hi *= 2
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if ncx2_sf(crit, df, mid) < power else (lo, mid)
+    return (lo + hi) / 2
+
+
+def ks_sf(d: float, n: int) -> float:
+    """Asymptotic P(D_n > d) for the one-sample Kolmogorov-Smirnov statistic (Stephens)."""
+    lam = (math.sqrt(n) + 0.12 + 0.11 / math.sqrt(n)) * d
+    if lam < 0.2:
+        return 1.0
+    s = sum((-1) ** (k - 1) * math.exp(-2 * k * k * lam * lam) for k in range(1, 101))
+    return min(1.0, max(0.0, 2 * s))
+
+
+def bucket_probs(logprobs: TopLogprobs, num_top: int) -> tuple[list[int], np.ndarray]:
+    """The top-`num_top` tokens by rank and the N + 1 bucket probabilities (last: "other")."""
+    best = top_n(logprobs, num_top)
+    p = np.exp(np.array([lp for _, lp in best], dtype=np.float64))
+    total = p.sum()
+    if total > 1.0:  # rounding in the engine's logprobs: renormalize, "other" is empty
+        p, total = p / total, 1.0
+    return [t for t, _ in best], np.append(p, 1.0 - total)
+
+
+def randomized_pit(samples: Sequence[SampledToken], num_top: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(u per sample, bucket index per sample); u ~ U(0,1) iid iff the samples follow the
+    stated distributions (module doc). Buckets: 0..N-1 the ranks, N "other"."""
+    rng = np.random.default_rng(seed)
+    us, buckets = np.empty(len(samples)), np.empty(len(samples), dtype=np.int64)
+    for i, s in enumerate(samples):
+        tokens, p = bucket_probs(s.logprobs, num_top)
+        j = tokens.index(s.token) if s.token in tokens else len(p) - 1
+        us[i] = p[:j].sum() + rng.random() * p[j]
+        buckets[i] = j
+    return np.clip(us, 0.0, 1.0), buckets
+
+
+def sampling_fidelity(samples: Sequence[SampledToken], num_top: int, num_bins: int = 10,
+                      alpha: float = ALPHA, power: float = POWER, seed: int = 0) -> SamplingFidelity:
+    """Test that `samples` follow their verifier distributions (module doc for every field)."""
+    n = len(samples)
+    u, buckets = randomized_pit(samples, num_top, seed)
+    rank_obs = np.bincount(buckets, minlength=num_top + 1)[: num_top + 1] / max(n, 1)
+    rank_exp = (np.mean([bucket_probs(s.logprobs, num_top)[1] for s in samples], axis=0)
+                if n else np.zeros(num_top + 1))
+    bins = min(num_bins, n // 5)
+    if n < 10 or bins < 2:
+        return SamplingFidelity(n, 0, None, None, None, None, None, None, alpha, power,
+                                tuple(rank_obs), tuple(rank_exp), None)
+    observed = np.bincount(np.minimum((u * bins).astype(int), bins - 1), minlength=bins)
+    expected = n / bins
+    chi2 = float(((observed - expected) ** 2 / expected).sum())
+    ks = _ks_statistic(u)
+    lam = detectable_noncentrality(bins - 1, alpha, power)
+    return SamplingFidelity(
+        num_samples=n, num_bins=bins, chi2=chi2, p_value=chi2_sf(chi2, bins - 1),
+        ks_statistic=ks, ks_p_value=ks_sf(ks, n),
+        tv_pit=float(0.5 * np.abs(observed / n - 1 / bins).sum()),
+        min_detectable_tv=math.sqrt(lam / n) / 2, alpha=alpha, power=power,
+        rank_observed=tuple(float(x) for x in rank_obs), rank_expected=tuple(float(x) for x in rank_exp),
+        tv_rank=float(0.5 * np.abs(rank_obs - rank_exp).sum()),
+    )
+
+
+def _ks_statistic(u: np.ndarray) -> float:
+    x = np.sort(u)
+    n = len(x)
+    i = np.arange(1, n + 1)
+    return float(max((i / n - x).max(), (x - (i - 1) / n).max()))
