@@ -3,7 +3,8 @@
 The draft is speculators' `Eagle3DraftModel` built through the patched loader; batches are
 packed by speculators' `MultipackDistributedBatchSamplerV2` and `CollateFn` with its EAGLE-3
 `shift_batch`; the loop, losses, metrics, checkpoints and resume are its `Trainer`.
-`HarnessTrainer` adds only what a CPU needs, and only when there is no accelerator:
+`HarnessTrainer` adds only what a CPU needs, and only when the plan's `device` is "cpu" or
+there is no accelerator (a plan without `device` trains on the accelerator when there is one):
   - the device is `cpu` (the Trainer assumes an accelerator index, `model.to(0)`, and falls
     back to autocast device "cuda");
   - checkpoints load onto the CPU (speculators' `get_current_device()` says "cuda:0" there);
@@ -32,8 +33,10 @@ from harness.train.hidden_states import SHARD_GLOB
 METRICS_LOGGER = "speculators.metrics"
 
 
-def _cpu() -> bool:
-    return not torch.accelerator.is_available()
+def on_cpu(plan: dict[str, Any]) -> bool:
+    """Train on the CPU: the plan asks for it (`device` = the recipe's engine.device), or there
+    is no accelerator to train on."""
+    return plan.get("device") == "cpu" or not torch.accelerator.is_available()
 
 
 class ShardDataset:
@@ -91,7 +94,7 @@ def make_loader(dataset: ShardDataset, total_seq_len: int, hidden_size: int, num
                                            dtype=dataset.hidden_states_dtype, preprocess=shift_batch))
 
 
-def _trainer_class():
+def _trainer_class(cpu: bool):
     from speculators.train import trainer as trainer_mod
     from speculators.train.checkpointer import SingleGPUCheckpointer, convert_float_dtype, load_safetensors_state_dict
 
@@ -123,7 +126,7 @@ def _trainer_class():
         quiet = False  # True under the harness's own progress display
 
         def setup_trainer(self):
-            if _cpu():
+            if cpu:
                 self.checkpointer = CpuCheckpointer(self.config.save_path)
                 self.local_rank = torch.device("cpu")
                 self.device_type = "cpu"
@@ -131,7 +134,7 @@ def _trainer_class():
 
         def run_training(self):
             with contextlib.ExitStack() as stack:
-                if _cpu():
+                if cpu:
                     stack.enter_context(_swap_attr(trainer_mod, "_StepTimer", _CpuStepTimer))
                 if self.quiet:  # its tqdm bar would fight the harness's rich display
                     stack.enter_context(_swap_attr(trainer_mod, "tqdm", lambda it, **kw: it))
@@ -179,6 +182,8 @@ def run_fit(plan: dict[str, Any], on_train: Callable[[dict], None] | None = None
     from harness.verifier.loader import build_draft
 
     torch.manual_seed(plan["seed"])
+    cpu = on_cpu(plan)
+    loss_implementation = "eager" if cpu else "fused"  # speculators' fused losses are Triton kernels
     maybe_setup_distributed()
     layout = resolve_layout(plan["verifier"], plan.get("weight_keys") or None)
     vocab = torch.load(plan["vocab_path"], weights_only=True)
@@ -197,7 +202,7 @@ def run_fit(plan: dict[str, Any], on_train: Callable[[dict], None] | None = None
                              layout.hidden_size, n_aux, plan["seed"])
     train_kwargs, val_kwargs = Eagle3DraftModel.get_trainer_kwargs(
         ttt_steps=plan["ttt_steps"], ttt_step_loss_decay=plan["ttt_step_loss_decay"],
-        loss_fn=plan["loss"], loss_implementation="eager" if _cpu() else "fused")
+        loss_fn=plan["loss"], loss_implementation=loss_implementation)
     config = TrainerConfig(
         lr=plan["lr"], num_epochs=plan["epochs"], save_path=plan["checkpoint_dir"],
         resume_from_checkpoint=True, train_call_kwargs=train_kwargs, val_call_kwargs=val_kwargs,
@@ -212,7 +217,7 @@ def run_fit(plan: dict[str, Any], on_train: Callable[[dict], None] | None = None
     mlog.setLevel(logging.INFO)
     mlog.propagate = False
     try:
-        trainer_cls = _trainer_class()
+        trainer_cls = _trainer_class(cpu)
         trainer_cls.quiet = quiet
         trainer = trainer_cls(model, config, train_loader, val_loader)
         trainer.run_training()
@@ -220,7 +225,11 @@ def run_fit(plan: dict[str, Any], on_train: Callable[[dict], None] | None = None
         mlog.removeHandler(tap)
     result = {"num_train_samples": len(train_idx), "num_val_samples": len(val_idx),
               "train_tokens_per_epoch": sum(train_loader.dataset.approx_lengths),
-              "global_step": trainer.global_step, "rank": get_rank()}
+              "global_step": trainer.global_step, "rank": get_rank(),
+              # what actually ran: the draft's own attention setting, the loss kernels chosen here
+              "device": "cpu" if cpu else f"{trainer.device_type}:{trainer.local_rank}",
+              "attn_impl": getattr(model, "_attn_impl", plan["attn_impl"]),
+              "loss_implementation": loss_implementation}
     maybe_destroy_distributed()
     return result
 
