@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Run on the GPU machine, from the repository root (docs/gpu-check.md):
+#   scripts/gpu_train_check.sh STANDIN_DIR [gpu_train_check.py options...]
+# Installs the carried wheels (.whl/, from scripts/fetch_gpu_wheels.sh) into a private target folder
+# (no venv, no user site, nothing outside the repo touched), checks the imports, then runs
+# scripts/gpu_train_check.py. The figures (one JSON line) also land in $OUT/gpu_train_check.json
+# when $OUT is set. PYTHON picks the interpreter (default python3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ $# -lt 1 ]; then
+  echo "usage: scripts/gpu_train_check.sh STANDIN_DIR [options for scripts/gpu_train_check.py]" >&2
+  exit 2
+fi
+STANDIN=$1
+shift
+SITE=${GPU_SITE:-.gpu-site}
+# what the machine carried here: stand-in, wheels, the repository's own files
+echo "[gpu_train_check.sh] carried: stand-in $(du -sh "$STANDIN" | cut -f1), wheels $(du -sh .whl | cut -f1);" \
+     "python $($PY -c 'import platform; print(platform.python_version())')" >&2
+
+WHEELS=(speculators hs-connectors pydantic pydantic_core annotated-types typing-inspection typing_extensions)
+rm -rf "$SITE"
+mkdir -p "$SITE"
+if $PY -m pip --version >/dev/null 2>&1; then
+  # --find-links picks, per name, the wheel this python can use (both cp311 and cp312 are carried)
+  $PY -m pip install --quiet --no-deps --no-index --find-links .whl --target "$SITE" "${WHEELS[@]}"
+else
+  # no pip: a wheel is a zip laid out for site-packages; unpack those this python can use
+  $PY - "$SITE" <<'EOF'
+import sys, zipfile, pathlib
+tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+for whl in sorted(pathlib.Path(".whl").glob("*.whl")):
+    if whl.name.endswith("-none-any.whl") or f"-{tag}-" in whl.name:
+        zipfile.ZipFile(whl).extractall(sys.argv[1])
+EOF
+fi
+export PYTHONPATH="$PWD/$SITE${PYTHONPATH:+:$PYTHONPATH}"
+
+# preflight: every import the training path makes, without vLLM, in a few seconds
+$PY - <<'EOF'
+import importlib, sys
+import torch, transformers, pydantic, speculators, hs_connectors
+from harness.train import pipeline  # the package itself: must not need vLLM
+bad = [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]
+assert not bad, f"vllm imported on the training path: {bad[:3]}"
+major = int(transformers.__version__.split(".")[0])
+assert major >= 5, f"transformers {transformers.__version__} is too old: speculators 0.9.0 needs >= 5.0"
+print(f"[gpu_train_check.sh] imports ok: torch {torch.__version__} (CUDA {torch.version.cuda}, "
+      f"available {torch.cuda.is_available()}), transformers {transformers.__version__}, "
+      f"speculators {speculators.__version__ if hasattr(speculators, '__version__') else '?'}", file=sys.stderr)
+EOF
+
+JSON_OUT=()
+if [ -n "${OUT:-}" ]; then
+  JSON_OUT=(--json-out "$OUT/gpu_train_check.json")
+fi
+exec $PY scripts/gpu_train_check.py --standin "$STANDIN" ${JSON_OUT[@]+"${JSON_OUT[@]}"} "$@"
