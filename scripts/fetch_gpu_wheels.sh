@@ -12,8 +12,10 @@ cd "$(dirname "$0")/.."
 PIP=${PIP:-.venv/bin/python -m pip}
 DEST=.whl
 PURE=(speculators==0.9.0 hs-connectors==0.9.0 pydantic==2.14.4 annotated-types==0.8.0
-      typing-inspection==0.4.5 typing_extensions==4.16.0)
-BINARY=(pydantic_core==2.50.5)
+      typing-inspection==0.4.5 typing_extensions==4.16.0
+      openai==3.57.0 sniffio==1.3.1 httpx2==2.16.2 httpcore2==2.16.2 truststore==0.10.5 anyio==4.16.0
+      h11==0.16.0 idna==3.20 httpx==0.28.1 httpcore==1.0.9 certifi==2026.10.19.post1)
+BINARY=(pydantic_core==2.50.5 jiter==0.19.0)
 
 mkdir -p "$DEST"
 for py in 3.11 3.12; do

@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO_ROOT))
 # harness's loader (ShardDataset + speculators' CollateFn) never calls it. A bare CUDA machine
 # lacks `datasets` and its pyarrow is too big to carry, so a stand-in module that refuses every
 # use is put in its place when, and only when, the real one is missing (reported in "stubs").
-STUBBED_WHEN_MISSING = {"datasets": ("load_from_disk", "load_dataset", "Dataset")}
+STUBBED_WHEN_MISSING = {"datasets": ("load_from_disk", "load_dataset", "concatenate_datasets", "Dataset")}
 VERSIONS_OF = ("torch", "triton", "transformers", "speculators", "hs-connectors", "pydantic", "pydantic_core",
                "safetensors", "tokenizers", "huggingface_hub", "numpy", "datasets")
 METRICS_LOGGER = "speculators.metrics"
@@ -58,6 +58,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--gen-batch", type=int, default=64, help="prompts per generate() call")
     p.add_argument("--work-dir", type=Path, default=None, help="run folder (default: a fresh temporary one)")
     p.add_argument("--json-out", type=Path, default=None, help="also write the figures here")
+    p.add_argument("--preflight", action="store_true", help="only check the imports and the toolchain, then exit")
     return p.parse_args(argv)
 
 
@@ -113,6 +114,33 @@ def triton_build_problem() -> str | None:
     if not header.is_file():
         return f"{header} is missing: Triton cannot build its launcher; install the python dev headers"
     return None
+
+
+PREFLIGHT_IMPORTS = ("torch", "transformers", "pydantic", "hs_connectors", "speculators.train.trainer",
+                     "speculators.train.data", "speculators.models.eagle3", "harness.train.pipeline",
+                     "harness.train.fit", "harness.verifier.hf_text", "harness.verifier.loader")
+
+
+def preflight(device: str) -> str:
+    """Everything the training path imports, without vLLM; a refusal raises SystemExit (one line)."""
+    stubbed = stub_missing_modules()
+    for name in PREFLIGHT_IMPORTS:
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001 - name the module that cannot be imported
+            raise SystemExit(f"gpu_train_check: cannot import {name}: {type(e).__name__}: {e}") from e
+    if any(m.split(".")[0] == "vllm" for m in sys.modules):
+        raise SystemExit("gpu_train_check: the training path imported vllm; keep vllm imports inside engine functions")
+    import torch
+    import transformers
+
+    if int(transformers.__version__.split(".")[0]) < 5:
+        raise SystemExit(f"gpu_train_check: transformers {transformers.__version__} is too old; speculators 0.9.0 needs >= 5.0")
+    problem = triton_build_problem() if device == "cuda" else None
+    if problem:
+        raise SystemExit(f"gpu_train_check: {problem}")
+    return (f"imports ok (stubs: {stubbed or 'none'}): torch {torch.__version__} (CUDA {torch.version.cuda}, "
+            f"available {torch.cuda.is_available()}), transformers {transformers.__version__}")
 
 
 def make_recipe(args: argparse.Namespace):
@@ -321,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     fig: dict[str, Any] = {"check": "gpu_train_check", "ok": False, "stage": "start"}
     try:
+        if args.preflight:
+            print(f"[gpu_train_check] {preflight(args.device)}", file=sys.stderr)
+            return 0
         results = run_check(args, fig)
     except SystemExit as e:  # a machine that cannot run the check: its message is the one line
         print(e.code, file=sys.stderr)

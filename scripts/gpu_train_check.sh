@@ -19,7 +19,8 @@ SITE=${GPU_SITE:-.gpu-site}
 echo "[gpu_train_check.sh] carried: stand-in $(du -sh "$STANDIN" | cut -f1), wheels $(du -sh .whl | cut -f1);" \
      "python $($PY -c 'import platform; print(platform.python_version())')" >&2
 
-WHEELS=(speculators hs-connectors pydantic pydantic_core annotated-types typing-inspection typing_extensions)
+# every distribution carried in .whl/ (scripts/fetch_gpu_wheels.sh decides which)
+mapfile -t WHEELS < <(ls .whl/*.whl | xargs -n1 basename | cut -d- -f1 | sort -u)
 rm -rf "$SITE"
 mkdir -p "$SITE"
 if $PY -m pip --version >/dev/null 2>&1; then
@@ -37,19 +38,9 @@ EOF
 fi
 export PYTHONPATH="$PWD/$SITE${PYTHONPATH:+:$PYTHONPATH}"
 
-# preflight: every import the training path makes, without vLLM, in a few seconds
-$PY - <<'EOF'
-import importlib, sys
-import torch, transformers, pydantic, speculators, hs_connectors
-from harness.train import pipeline  # the package itself: must not need vLLM
-bad = [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]
-assert not bad, f"vllm imported on the training path: {bad[:3]}"
-major = int(transformers.__version__.split(".")[0])
-assert major >= 5, f"transformers {transformers.__version__} is too old: speculators 0.9.0 needs >= 5.0"
-print(f"[gpu_train_check.sh] imports ok: torch {torch.__version__} (CUDA {torch.version.cuda}, "
-      f"available {torch.cuda.is_available()}), transformers {transformers.__version__}, "
-      f"speculators {speculators.__version__ if hasattr(speculators, '__version__') else '?'}", file=sys.stderr)
-EOF
+# preflight: every import the training path makes (no vLLM), transformers >= 5, and on CUDA the
+# Triton toolchain, in a few seconds and before any GPU work
+$PY scripts/gpu_train_check.py --standin "$STANDIN" --preflight "$@"
 
 JSON_OUT=()
 if [ -n "${OUT:-}" ]; then
