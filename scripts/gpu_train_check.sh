@@ -4,10 +4,20 @@
 # Installs the carried wheels (.whl/, from scripts/fetch_gpu_wheels.sh) into a private target folder
 # (no venv, no user site, nothing outside the repo touched), checks the imports, then runs
 # scripts/gpu_train_check.py. The figures (one JSON line) also land in $OUT/gpu_train_check.json
-# when $OUT is set. PYTHON picks the interpreter (default python3).
+# when $OUT is set. PYTHON picks the interpreter (default: python3 or python, whichever has torch).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
+# the interpreter that has torch: $PYTHON, else python3, else python
+PY=${PYTHON:-}
+if [ -z "$PY" ]; then
+  for cand in python3 python; do
+    if command -v "$cand" >/dev/null && "$cand" -c 'import torch' 2>/dev/null; then PY=$cand; break; fi
+  done
+fi
+if [ -z "$PY" ]; then
+  echo "gpu_train_check.sh: no python with torch found (tried python3, python); set PYTHON=/path/to/python" >&2
+  exit 3
+fi
 if [ $# -lt 1 ]; then
   echo "usage: scripts/gpu_train_check.sh STANDIN_DIR [options for scripts/gpu_train_check.py]" >&2
   exit 2
