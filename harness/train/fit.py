@@ -3,7 +3,8 @@
 The draft is speculators' `Eagle3DraftModel` built through the patched loader; batches are
 packed by speculators' `MultipackDistributedBatchSamplerV2` and `CollateFn` with its EAGLE-3
 `shift_batch`; the loop, losses, metrics, checkpoints and resume are its `Trainer`.
-`HarnessTrainer` adds only what a CPU needs, and only when there is no accelerator:
+`HarnessTrainer` adds only what a CPU needs, and only when the plan's `device` is "cpu" or
+there is no accelerator (a plan without `device` trains on the accelerator when there is one):
   - the device is `cpu` (the Trainer assumes an accelerator index, `model.to(0)`, and falls
     back to autocast device "cuda");
   - checkpoints load onto the CPU (speculators' `get_current_device()` says "cuda:0" there);
@@ -33,8 +34,10 @@ from harness.train.records import FitConfig
 METRICS_LOGGER = "speculators.metrics"
 
 
-def _cpu() -> bool:
-    return not torch.accelerator.is_available()
+def on_cpu(plan: FitConfig) -> bool:
+    """Train on the CPU: the plan asks for it (`device` = the recipe's engine.device), or there
+    is no accelerator to train on."""
+    return plan.device == "cpu" or not torch.accelerator.is_available()
 
 
 class ShardDataset:
@@ -92,7 +95,7 @@ def make_loader(dataset: ShardDataset, total_seq_len: int, hidden_size: int, num
                                            dtype=dataset.hidden_states_dtype, preprocess=shift_batch))
 
 
-def _trainer_class():
+def _trainer_class(cpu: bool):
     from speculators.train import trainer as trainer_mod
     from speculators.train.checkpointer import (
         SingleGPUCheckpointer,
@@ -128,7 +131,7 @@ def _trainer_class():
         quiet = False  # True under the harness's own progress display
 
         def setup_trainer(self):
-            if _cpu():
+            if cpu:
                 self.checkpointer = CpuCheckpointer(self.config.save_path)
                 self.local_rank = torch.device("cpu")
                 self.device_type = "cpu"
@@ -136,7 +139,7 @@ def _trainer_class():
 
         def run_training(self):
             with contextlib.ExitStack() as stack:
-                if _cpu():
+                if cpu:
                     stack.enter_context(_swap_attr(trainer_mod, "_StepTimer", _CpuStepTimer))
                 if self.quiet:  # its tqdm bar would fight the harness's rich display
                     stack.enter_context(_swap_attr(trainer_mod, "tqdm", lambda it, **kw: it))
@@ -172,6 +175,33 @@ class MetricsTap(logging.Handler):
                 self.on_val({**msg["val"], "epoch": msg.get("epoch")})
 
 
+def _draft_for(plan: FitConfig):
+    """The speculators draft for the plan's verifier (through the patched loader), vocab mapped."""
+    from transformers import LlamaConfig
+
+    from harness.verifier.layout import resolve_layout
+    from harness.verifier.loader import build_draft
+
+    layout = resolve_layout(plan.verifier, plan.weight_keys or None)
+    vocab = torch.load(plan.vocab_path, weights_only=True)
+    model = build_draft(layout, draft_layer_config=LlamaConfig(**plan.draft_layer_config),
+                        aux_layer_ids=plan.aux_layer_ids, draft_vocab_size=plan.draft_vocab_size,
+                        t2d=vocab["t2d"], d2t=vocab["d2t"], ttt_steps=plan.ttt_steps,
+                        attn_impl=plan.attn_impl, trust_remote_code=plan.trust_remote_code)
+    return model, layout
+
+
+def _loaders(plan: FitConfig, hidden_size: int):
+    """(train indices, val indices, train loader, val loader) over the hidden-state shards."""
+    dtype = getattr(torch, plan.hidden_states_dtype)
+    shards = sorted(Path(plan.hidden_dir).glob(SHARD_GLOB))
+    train_idx, val_idx = split_indices(shards, plan.validation_fraction)
+    n_aux = len(plan.aux_layer_ids)
+    train = make_loader(ShardDataset(shards, train_idx, dtype), plan.total_seq_len, hidden_size, n_aux, plan.seed)
+    val = make_loader(ShardDataset(shards, val_idx, dtype), plan.total_seq_len, hidden_size, n_aux, plan.seed)
+    return train_idx, val_idx, train, val
+
+
 def run_fit(plan: FitConfig, on_train: Callable[[dict], None] | None = None,
             on_val: Callable[[dict], None] | None = None) -> dict[str, Any]:
     """Train from a fit plan (written by the pipeline into the run folder)."""
@@ -182,31 +212,17 @@ def run_fit(plan: FitConfig, on_train: Callable[[dict], None] | None = None,
         maybe_setup_distributed,
     )
     from speculators.train.trainer import TrainerConfig
-    from transformers import LlamaConfig
-
-    from harness.verifier.layout import resolve_layout
-    from harness.verifier.loader import build_draft
 
     torch.manual_seed(plan.seed)
+    cpu = on_cpu(plan)
+    loss_implementation = "eager" if cpu else "fused"  # speculators' fused losses are Triton kernels
     maybe_setup_distributed()
-    layout = resolve_layout(plan.verifier, plan.weight_keys or None)
-    vocab = torch.load(plan.vocab_path, weights_only=True)
-    dcfg = LlamaConfig(**plan.draft_layer_config)
-    model = build_draft(layout, draft_layer_config=dcfg, aux_layer_ids=plan.aux_layer_ids,
-                        draft_vocab_size=plan.draft_vocab_size, t2d=vocab["t2d"], d2t=vocab["d2t"],
-                        ttt_steps=plan.ttt_steps, attn_impl=plan.attn_impl,
-                        trust_remote_code=plan.trust_remote_code)
+    model, layout = _draft_for(plan)
+    train_idx, val_idx, train_loader, val_loader = _loaders(plan, layout.hidden_size)
     dtype = getattr(torch, plan.hidden_states_dtype)
-    shards = sorted(Path(plan.hidden_dir).glob(SHARD_GLOB))
-    train_idx, val_idx = split_indices(shards, plan.validation_fraction)
-    n_aux = len(plan.aux_layer_ids)
-    train_loader = make_loader(ShardDataset(shards, train_idx, dtype), plan.total_seq_len,
-                               layout.hidden_size, n_aux, plan.seed)
-    val_loader = make_loader(ShardDataset(shards, val_idx, dtype), plan.total_seq_len,
-                             layout.hidden_size, n_aux, plan.seed)
     train_kwargs, val_kwargs = Eagle3DraftModel.get_trainer_kwargs(
         ttt_steps=plan.ttt_steps, ttt_step_loss_decay=plan.ttt_step_loss_decay,
-        loss_fn=plan.loss, loss_implementation="eager" if _cpu() else "fused")
+        loss_fn=plan.loss, loss_implementation=loss_implementation)
     config = TrainerConfig(
         lr=plan.lr, num_epochs=plan.epochs, save_path=plan.checkpoint_dir,
         resume_from_checkpoint=True, train_call_kwargs=train_kwargs, val_call_kwargs=val_kwargs,
@@ -221,7 +237,7 @@ def run_fit(plan: FitConfig, on_train: Callable[[dict], None] | None = None,
     mlog.setLevel(logging.INFO)
     mlog.propagate = False
     try:
-        trainer_cls = _trainer_class()
+        trainer_cls = _trainer_class(cpu)
         trainer_cls.quiet = quiet
         trainer = trainer_cls(model, config, train_loader, val_loader)
         trainer.run_training()
@@ -229,7 +245,11 @@ def run_fit(plan: FitConfig, on_train: Callable[[dict], None] | None = None,
         mlog.removeHandler(tap)
     result = {"num_train_samples": len(train_idx), "num_val_samples": len(val_idx),
               "train_tokens_per_epoch": sum(train_loader.dataset.approx_lengths),
-              "global_step": trainer.global_step, "rank": get_rank()}
+              "global_step": trainer.global_step, "rank": get_rank(),
+              # what actually ran: the draft's own attention setting, the loss kernels chosen here
+              "device": "cpu" if cpu else f"{trainer.device_type}:{trainer.local_rank}",
+              "attn_impl": getattr(model, "_attn_impl", plan.attn_impl),
+              "loss_implementation": loss_implementation}
     maybe_destroy_distributed()
     return result
 

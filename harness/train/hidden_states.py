@@ -55,8 +55,9 @@ def forward_states(model, batch: Sequence[Sample], aux_layer_ids: Sequence[int])
     norm = model.model.norm
     handle = norm.register_forward_pre_hook(lambda mod, args: captured.__setitem__("last", args[0]))
     try:
-        with torch.no_grad():
-            out = model.model(input_ids=ids, attention_mask=att, output_hidden_states=True, use_cache=False)
+        with torch.no_grad():  # on the model's device (the CPU here, a GPU in scripts/gpu_train_check.py)
+            out = model.model(input_ids=ids.to(model.device), attention_mask=att.to(model.device),
+                              output_hidden_states=True, use_cache=False)
     finally:
         handle.remove()
     aux = torch.stack([out.hidden_states[i] for i in aux_layer_ids], dim=2)  # [B, T, n_aux, H]
@@ -123,8 +124,9 @@ def extract_to_shards(
                 records.append({
                     "id": s.id,
                     "input_ids": torch.tensor(s.input_ids, dtype=torch.long),
-                    "hidden_states": st["aux"].to(dtype).contiguous(),
-                    "verifier_last_hidden_states": st["last"].to(dtype).contiguous(),
+                    # shards hold CPU tensors whatever device made them (the loader memory-maps them)
+                    "hidden_states": st["aux"].to("cpu", dtype).contiguous(),
+                    "verifier_last_hidden_states": st["last"].to("cpu", dtype).contiguous(),
                     "loss_mask": s.loss_mask(),
                 })
             if on_progress:

@@ -291,6 +291,7 @@ def fit_config(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: l
         validation_fraction=t.validation_fraction, total_seq_len=t.total_seq_len,
         lr=t.lr, epochs=t.epochs, max_steps=t.max_steps, scheduler=t.scheduler,
         warmup_ratio=t.warmup_ratio, seed=t.seed, fsdp=t.fsdp,
+        device=recipe.engine.device,  # "cpu" trains on the CPU even beside an accelerator
     )
 
 

@@ -32,6 +32,7 @@ class FitConfig:
     warmup_ratio: float
     seed: int
     fsdp: bool = False
+    device: str = "cpu"
     weight_keys: dict[str, str] = field(default_factory=dict)
     trust_remote_code: bool = False
 
