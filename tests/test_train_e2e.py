@@ -86,10 +86,10 @@ def test_kimi_trained_draft_beats_untrained_by_wide_margin(kimi_trained):
 
 def test_kimi_served_al_matches_training_prediction(kimi_trained):
     trained, spec = kimi_trained
-    predicted = trained.report["predicted_acceptance_length"]
+    predicted = trained.report.predicted_acceptance_length
     served = _pooled_al(spec[spec["draft"] == "draft"])
     assert abs(served - predicted) / predicted <= 0.10, (served, predicted)
-    assert trained.report["agreement"] >= 0.97
+    assert trained.report.agreement >= 0.97
     agreement = json.loads((trained.run_dir / "agreement.json").read_text())
     assert not any("rotary" in w for w in agreement["workarounds"])  # YaRN: no rope workaround needed
 
@@ -105,7 +105,7 @@ def test_kimi_draft_checkpoint_is_complete(kimi_trained):
     assert hidden["aux_layer_ids"] == meta["aux_layer_ids"]  # extraction, training and config agree
     assert meta["verifier"]["content_hash"]["sha256"]
     rep = trained.report
-    assert len(rep["held_out_full_acc"]) == 3 and rep["train_loss_last"] < rep["train_loss_first"]
+    assert len(rep.held_out_full_acc) == 3 and rep.train_loss_last < rep.train_loss_first
     assert (trained.run_dir / "train_report.png").is_file()
 
 
