@@ -75,3 +75,4 @@ def test_vllm_serves_kimi_standin_deterministically(kimi_offline_engine, kimi_to
     assert first.counters.num_drafts == 0  # no speculation configured
     text = kimi_tokenizer.decode(first.outputs[0].output_token_ids)
     assert len(set(first.outputs[0].output_token_ids)) > 3, text
+

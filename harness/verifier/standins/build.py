@@ -71,10 +71,10 @@ def build_standin(spec: StandinSpec, out: Path, log: Callable[[str], None] = lam
     import pydoc_data.topics as topics
 
     titles = sorted(topics.topics)
-    tokenizer = train_tokenizer(docs, spec.vocab_size, out)
+    tokenizer = train_tokenizer(docs, spec.vocab_size, out, thinking=spec.thinking)
     torch.manual_seed(spec.seed)
     model = AutoModelForCausalLM.from_config(hf_text_config(hf_text_config_dict(spec)), dtype=torch.float32)
-    windows = pack(build_samples(tokenizer, list(zip(titles, docs)), spec.seed), spec.seq_len)
+    windows = pack(build_samples(tokenizer, list(zip(titles, docs)), spec.seed, spec.thinking), spec.seq_len)
     bigram_init(model, windows, spec.vocab_size)
     log(f"pretraining {spec.arch} ({spec.num_layers} layers) for {spec.pretrain_steps} steps "
         f"on {windows.numel():,} tokens of pydoc_data")

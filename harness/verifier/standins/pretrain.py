@@ -20,11 +20,23 @@ from collections.abc import Callable
 import torch
 
 from harness.verifier.standins.specs import StandinSpec
-from harness.verifier.standins.tokenizer import BOS, EOS
+from harness.verifier.standins.tokenizer import BOS, EOS, THINK_CLOSE, THINK_OPEN
 
 
-def build_samples(tokenizer, documents: list[tuple[str, str]], seed: int) -> list[list[int]]:
-    """Token sequences: plain documents and chat-wrapped ones, in a seeded order."""
+def thinking_answer(text: str, think: bool) -> str:
+    """An assistant turn in Kimi-K2.5's format: reasoning in <think>...</think>, then the answer.
+    The reasoning is the text's first sentence (at least 12 words, at most 40), so a period is
+    the cue to close it; with thinking off the span is empty, as K2.5's template leaves it."""
+    if not think:
+        return THINK_OPEN + THINK_CLOSE + text
+    words = text.split()
+    cut = next((i + 1 for i, w in enumerate(words[:40]) if i >= 11 and w.endswith(".")), min(len(words), 40))
+    return THINK_OPEN + " ".join(words[:cut]) + THINK_CLOSE + " ".join(words[cut:])
+
+
+def build_samples(tokenizer, documents: list[tuple[str, str]], seed: int, thinking: bool = False) -> list[list[int]]:
+    """Token sequences: plain documents and chat-wrapped ones, in a seeded order. A thinking
+    stand-in's chat answers think first (three in four) or carry an empty span (thinking off)."""
     rng = random.Random(seed)
     out = []
     for i, (title, text) in enumerate(documents):
@@ -32,8 +44,9 @@ def build_samples(tokenizer, documents: list[tuple[str, str]], seed: int) -> lis
             ids = [BOS] + tokenizer.encode(text, add_special_tokens=False) + [EOS]
         else:
             head = " ".join(text.split()[:12])
+            answer = thinking_answer(text, think=i % 8 != 0) if thinking else text
             msgs = [{"role": "user", "content": f"{title}: {head}"},
-                    {"role": "assistant", "content": text}]
+                    {"role": "assistant", "content": answer}]
             ids = tokenizer.apply_chat_template(msgs, tokenize=True, return_dict=False)
             ids = list(ids["input_ids"] if isinstance(ids, dict) else ids)
         out.append(ids)

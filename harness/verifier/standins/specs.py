@@ -42,9 +42,15 @@ class StandinSpec:
     seq_len: int = 128
     lr: float = 3e-3
     seed: int = 0
+    # Kimi-K2.5's thinking format: `<think>`/`</think>` special tokens, a chat template that takes
+    # `thinking` (default on), and pretraining on answers that think first (docs/facts.md §1).
+    thinking: bool = False
 
     def fingerprint(self, corpus_fp: str) -> str:
-        blob = json.dumps({**asdict(self), "corpus": corpus_fp, "v": BUILDER_VERSION}, sort_keys=True)
+        fields = asdict(self)
+        if not self.thinking:
+            del fields["thinking"]  # specs from before the field keep their fingerprints (and caches)
+        blob = json.dumps({**fields, "corpus": corpus_fp, "v": BUILDER_VERSION}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 

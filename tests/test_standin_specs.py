@@ -1,0 +1,32 @@
+"""Stand-in specs and pretraining data (pure; no build)."""
+
+from __future__ import annotations
+
+from harness.verifier.standins.specs import spec_for
+
+
+def test_thinking_is_an_opt_in_that_keeps_existing_fingerprints():
+    from harness.verifier.standins.specs import DEFAULT_SPECS
+
+    plain, thinking = spec_for("kimi-k2.5"), spec_for("kimi-k2.5", thinking=True)
+    assert plain == DEFAULT_SPECS["kimi-k2.5"] and not plain.thinking
+    assert plain.fingerprint("c") != thinking.fingerprint("c")
+    # the field's default leaves the fingerprint what it was before the field existed
+    import hashlib
+    import json
+    from dataclasses import asdict
+
+    from harness.verifier.standins.specs import BUILDER_VERSION
+
+    old = {k: v for k, v in asdict(plain).items() if k != "thinking"}
+    blob = json.dumps({**old, "corpus": "c", "v": BUILDER_VERSION}, sort_keys=True)
+    assert plain.fingerprint("c") == hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def test_thinking_answers_put_the_first_sentence_in_the_reasoning_span():
+    from harness.verifier.standins.pretrain import thinking_answer
+
+    text = "one two three four five six seven eight nine ten eleven twelve. And then the answer follows."
+    assert thinking_answer(text, think=True) == (
+        "<think>one two three four five six seven eight nine ten eleven twelve.</think>And then the answer follows.")
+    assert thinking_answer(text, think=False) == "<think></think>" + text
