@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness.bench.manifest import open_run, run_status, start_manifest, update_manifest
+from harness.bench.breakdown import END_THINK, RepeatRecord, RequestRecord
 from harness.bench.rows import ArmResult, CellIdentity, CellRow, cell_rows
 from harness.draft.under_test import DraftUnderTest, verifier_identity
 from harness.draft.verifier import load_tokenizer
@@ -122,6 +123,7 @@ def run_arm(engine: Engine, tokenizer, prompts: Prompts, sampling: Sampling,
     """One repeat of one arm: all prompts, multi-turn records in rounds (answers fed back)."""
     histories: dict[str, list[dict[str, str]]] = {}
     wall, tokens = 0.0, 0
+    repeat, done = len(acc.repeats), []
     for turn in range(max(r.num_turns for r, _ in prompts)):
         reqs, sent = _turn_requests(tokenizer, prompts, turn, histories, max_tokens, max_prompt)
         if not reqs:
@@ -133,22 +135,37 @@ def run_arm(engine: Engine, tokenizer, prompts: Prompts, sampling: Sampling,
         if res.generation_tokens is not None:
             acc.foreign_tokens += res.generation_tokens - res.num_output_tokens
         for (rec, msgs), o in zip(sent, res.outputs, strict=True):
-            collect_output(acc, o)
+            collect_output(acc, o, repeat)
+            done += [o] if o.ok else []
             if rec.turns and o.ok:
                 answer = tokenizer.decode(o.output_token_ids, skip_special_tokens=True)
                 histories[rec.id] = msgs + [{"role": "assistant", "content": answer}]
     acc.wall_s += wall
     acc.num_output_tokens += tokens
+    acc.repeats.append(RepeatRecord(tokens, wall, tuple(o.request_id for o in done),
+                                    tuple(len(o.output_token_ids) for o in done),
+                                    tuple(o.latency_s or 0.0 for o in done)))
     if wall > 0:
         acc.tok_s_repeats.append(tokens / wall)
 
 
-def collect_output(acc: ArmResult, o: GenOutput) -> None:
+def request_record(o: GenOutput, repeat: int) -> RequestRecord:
+    """What the breakdowns keep of a finished request (vLLM's per-step arrays when it gave them)."""
+    spec = o.spec or {}
+    accepted, drafted = spec.get("per_step_accepted") or [], spec.get("per_step_drafted") or []
+    has_steps = bool(accepted) or (o.spec is not None and not spec.get("num_spec_steps"))
+    return RequestRecord(o.request_id, repeat, o.prompt_len, tuple(o.output_token_ids), o.latency_s,
+                         tuple(int(a) for a in accepted), tuple(int(d) for d in drafted),
+                         spec.get("num_spec_tokens"), has_steps)
+
+
+def collect_output(acc: ArmResult, o: GenOutput, repeat: int = 0) -> None:
     acc.num_requests += 1
     if not o.ok:
         acc.errors.append(f"{o.request_id}: {o.error}")
         return
     acc.outputs.setdefault(o.request_id, o.output_token_ids)
+    acc.requests.append(request_record(o, repeat))
     if o.ttft_s is not None:
         acc.ttft.append(o.ttft_s * 1000)
     if o.itl_s:
@@ -201,8 +218,9 @@ def default_engine_factory(recipe: Recipe, run_dir: Path) -> EngineFactory:
 
 
 def measure_cell(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: tuple[Engine, Engine],
-                 tokenizer, prompts: Prompts) -> tuple[CellRow, CellRow]:
-    """Both arms of a cell, A/B interleaved over the repeats, as the cell's two rows."""
+                 tokenizer, prompts: Prompts) -> tuple[tuple[CellRow, CellRow], dict]:
+    """Both arms of a cell, A/B interleaved over the repeats: the cell's two rows, and its
+    per-request records by arm (the side file beside the cell)."""
     b = run.recipe.bench
     base_engine, spec_engine = engines
     barm, sarm = ArmResult(), ArmResult()
@@ -221,13 +239,22 @@ def measure_cell(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: 
         rejection_sample_method=b.rejection_sample_method if cell.temperature > 0 else "greedy",
         verifier_hash=run.verifier_hash[draft.verifier.path],
         draft_hash=(draft.content_hash or {}).get("sha256"))
-    return cell_rows(identity, barm, sarm, predicted_al=draft.predicted_al(cell.k),
+    rows = cell_rows(identity, barm, sarm, predicted_al=draft.predicted_al(cell.k),
                      deterministic_verifier=draft.deterministic_verifier,
-                     mismatch_tolerance=b.mismatch_tolerance)
+                     mismatch_tolerance=b.mismatch_tolerance, train_context_len=draft.train_context_len,
+                     end_think_id=end_think_id(tokenizer))
+    return rows, {"baseline": [asdict(r) for r in barm.requests], "speculative": [asdict(r) for r in sarm.requests]}
 
 
-def record_cell(run: BenchRun, cell: CellSpec, rows: tuple[CellRow, CellRow]) -> None:
-    write_cell(run.run_dir, cell.id, [r.to_dict() for r in rows])
+def end_think_id(tokenizer) -> int | None:
+    """The `</think>` token id when the tokenizer has one as a single token (thinking split)."""
+    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+    return vocab.get(END_THINK)
+
+
+def record_cell(run: BenchRun, cell: CellSpec, measured: tuple[tuple[CellRow, CellRow], dict]) -> None:
+    rows, requests = measured
+    write_cell(run.run_dir, cell.id, [r.to_dict() for r in rows], requests)
     rs = rows[1]
     for f in rs.flags:
         run.reporter.log(f"[{cell.id}] {f}")

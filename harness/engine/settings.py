@@ -93,7 +93,7 @@ def engine_plan(settings: EngineSettings, layout: ServedModel,
     if settings.gpu_memory_utilization and settings.device == "cuda":
         kw["gpu_memory_utilization"] = settings.gpu_memory_utilization
     if per_request_spec_metrics and speculative is not None:
-        kw["per_request_spec_decode_metrics"] = "summary"
+        kw["per_request_spec_decode_metrics"] = "detailed"  # per-step arrays: harness/analysis/steps.py
     if layout.multimodal:
         # Text-only benchmarking: no image or video slots to profile or reserve.
         kw["limit_mm_per_prompt"] = {"image": 0, "video": 0}
