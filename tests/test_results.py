@@ -354,3 +354,23 @@ def test_gate_exit_code_through_a_process(runs):
     ok = subprocess.run([sys.executable, "-c", script, "gate", str(more("same")), "--baseline", str(base_dir)],
                         cwd=REPO, capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stderr
+
+
+# ----------------------------------------------------------------------------- load: crossover, best k
+
+
+def test_report_names_the_crossover_with_a_ci_and_the_best_k_schedule(tmp_path):
+    cells = []
+    for k, tok in ((1, (150, 120, 90)), (3, (180, 110, 70))):
+        for c, s in zip((1, 4, 16), tok):
+            cells.append(dict(k=k, c=c, base_tok_s=100.0, spec_tok_s=float(s)))
+    run = make_run(tmp_path, "load", cells)
+    for p in (run / "cells").glob("*.json"):  # give every speedup a ±5 % CI
+        rows = json.loads(p.read_text())
+        rows[1]["speedup_ci_low"], rows[1]["speedup_ci_high"] = rows[1]["speedup"] * 0.95, rows[1]["speedup"] * 1.05
+        write_cell(run, p.stem, rows)
+    md = report.write_report(run, tmp_path / "out").markdown.read_text()
+    # k=1: 1.2x at c=4, 0.9x at c=16 -> crossing log2 position 2 + 2 * 0.2/0.3
+    assert f"{2 ** (2 + 2 * 0.2 / 0.3):.3g} [" in md
+    assert "num_speculative_tokens_per_batch_size = [[1, 2, 3], [3, 8, 1], [9, 16, 0]]" in md
+    assert "dynamic_k = [[1, 2, 3], [3, 8, 1], [9, 16, 0]]" in md
