@@ -374,3 +374,26 @@ def test_report_names_the_crossover_with_a_ci_and_the_best_k_schedule(tmp_path):
     assert f"{2 ** (2 + 2 * 0.2 / 0.3):.3g} [" in md
     assert "num_speculative_tokens_per_batch_size = [[1, 2, 3], [3, 8, 1], [9, 16, 0]]" in md
     assert "dynamic_k = [[1, 2, 3], [3, 8, 1], [9, 16, 0]]" in md
+
+
+# ----------------------------------------------------------------------------- gate power
+
+
+def test_gate_on_8_prompts_says_it_cannot_detect_a_5_percent_drop(tmp_path):
+    ci = (2.6, 3.1)  # AL 2.85 measured on 8 prompts (rows_for: num_requests 8, repeats 1)
+    ref = make_run(tmp_path, "ref8", [dict(MATRIX[0], ci=ci)])
+    base_dir = tmp_path / "b8"
+    gate.update_baseline(ref, base_dir, tolerance=0.05)
+    run = make_run(tmp_path, "same8", [dict(MATRIX[0], ci=ci)])
+    res = gate.gate(run, base_dir)
+    se = (ci[1] - ci[0]) / (2 * 1.959964)
+    mdd = (1.644854 + 0.841621) * (2 * se * se) ** 0.5 / 2.85  # run and baseline each carry this SE
+    al_check = next(c for c in res.checks if c.metric == "acceptance_length")
+    assert al_check.min_detectable_drop == pytest.approx(mdd, rel=1e-4) and mdd > 0.05
+    needed = -(-8 * (mdd / 0.05) ** 2 // 1)
+    assert res.power_warnings == [f"chat k=3 c=1 T=0: cannot detect a 5% AL drop with 8 prompts (smallest detectable "
+                                  f"{mdd:.1%} at 95.0% confidence, 80% power); about {int(needed)} prompts would"]
+    code, out, _ = invoke(["gate", run, "--baseline", base_dir])
+    assert code == 0 and "⚠" in out and f"{mdd:.1%}" in out
+    code, _, err = invoke(["gate", run, "--baseline", base_dir, "--strict-power"])
+    assert code == 2 and "cannot detect a 5% AL drop with 8 prompts" in str(err)

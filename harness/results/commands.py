@@ -84,6 +84,8 @@ def gate(
     markdown: MdOpt = None,
     junit: Annotated[Path | None, typer.Option(help="Also write JUnit XML here (one testcase per check).")] = None,
     update_baseline: Annotated[bool, typer.Option(help="Write the baseline from this run instead of gating.")] = False,
+    strict_power: Annotated[bool, typer.Option(
+        help="Exit 2 when a gated cell cannot detect the tolerance with its prompts (power warning).")] = False,
 ):
     """Check a run against a baseline: exit 0 pass, 1 regression, 2 unusable input."""
     from harness.errors import BadInput, Regression
@@ -102,6 +104,10 @@ def gate(
     g.write_gate_files(result, markdown, junit)
     _console().print(g.to_rich(result))
     _notes(g.notes(result))
+    if strict_power and result.power_warnings:
+        more = f" (+{len(result.power_warnings) - 1} more)" if len(result.power_warnings) > 1 else ""
+        raise BadInput(f"--strict-power: {result.power_warnings[0]}{more}; add prompts to the suite "
+                       "(bench.num_prompts) or gate a larger tolerance")
     if result.exit_code:
         raise Regression(result.summary())
     _console().print(f"[green]{result.summary()}[/]", highlight=False)
