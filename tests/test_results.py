@@ -397,3 +397,37 @@ def test_gate_on_8_prompts_says_it_cannot_detect_a_5_percent_drop(tmp_path):
     assert code == 0 and "⚠" in out and f"{mdd:.1%}" in out
     code, _, err = invoke(["gate", run, "--baseline", base_dir, "--strict-power"])
     assert code == 2 and "cannot detect a 5% AL drop with 8 prompts" in str(err)
+
+
+# ----------------------------------------------------------------------------- compact compare
+
+
+def test_compact_compare_of_a_run_with_itself_marks_nothing(tmp_path):
+    from harness.results import compare_compact as cc
+
+    run = make_run(tmp_path, "demo", [dict(m, ci=(2.7, 3.0)) for m in MATRIX])
+    res = cc.compact_runs([run, run])
+    assert len(res.table.rows) == len(MATRIX) and not res.table.only_in
+    deltas = [d for r in res.table.rows for ds in r.deltas.values() for d in ds if d is not None]
+    assert deltas and all(d.delta == 0 and d.beyond_noise is False for d in deltas)
+    assert res.table.marked == []
+    code, out, _ = invoke(["compare", run, run, "--json"])
+    data = json.loads(out)
+    assert code == 0 and data["marked"] == [] and not any(c.endswith("*") for r in data["rows"] for c in r)
+    assert all(c.endswith(" +0.00") or c.endswith(" +0.0") for r in data["rows"] for c in r[4 + 3:])
+
+
+def test_compact_compare_marks_separated_cis_and_lists_one_run_cells(tmp_path):
+    from harness.results import compare_compact as cc
+
+    ref = make_run(tmp_path, "ref", [dict(m, ci=(2.7, 3.0)) for m in MATRIX])
+    worse = make_run(tmp_path, "worse", [dict(MATRIX[0], per_pos=BAD, ci=(2.3, 2.5)),
+                                         dict(MATRIX[1], ci=(2.7, 3.0)), dict(suite="math", c=1)])
+    res = cc.compact_runs([ref, worse])
+    assert res.table.marked == [(("chat", 3, 1, 0.0), "acceptance_length", 1)]
+    assert [run for _, run in res.table.only_in] == ["ref", "ref", "worse"]
+    md = tmp_path / "c.md"
+    code, out, _ = invoke(["compare", ref, worse, "--markdown", md])
+    assert code == 0 and "2.40 [2.30, 2.50] -0.45*" in md.read_text() and "only in worse: suite=math" in md.read_text()
+    code, out, _ = invoke(["compare", ref, worse, "--long"])
+    assert code == 0 and "draft_acceptance_rate" in out
