@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness.bench.manifest import open_run, run_status, start_manifest, update_manifest
 from harness.bench.breakdown import END_THINK, RepeatRecord, RequestRecord
+from harness.bench.manifest import open_run, run_status, start_manifest, update_manifest
 from harness.bench.rows import ArmResult, CellIdentity, CellRow, cell_rows
 from harness.draft.under_test import DraftUnderTest, verifier_identity
 from harness.draft.verifier import load_tokenizer

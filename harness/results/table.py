@@ -23,6 +23,12 @@ in harness/metrics.py):
              per_request_al_mean output_tok_per_s output_tok_per_s_repeats speedup
              lossless_match_rate ttft_ms_median ttft_ms_p99 tpot_ms_median tpot_ms_p99
              itl_ms_median itl_ms_p99 predicted_acceptance_length al_gap
+             speedup_ci_low speedup_ci_high (analysis/load.py) al_se num_prompts (analysis/power.py)
+  breakdowns <what>_buckets / segments, al_by_<what>, al_by_<what>_ci_low/_ci_high, drafts_by_<what>
+             for what in output_position, prompt_length, segment (analysis/steps.py; lists, one
+             entry per bucket; empty when vLLM gave no per-step record)
+  workload   repetition_share looping_requests (the baseline arm's outputs, analysis/repetition.py)
+             max_prompt_tokens train_context_len
   status     status (ok | failed) error flags
 """
 
