@@ -431,3 +431,17 @@ def test_compact_compare_marks_separated_cis_and_lists_one_run_cells(tmp_path):
     assert code == 0 and "2.40 [2.30, 2.50] -0.45*" in md.read_text() and "only in worse: suite=math" in md.read_text()
     code, out, _ = invoke(["compare", ref, worse, "--long"])
     assert code == 0 and "draft_acceptance_rate" in out
+
+
+def test_report_judges_the_dynamic_arm_against_every_fixed_k(tmp_path):
+    cells = [dict(k=1, c=c, spec_tok_s=s) for c, s in ((1, 150.0), (4, 120.0))]
+    cells += [dict(k=3, c=c, spec_tok_s=s) for c, s in ((1, 180.0), (4, 90.0))]
+    cells += [dict(draft="eagle-dynamic", k=3, c=c, spec_tok_s=s) for c, s in ((1, 178.0), (4, 100.0))]
+    run = make_run(tmp_path, "dyn", cells)
+    for p in (run / "cells").glob("*.json"):  # ±3 % speedup CIs
+        rows = json.loads(p.read_text())
+        rows[1]["speedup_ci_low"], rows[1]["speedup_ci_high"] = rows[1]["speedup"] * 0.97, rows[1]["speedup"] * 1.03
+        write_cell(run, p.stem, rows)
+    md = report.write_report(run, tmp_path / "out").markdown.read_text()
+    assert "| eagle | chat | 0 | 1 | yes | — |" in md  # 1.78 vs k=3's 1.80: within noise
+    assert "| eagle | chat | 0 | 4 | no | k=1 |" in md  # 1.00 [0.97, 1.03] vs k=1's 1.20 [1.16, 1.24]

@@ -122,6 +122,7 @@ class CellRow:
     looping_requests: int | None = None
     max_prompt_tokens: int | None = None
     train_context_len: int | None = None
+    k_schedule: str | None = None  # the dynamic arm's num_speculative_tokens_per_batch_size (JSON)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON edge: identity columns first, then this arm's columns."""

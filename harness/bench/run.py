@@ -13,12 +13,15 @@ baseline, per (draft, k) start the speculative engine, measure each cell, write 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from harness.bench.breakdown import END_THINK, RepeatRecord, RequestRecord
-from harness.bench.manifest import open_run, run_status, start_manifest, update_manifest
+from harness.bench.dynamic import derive_schedule, dynamic_label
+from harness.bench.manifest import open_run, read_manifest, run_status, start_manifest, update_manifest
 from harness.bench.rows import ArmResult, CellIdentity, CellRow, cell_rows
 from harness.draft.under_test import DraftUnderTest, verifier_identity
 from harness.draft.verifier import load_tokenizer
@@ -27,7 +30,7 @@ from harness.engine.settings import EnginePlan, SpeculativeSpec, engine_plan
 from harness.errors import BadInput
 from harness.prompts import PromptRecord, render
 from harness.recipe import Recipe
-from harness.results.table import cell_id, finished_cells, write_cell
+from harness.results.table import cell_id, finished_cells, load_rows, write_cell
 from harness.suites import Suite, load_suite
 from harness.ui import Reporter
 from harness.verifier.layout import VerifierLayout
@@ -75,6 +78,9 @@ def plan_cells(recipe: Recipe, drafts: list[DraftUnderTest], suites: list[Suite]
             cell = CellSpec(d.label, names.get(x.suite, x.suite), x.k, x.concurrency, x.temperature)
             if cell not in cells:
                 cells.append(cell)
+    if b.dynamic_k:  # the derived schedule, benched after the fixed ks (harness/bench/dynamic.py)
+        cells += [CellSpec(dynamic_label(d.label), s.name, max(b.k), c, t)
+                  for d in drafts for s in suites for c in b.concurrency for t in b.temperature]
     return cells
 
 
@@ -273,7 +279,8 @@ def _by_verifier(drafts: list[DraftUnderTest]) -> Iterator[tuple[VerifierLayout,
 
 def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnderTest], todo: list[CellSpec]) -> None:
     """One baseline engine for the verifier; one speculative engine per (draft, k) with cells to run."""
-    cells = [c for c in todo if any(c.draft == d.label for d in drafts)]
+    labels = {d.label for d in drafts} | {dynamic_label(d.label) for d in drafts}
+    cells = [c for c in todo if c.draft in labels]
     if not cells:
         return
     recipe = run.recipe
@@ -295,6 +302,30 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
                     for cell in kcells:
                         rows = measure_cell(run, cell, d, (base_engine, spec_engine), tok, prompts[cell.suite])
                         record_cell(run, cell, rows)
+            dyn = [c for c in cells if c.draft == dynamic_label(d.label)]
+            if dyn:
+                bench_dynamic(run, layout, d, dyn, (base_engine, tok, prompts))
+
+
+def bench_dynamic(run: BenchRun, layout: VerifierLayout, draft: DraftUnderTest, cells: list[CellSpec],
+                  shared: tuple[Engine, Any, dict[str, Prompts]]) -> None:
+    """The draft's best-k schedule, derived from its finished fixed-k cells, as an engine of its own."""
+    base_engine, tok, prompts = shared
+    schedule = derive_schedule(load_rows(run.run_dir), draft.label)
+    if schedule is None:
+        run.reporter.log(f"[{draft.label}] dynamic k: no finished fixed-k cell to derive a schedule from; skipped")
+        return
+    b = run.recipe.bench
+    known = read_manifest(run.run_dir).get("dynamic_k") or {}
+    update_manifest(run.run_dir, dynamic_k={**known, dynamic_label(draft.label): [list(r) for r in schedule]})
+    spec = SpeculativeSpec(draft.method, max(b.k), draft.path, b.rejection_sample_method, k_schedule=schedule)
+    dyn = replace(draft, label=dynamic_label(draft.label), held_out_full_acc=())  # k varies: no prediction
+    with run.make_engine(engine_plan(run.recipe.engine, layout, spec), dyn.label) as spec_engine:
+        warm_up(spec_engine, next(iter(prompts.values())), run.recipe)
+        for cell in cells:
+            (rb, rs), reqs = measure_cell(run, cell, dyn, (base_engine, spec_engine), tok, prompts[cell.suite])
+            rs.k_schedule = json.dumps([list(r) for r in schedule])
+            record_cell(run, cell, ((rb, rs), reqs))
 
 
 def load_suites(recipe: Recipe) -> list[Suite]:

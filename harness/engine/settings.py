@@ -33,9 +33,13 @@ class SpeculativeSpec:
     num_speculative_tokens: int
     draft: str | None = None
     rejection_sample_method: str = "standard"
+    # vLLM's dynamic k: inclusive (batch from, batch to, k) ranges; k is capped at num_speculative_tokens
+    k_schedule: tuple[tuple[int, int, int], ...] | None = None
 
     def vllm_config(self) -> dict[str, Any]:
         cfg: dict[str, Any] = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}
+        if self.k_schedule:
+            cfg["num_speculative_tokens_per_batch_size"] = [list(r) for r in self.k_schedule]
         if self.method == "eagle3":
             cfg["model"] = self.draft
         else:

@@ -13,6 +13,7 @@ from harness.analysis import load
 from harness.results.runs import BASELINE, is_speculative
 
 Row = dict[str, Any]
+DYNAMIC_SUFFIX = "-dynamic"  # harness/bench/dynamic.py labels the schedule's arm so
 
 
 @dataclass(frozen=True)
@@ -78,9 +79,28 @@ def schedules(rows: list[Row], source: str) -> list[Schedule]:
     """Best k per concurrency per (draft, suite, T), as a vLLM schedule and a recipe snippet."""
     out = []
     for (draft, suite, t), tok_s in sorted(_tok_s_by_k(rows).items()):
-        if not any(k for k, _ in tok_s):
+        if draft.endswith(DYNAMIC_SUFFIX) or not any(k for k, _ in tok_s):
             continue
         best = load.best_k(tok_s)
         out.append(Schedule(draft, suite, t, best, load.batch_size_schedule(best),
                             load.recipe_snippet(best, f"{source} ({draft}, {suite}, T={t:g})")))
+    return out
+
+
+def _estimate(r: Row) -> load.Estimate:
+    return load.Estimate(r.get("speedup"), r.get("speedup_ci_low"), r.get("speedup_ci_high"))
+
+
+def dynamic_verdicts(rows: list[Row]) -> list[tuple[str, str, float, list[load.DynamicVerdict]]]:
+    """Per (draft, suite, T) with a dynamic arm: does it match or beat every fixed k at each
+    concurrency within noise (speedup CIs; analysis/load.dynamic_vs_fixed)."""
+    spec = [r for r in rows if is_speculative(r) and r.get("speedup") is not None]
+    out = []
+    for dyn_draft in sorted({str(r.get("draft")) for r in spec if str(r.get("draft")).endswith(DYNAMIC_SUFFIX)}):
+        draft = dyn_draft.removesuffix(DYNAMIC_SUFFIX)
+        for suite, t in sorted({(r["suite"], r["temperature"]) for r in spec if r.get("draft") == dyn_draft}):
+            same = [r for r in spec if r["suite"] == suite and r["temperature"] == t]
+            dynamic = {int(r["concurrency"]): _estimate(r) for r in same if r.get("draft") == dyn_draft}
+            fixed = {(int(r["k"]), int(r["concurrency"])): _estimate(r) for r in same if r.get("draft") == draft}
+            out.append((draft, str(suite), float(t), load.dynamic_vs_fixed(dynamic, fixed)))
     return out

@@ -133,7 +133,19 @@ def _load_blocks(run: Run) -> list[tuple]:
                       + ", ".join(f"c={c}: k={k}" for c, k in sch.best.items())
                       + f"; num_speculative_tokens_per_batch_size = {[list(r) for r in sch.ranges]}"),
                 ("code", sch.snippet)]
-    return out
+    return out + _dynamic_blocks(run)
+
+
+def _dynamic_blocks(run: Run) -> list[tuple]:
+    rows = []
+    for draft, suite, t, verdicts in load_view.dynamic_verdicts(run.rows):
+        rows += [[draft, suite, f"{t:g}", str(v.concurrency), "yes" if v.holds else "no",
+                  ", ".join(f"k={k}" for k in v.beaten_by) or "—"] for v in verdicts]
+    if not rows:
+        return []
+    return [("p", "The dynamic arm (the derived schedule benched as its own engine, draft '<draft>-dynamic') against "
+                  "every fixed k: it holds at a concurrency when no fixed k's speedup CI lies wholly above its own."),
+            ("table", ["draft", "suite", "T", "concurrency", "matches or beats every fixed k", "beaten by"], rows)]
 
 
 def _pct(v) -> str:
