@@ -373,7 +373,7 @@ def test_report_names_the_crossover_with_a_ci_and_the_best_k_schedule(tmp_path):
     # k=1: 1.2x at c=4, 0.9x at c=16 -> crossing log2 position 2 + 2 * 0.2/0.3
     assert f"{2 ** (2 + 2 * 0.2 / 0.3):.3g} [" in md
     assert "num_speculative_tokens_per_batch_size = [[1, 2, 3], [3, 8, 1], [9, 16, 0]]" in md
-    assert "dynamic_k = [[1, 2, 3], [3, 8, 1], [9, 16, 0]]" in md
+    assert "[speculative_config]\nnum_speculative_tokens_per_batch_size = [[1, 2, 3], [3, 8, 1], [9, 16, 0]]" in md
 
 
 # ----------------------------------------------------------------------------- gate power

@@ -83,7 +83,9 @@ def schedules(rows: list[Row], source: str) -> list[Schedule]:
             continue
         best = load.best_k(tok_s)
         out.append(Schedule(draft, suite, t, best, load.batch_size_schedule(best),
-                            load.recipe_snippet(best, f"{source} ({draft}, {suite}, T={t:g})")))
+                            load.recipe_snippet(best, f"{source} ({draft}, {suite}, T={t:g})",
+                                                table="speculative_config",
+                                                key="num_speculative_tokens_per_batch_size")))
     return out
 
 
