@@ -176,8 +176,7 @@ def plot_speedup_vs_concurrency(rows: list[Row], path: Path, note: str | None = 
     ax.set_ylabel("speedup (× baseline output tokens/s)")
     ax.legend(fontsize=8)
     title = (f"Speedup vs concurrency by {by_what(rows).replace(' and ', ', ')} and k (T={t:g})\n"
-             "speedup = speculative ÷ baseline output tokens/s; band: 95% CI; red X: crossover (1.0x, "
-             "interpolated in log2 concurrency)") if ref else "Speedup vs concurrency by suite and k"
+             "speedup = spec ÷ baseline output tok/s; band: 95% CI; red X: crossover at 1.0x (log2 interp.)") if ref else "Speedup vs concurrency by suite and k"
     return _save(fig, ax, path, title, None if ref else "no finished cells with a speedup: nothing to plot", note)
 
 
