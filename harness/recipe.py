@@ -139,6 +139,9 @@ class BenchSection(_Strict):
     method: Literal["eagle3", "ngram"] = Field("eagle3", description="Speculation method of the draft under test.")
     rejection_sample_method: Literal["standard", "block", "synthetic"] = Field(
         "standard", description="vLLM rejection sampling at T>0; 'synthetic' fakes acceptance and is refused.")
+    dynamic_k: bool = Field(False, description=(
+        "After the fixed ks, bench the best-k-per-concurrency schedule derived from them as its own arm "
+        "(draft label '<draft>-dynamic', vLLM's num_speculative_tokens_per_batch_size)."))
     mismatch_tolerance: float = Field(0.10, ge=0, description="Flag a served AL this far (relative) from the training prediction.")
 
     @model_validator(mode="after")
@@ -156,6 +159,8 @@ class BenchSection(_Strict):
         if self.engine == "attach" and (len(self.k) != 1 or self.reference_drafts):
             raise ValueError("engine 'attach' measures the servers as they run: give the one k they were started "
                              "with (bench.k = [K]) and no reference_drafts")
+        if self.engine == "attach" and self.dynamic_k:
+            raise ValueError("bench.dynamic_k starts an engine with the derived schedule; engine 'attach' cannot")
         if not self.suites:
             raise ValueError("bench.suites is empty; name at least one suite")
         for c in self.extra_cells:

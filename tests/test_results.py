@@ -354,3 +354,94 @@ def test_gate_exit_code_through_a_process(runs):
     ok = subprocess.run([sys.executable, "-c", script, "gate", str(more("same")), "--baseline", str(base_dir)],
                         cwd=REPO, capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stderr
+
+
+# ----------------------------------------------------------------------------- load: crossover, best k
+
+
+def test_report_names_the_crossover_with_a_ci_and_the_best_k_schedule(tmp_path):
+    cells = []
+    for k, tok in ((1, (150, 120, 90)), (3, (180, 110, 70))):
+        for c, s in zip((1, 4, 16), tok):
+            cells.append(dict(k=k, c=c, base_tok_s=100.0, spec_tok_s=float(s)))
+    run = make_run(tmp_path, "load", cells)
+    for p in (run / "cells").glob("*.json"):  # give every speedup a ±5 % CI
+        rows = json.loads(p.read_text())
+        rows[1]["speedup_ci_low"], rows[1]["speedup_ci_high"] = rows[1]["speedup"] * 0.95, rows[1]["speedup"] * 1.05
+        write_cell(run, p.stem, rows)
+    md = report.write_report(run, tmp_path / "out").markdown.read_text()
+    # k=1: 1.2x at c=4, 0.9x at c=16 -> crossing log2 position 2 + 2 * 0.2/0.3
+    assert f"{2 ** (2 + 2 * 0.2 / 0.3):.3g} [" in md
+    assert "num_speculative_tokens_per_batch_size = [[1, 2, 3], [3, 8, 1], [9, 16, 0]]" in md
+    assert "[speculative_config]\nnum_speculative_tokens_per_batch_size = [[1, 2, 3], [3, 8, 1], [9, 16, 0]]" in md
+
+
+# ----------------------------------------------------------------------------- gate power
+
+
+def test_gate_on_8_prompts_says_it_cannot_detect_a_5_percent_drop(tmp_path):
+    ci = (2.6, 3.1)  # AL 2.85 measured on 8 prompts (rows_for: num_requests 8, repeats 1)
+    ref = make_run(tmp_path, "ref8", [dict(MATRIX[0], ci=ci)])
+    base_dir = tmp_path / "b8"
+    gate.update_baseline(ref, base_dir, tolerance=0.05)
+    run = make_run(tmp_path, "same8", [dict(MATRIX[0], ci=ci)])
+    res = gate.gate(run, base_dir)
+    se = (ci[1] - ci[0]) / (2 * 1.959964)
+    mdd = (1.644854 + 0.841621) * (2 * se * se) ** 0.5 / 2.85  # run and baseline each carry this SE
+    al_check = next(c for c in res.checks if c.metric == "acceptance_length")
+    assert al_check.min_detectable_drop == pytest.approx(mdd, rel=1e-4) and mdd > 0.05
+    needed = -(-8 * (mdd / 0.05) ** 2 // 1)
+    assert res.power_warnings == [f"chat k=3 c=1 T=0: cannot detect a 5% AL drop with 8 prompts (smallest detectable "
+                                  f"{mdd:.1%} at 95.0% confidence, 80% power); about {int(needed)} prompts would"]
+    code, out, _ = invoke(["gate", run, "--baseline", base_dir])
+    assert code == 0 and "⚠" in out and f"{mdd:.1%}" in out
+    code, _, err = invoke(["gate", run, "--baseline", base_dir, "--strict-power"])
+    assert code == 2 and "cannot detect a 5% AL drop with 8 prompts" in str(err)
+
+
+# ----------------------------------------------------------------------------- compact compare
+
+
+def test_compact_compare_of_a_run_with_itself_marks_nothing(tmp_path):
+    from harness.results import compare_compact as cc
+
+    run = make_run(tmp_path, "demo", [dict(m, ci=(2.7, 3.0)) for m in MATRIX])
+    res = cc.compact_runs([run, run])
+    assert len(res.table.rows) == len(MATRIX) and not res.table.only_in
+    deltas = [d for r in res.table.rows for ds in r.deltas.values() for d in ds if d is not None]
+    assert deltas and all(d.delta == 0 and d.beyond_noise is False for d in deltas)
+    assert res.table.marked == []
+    code, out, _ = invoke(["compare", run, run, "--json"])
+    data = json.loads(out)
+    assert code == 0 and data["marked"] == [] and not any(c.endswith("*") for r in data["rows"] for c in r)
+    assert all(c.endswith(" +0.00") or c.endswith(" +0.0") for r in data["rows"] for c in r[4 + 3:])
+
+
+def test_compact_compare_marks_separated_cis_and_lists_one_run_cells(tmp_path):
+    from harness.results import compare_compact as cc
+
+    ref = make_run(tmp_path, "ref", [dict(m, ci=(2.7, 3.0)) for m in MATRIX])
+    worse = make_run(tmp_path, "worse", [dict(MATRIX[0], per_pos=BAD, ci=(2.3, 2.5)),
+                                         dict(MATRIX[1], ci=(2.7, 3.0)), dict(suite="math", c=1)])
+    res = cc.compact_runs([ref, worse])
+    assert res.table.marked == [(("chat", 3, 1, 0.0), "acceptance_length", 1)]
+    assert [run for _, run in res.table.only_in] == ["ref", "ref", "worse"]
+    md = tmp_path / "c.md"
+    code, out, _ = invoke(["compare", ref, worse, "--markdown", md])
+    assert code == 0 and "2.40 [2.30, 2.50] -0.45*" in md.read_text() and "only in worse: suite=math" in md.read_text()
+    code, out, _ = invoke(["compare", ref, worse, "--long"])
+    assert code == 0 and "draft_acceptance_rate" in out
+
+
+def test_report_judges_the_dynamic_arm_against_every_fixed_k(tmp_path):
+    cells = [dict(k=1, c=c, spec_tok_s=s) for c, s in ((1, 150.0), (4, 120.0))]
+    cells += [dict(k=3, c=c, spec_tok_s=s) for c, s in ((1, 180.0), (4, 90.0))]
+    cells += [dict(draft="eagle-dynamic", k=3, c=c, spec_tok_s=s) for c, s in ((1, 178.0), (4, 100.0))]
+    run = make_run(tmp_path, "dyn", cells)
+    for p in (run / "cells").glob("*.json"):  # ±3 % speedup CIs
+        rows = json.loads(p.read_text())
+        rows[1]["speedup_ci_low"], rows[1]["speedup_ci_high"] = rows[1]["speedup"] * 0.97, rows[1]["speedup"] * 1.03
+        write_cell(run, p.stem, rows)
+    md = report.write_report(run, tmp_path / "out").markdown.read_text()
+    assert "| eagle | chat | 0 | 1 | yes | — |" in md  # 1.78 vs k=3's 1.80: within noise
+    assert "| eagle | chat | 0 | 4 | no | k=1 |" in md  # 1.00 [0.97, 1.03] vs k=1's 1.20 [1.16, 1.24]

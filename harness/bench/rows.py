@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness import metrics
+from harness.bench import breakdown
+from harness.bench.breakdown import RepeatRecord, RequestRecord
 from harness.engine.counters import SpecCounters
 
 BASELINE, SPECULATIVE = "baseline", "speculative"
@@ -32,6 +34,8 @@ class ArmResult:
     num_requests: int = 0
     errors: list[str] = field(default_factory=list)
     foreign_tokens: float = 0.0
+    requests: list[RequestRecord] = field(default_factory=list)
+    repeats: list[RepeatRecord] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,31 @@ class CellRow:
     predicted_acceptance_length: float | None = None
     al_gap: float | None = None
     flags: list[str] = field(default_factory=list)
+    # uncertainty and breakdowns (harness/bench/breakdown.py; definitions in harness/analysis/)
+    speedup_ci_low: float | None = None
+    speedup_ci_high: float | None = None
+    al_se: float | None = None
+    num_prompts: int | None = None
+    output_position_buckets: list[str] = field(default_factory=list)
+    al_by_output_position: list[float | None] = field(default_factory=list)
+    al_by_output_position_ci_low: list[float | None] = field(default_factory=list)
+    al_by_output_position_ci_high: list[float | None] = field(default_factory=list)
+    drafts_by_output_position: list[int] = field(default_factory=list)
+    prompt_length_buckets: list[str] = field(default_factory=list)
+    al_by_prompt_length: list[float | None] = field(default_factory=list)
+    al_by_prompt_length_ci_low: list[float | None] = field(default_factory=list)
+    al_by_prompt_length_ci_high: list[float | None] = field(default_factory=list)
+    drafts_by_prompt_length: list[int] = field(default_factory=list)
+    segments: list[str] = field(default_factory=list)
+    al_by_segment: list[float | None] = field(default_factory=list)
+    al_by_segment_ci_low: list[float | None] = field(default_factory=list)
+    al_by_segment_ci_high: list[float | None] = field(default_factory=list)
+    drafts_by_segment: list[int] = field(default_factory=list)
+    repetition_share: float | None = None
+    looping_requests: int | None = None
+    max_prompt_tokens: int | None = None
+    train_context_len: int | None = None
+    k_schedule: str | None = None  # the dynamic arm's num_speculative_tokens_per_batch_size (JSON)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON edge: identity columns first, then this arm's columns."""
@@ -142,18 +171,15 @@ def _lossless(row: CellRow, base: ArmResult, spec: ArmResult, temperature: float
     return []
 
 
-def _prediction(row: CellRow, predicted: float | None, temperature: float, tolerance: float) -> list[str]:
+def _prediction(row: CellRow, predicted: float | None, temperature: float) -> None:
     row.predicted_acceptance_length = predicted
-    if not (predicted and row.acceptance_length and temperature == 0):
-        return []
-    row.al_gap = (row.acceptance_length - predicted) / predicted
-    if abs(row.al_gap) > tolerance:
-        return [f"TRAIN/SERVE MISMATCH: served AL {row.acceptance_length:.2f} vs predicted {predicted:.2f}"]
-    return []
+    if predicted and row.acceptance_length and temperature == 0:
+        row.al_gap = (row.acceptance_length - predicted) / predicted
 
 
 def cell_rows(identity: CellIdentity, base: ArmResult, spec: ArmResult, *, predicted_al: float | None,
-              deterministic_verifier: bool, mismatch_tolerance: float) -> tuple[CellRow, CellRow]:
+              deterministic_verifier: bool, mismatch_tolerance: float,
+              train_context_len: int | None = None, end_think_id: int | None = None) -> tuple[CellRow, CellRow]:
     """The (baseline, speculative) rows of one cell, with the speculative row's flags."""
     rb, rs = arm_row(identity, BASELINE, base), arm_row(identity, SPECULATIVE, spec)
     rs.speedup = metrics.speedup(rs.output_tok_per_s, rb.output_tok_per_s)
@@ -163,7 +189,10 @@ def cell_rows(identity: CellIdentity, base: ArmResult, spec: ArmResult, *, predi
         flags += _lossless(rs, base, spec, t)
     if spec.counters.num_drafts == 0 and spec.num_output_tokens > 0:
         flags.append("ZERO DRAFTS: speculation was silently off in this cell")
-    flags += _prediction(rs, predicted_al, t, mismatch_tolerance)
+    _prediction(rs, predicted_al, t)
+    ctx = breakdown.CellContext(identity.k, train_context_len, end_think_id)
+    looping, beyond = breakdown.derive(rb, rs, base, spec, ctx)
+    flags += breakdown.explained_gap(rs, mismatch_tolerance, looping, beyond)
     if spec.foreign_tokens > 0 or base.foreign_tokens > 0:
         flags.append("FOREIGN TRAFFIC: the server generated tokens for other clients during the cell")
     rs.flags = flags

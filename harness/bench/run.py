@@ -13,11 +13,22 @@ baseline, per (draft, k) start the speculative engine, measure each cell, write 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
-from harness.bench.manifest import open_run, record_engine, run_status, start_manifest
+from harness.bench.breakdown import END_THINK, RepeatRecord, RequestRecord
+from harness.bench.dynamic import derive_schedule, dynamic_label
+from harness.bench.manifest import (
+    open_run,
+    read_manifest,
+    record_engine,
+    run_status,
+    start_manifest,
+    update_manifest,
+)
 from harness.bench.rows import ArmResult, CellIdentity, CellRow, cell_rows
 from harness.draft.under_test import DraftUnderTest, verifier_identity
 from harness.draft.verifier import load_tokenizer
@@ -26,7 +37,7 @@ from harness.engine.settings import EnginePlan, SpeculativeSpec, engine_plan
 from harness.errors import BadInput
 from harness.prompts import PromptRecord, render
 from harness.recipe import Recipe
-from harness.results.table import cell_id, finished_cells, write_cell
+from harness.results.table import cell_id, finished_cells, load_rows, write_cell
 from harness.suites import Suite, load_suite
 from harness.ui import Reporter
 from harness.verifier.layout import VerifierLayout
@@ -74,6 +85,9 @@ def plan_cells(recipe: Recipe, drafts: list[DraftUnderTest], suites: list[Suite]
             cell = CellSpec(d.label, names.get(x.suite, x.suite), x.k, x.concurrency, x.temperature)
             if cell not in cells:
                 cells.append(cell)
+    if b.dynamic_k:  # the derived schedule, benched after the fixed ks (harness/bench/dynamic.py)
+        cells += [CellSpec(dynamic_label(d.label), s.name, max(b.k), c, t)
+                  for d in drafts for s in suites for c in b.concurrency for t in b.temperature]
     return cells
 
 
@@ -122,6 +136,7 @@ def run_arm(engine: Engine, tokenizer, prompts: Prompts, sampling: Sampling,
     """One repeat of one arm: all prompts, multi-turn records in rounds (answers fed back)."""
     histories: dict[str, list[dict[str, str]]] = {}
     wall, tokens = 0.0, 0
+    repeat, done = len(acc.repeats), []
     for turn in range(max(r.num_turns for r, _ in prompts)):
         reqs, sent = _turn_requests(tokenizer, prompts, turn, histories, max_tokens, max_prompt)
         if not reqs:
@@ -133,22 +148,37 @@ def run_arm(engine: Engine, tokenizer, prompts: Prompts, sampling: Sampling,
         if res.generation_tokens is not None:
             acc.foreign_tokens += res.generation_tokens - res.num_output_tokens
         for (rec, msgs), o in zip(sent, res.outputs, strict=True):
-            collect_output(acc, o)
+            collect_output(acc, o, repeat)
+            done += [o] if o.ok else []
             if rec.turns and o.ok:
                 answer = tokenizer.decode(o.output_token_ids, skip_special_tokens=True)
                 histories[rec.id] = msgs + [{"role": "assistant", "content": answer}]
     acc.wall_s += wall
     acc.num_output_tokens += tokens
+    acc.repeats.append(RepeatRecord(tokens, wall, tuple(o.request_id for o in done),
+                                    tuple(len(o.output_token_ids) for o in done),
+                                    tuple(o.latency_s or 0.0 for o in done)))
     if wall > 0:
         acc.tok_s_repeats.append(tokens / wall)
 
 
-def collect_output(acc: ArmResult, o: GenOutput) -> None:
+def request_record(o: GenOutput, repeat: int) -> RequestRecord:
+    """What the breakdowns keep of a finished request (vLLM's per-step arrays when it gave them)."""
+    spec = o.spec or {}
+    accepted, drafted = spec.get("per_step_accepted") or [], spec.get("per_step_drafted") or []
+    has_steps = bool(accepted) or (o.spec is not None and not spec.get("num_spec_steps"))
+    return RequestRecord(o.request_id, repeat, o.prompt_len, tuple(o.output_token_ids), o.latency_s,
+                         tuple(int(a) for a in accepted), tuple(int(d) for d in drafted),
+                         spec.get("num_spec_tokens"), has_steps)
+
+
+def collect_output(acc: ArmResult, o: GenOutput, repeat: int = 0) -> None:
     acc.num_requests += 1
     if not o.ok:
         acc.errors.append(f"{o.request_id}: {o.error}")
         return
     acc.outputs.setdefault(o.request_id, o.output_token_ids)
+    acc.requests.append(request_record(o, repeat))
     if o.ttft_s is not None:
         acc.ttft.append(o.ttft_s * 1000)
     if o.itl_s:
@@ -201,8 +231,9 @@ def default_engine_factory(recipe: Recipe, run_dir: Path) -> EngineFactory:
 
 
 def measure_cell(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: tuple[Engine, Engine],
-                 tokenizer, prompts: Prompts) -> tuple[CellRow, CellRow]:
-    """Both arms of a cell, A/B interleaved over the repeats, as the cell's two rows."""
+                 tokenizer, prompts: Prompts) -> tuple[tuple[CellRow, CellRow], dict]:
+    """Both arms of a cell, A/B interleaved over the repeats: the cell's two rows, and its
+    per-request records by arm (the side file beside the cell)."""
     b = run.recipe.bench
     base_engine, spec_engine = engines
     barm, sarm = ArmResult(), ArmResult()
@@ -221,13 +252,22 @@ def measure_cell(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: 
         rejection_sample_method=b.rejection_sample_method if cell.temperature > 0 else "greedy",
         verifier_hash=run.verifier_hash[draft.verifier.path],
         draft_hash=(draft.content_hash or {}).get("sha256"))
-    return cell_rows(identity, barm, sarm, predicted_al=draft.predicted_al(cell.k),
+    rows = cell_rows(identity, barm, sarm, predicted_al=draft.predicted_al(cell.k),
                      deterministic_verifier=draft.deterministic_verifier,
-                     mismatch_tolerance=b.mismatch_tolerance)
+                     mismatch_tolerance=b.mismatch_tolerance, train_context_len=draft.train_context_len,
+                     end_think_id=end_think_id(tokenizer))
+    return rows, {"baseline": [asdict(r) for r in barm.requests], "speculative": [asdict(r) for r in sarm.requests]}
 
 
-def record_cell(run: BenchRun, cell: CellSpec, rows: tuple[CellRow, CellRow]) -> None:
-    write_cell(run.run_dir, cell.id, [r.to_dict() for r in rows])
+def end_think_id(tokenizer) -> int | None:
+    """The `</think>` token id when the tokenizer has one as a single token (thinking split)."""
+    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+    return vocab.get(END_THINK)
+
+
+def record_cell(run: BenchRun, cell: CellSpec, measured: tuple[tuple[CellRow, CellRow], dict]) -> None:
+    rows, requests = measured
+    write_cell(run.run_dir, cell.id, [r.to_dict() for r in rows], requests)
     rs = rows[1]
     for f in rs.flags:
         run.reporter.log(f"[{cell.id}] {f}")
@@ -246,7 +286,8 @@ def _by_verifier(drafts: list[DraftUnderTest]) -> Iterator[tuple[VerifierLayout,
 
 def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnderTest], todo: list[CellSpec]) -> None:
     """One baseline engine for the verifier; one speculative engine per (draft, k) with cells to run."""
-    cells = [c for c in todo if any(c.draft == d.label for d in drafts)]
+    labels = {d.label for d in drafts} | {dynamic_label(d.label) for d in drafts}
+    cells = [c for c in todo if c.draft in labels]
     if not cells:
         return
     recipe = run.recipe
@@ -270,6 +311,31 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
                     for cell in kcells:
                         rows = measure_cell(run, cell, d, (base_engine, spec_engine), tok, prompts[cell.suite])
                         record_cell(run, cell, rows)
+            dyn = [c for c in cells if c.draft == dynamic_label(d.label)]
+            if dyn:
+                bench_dynamic(run, layout, d, dyn, (base_engine, tok, prompts))
+
+
+def bench_dynamic(run: BenchRun, layout: VerifierLayout, draft: DraftUnderTest, cells: list[CellSpec],
+                  shared: tuple[Engine, Any, dict[str, Prompts]]) -> None:
+    """The draft's best-k schedule, derived from its finished fixed-k cells, as an engine of its own."""
+    base_engine, tok, prompts = shared
+    schedule = derive_schedule(load_rows(run.run_dir), draft.label)
+    if schedule is None:
+        run.reporter.log(f"[{draft.label}] dynamic k: no finished fixed-k cell to derive a schedule from; skipped")
+        return
+    b = run.recipe.bench
+    known = read_manifest(run.run_dir).get("dynamic_k") or {}
+    update_manifest(run.run_dir, dynamic_k={**known, dynamic_label(draft.label): [list(r) for r in schedule]})
+    spec = SpeculativeSpec(draft.method, max(b.k), draft.path, b.rejection_sample_method, k_schedule=schedule)
+    dyn = replace(draft, label=dynamic_label(draft.label), held_out_full_acc=())  # k varies: no prediction
+    with run.make_engine(engine_plan(run.recipe.engine, layout, spec), dyn.label) as spec_engine:
+        record_engine(run.run_dir, dyn.label, spec_engine)
+        warm_up(spec_engine, next(iter(prompts.values())), run.recipe)
+        for cell in cells:
+            (rb, rs), reqs = measure_cell(run, cell, dyn, (base_engine, spec_engine), tok, prompts[cell.suite])
+            rs.k_schedule = json.dumps([list(r) for r in schedule])
+            record_cell(run, cell, ((rb, rs), reqs))
 
 
 def load_suites(recipe: Recipe) -> list[Suite]:

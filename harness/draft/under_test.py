@@ -25,6 +25,8 @@ class DraftUnderTest:
     # The oracle's verifier emits one token at any temperature, so outputs must match the
     # baseline's even when sampling: a lossless check that also works at T > 0.
     deterministic_verifier: bool = False
+    # tokens of the longest training sample (harness.json `train_context_len`; None for older drafts)
+    train_context_len: int | None = None
 
     def predicted_al(self, k: int) -> float | None:
         """1 + sum of held-out full accuracies of draft steps < k (known for k <= TTT steps)."""
@@ -117,7 +119,8 @@ def resolve_drafts(recipe: Recipe, layout: VerifierLayout, draft_dir: Path | Non
     if draft_dir is not None:
         meta = check_draft_for_verifier(draft_dir, layout)
         out.append(DraftUnderTest(label, "eagle3", layout, str(draft_dir),
-                                  tuple(meta.get("held_out_full_acc") or ()), content_hash(draft_dir)))
+                                  tuple(meta.get("held_out_full_acc") or ()), content_hash(draft_dir),
+                                  train_context_len=meta.get("train_context_len")))
     elif recipe.bench.method == "ngram":
         out.append(DraftUnderTest("ngram", "ngram", layout))
     ngram_is_main = recipe.bench.method == "ngram" and draft_dir is None

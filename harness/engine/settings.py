@@ -33,9 +33,13 @@ class SpeculativeSpec:
     num_speculative_tokens: int
     draft: str | None = None
     rejection_sample_method: str = "standard"
+    # vLLM's dynamic k: inclusive (batch from, batch to, k) ranges; k is capped at num_speculative_tokens
+    k_schedule: tuple[tuple[int, int, int], ...] | None = None
 
     def vllm_config(self) -> dict[str, Any]:
         cfg: dict[str, Any] = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}
+        if self.k_schedule:
+            cfg["num_speculative_tokens_per_batch_size"] = [list(r) for r in self.k_schedule]
         if self.method == "eagle3":
             cfg["model"] = self.draft
         else:
@@ -93,7 +97,7 @@ def engine_plan(settings: EngineSettings, layout: ServedModel,
     if settings.gpu_memory_utilization and settings.device == "cuda":
         kw["gpu_memory_utilization"] = settings.gpu_memory_utilization
     if per_request_spec_metrics and speculative is not None:
-        kw["per_request_spec_decode_metrics"] = "summary"
+        kw["per_request_spec_decode_metrics"] = "detailed"  # per-step arrays: harness/analysis/steps.py
     if layout.multimodal:
         # Text-only benchmarking: no image or video slots to profile or reserve.
         kw["limit_mm_per_prompt"] = {"image": 0, "video": 0}

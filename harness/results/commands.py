@@ -41,14 +41,19 @@ def compare(
     markdown: MdOpt = None,
     csv: Annotated[Path | None, typer.Option("--csv", help="Also write the comparison as CSV here.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")] = False,
+    long: Annotated[bool, typer.Option("--long", help="One row per cell and metric (every metric, both modes).")] = False,
 ):
-    """Runs side by side, cell by cell, with absolute and relative deltas against the first run."""
+    """Runs side by side: one row per cell with AL [CI], speedup [CI] and tok/s per run, deltas vs the
+    first run marked * when beyond noise (--long: one row per cell and metric)."""
     import json
 
     from harness.provenance import atomic_write_text
     from harness.results import compare as cmp
 
-    result = cmp.compare_runs(runs, [c.strip() for c in by.split(",") if c.strip()], force)
+    keys = [c.strip() for c in by.split(",") if c.strip()]
+    if not long and not csv:
+        return _compact(runs, keys, force, markdown, json_out)
+    result = cmp.compare_runs(runs, keys, force)
     if markdown:
         atomic_write_text(markdown, cmp.to_markdown(result))
     if csv:
@@ -57,6 +62,22 @@ def compare(
         print(json.dumps(result.to_dict(), indent=2))
         return
     _console().print(cmp.to_rich(result))
+    _notes(result.notes())
+
+
+def _compact(runs: list[Path], keys: list[str], force: bool, markdown: Path | None, json_out: bool) -> None:
+    import json
+
+    from harness.provenance import atomic_write_text
+    from harness.results import compare_compact as cc
+
+    result = cc.compact_runs(runs, keys, force)
+    if markdown:
+        atomic_write_text(markdown, cc.to_markdown(result))
+    if json_out:
+        print(json.dumps(result.to_dict(), indent=2))
+        return
+    _console().print(cc.to_rich(result))
     _notes(result.notes())
 
 
@@ -84,6 +105,8 @@ def gate(
     markdown: MdOpt = None,
     junit: Annotated[Path | None, typer.Option(help="Also write JUnit XML here (one testcase per check).")] = None,
     update_baseline: Annotated[bool, typer.Option(help="Write the baseline from this run instead of gating.")] = False,
+    strict_power: Annotated[bool, typer.Option(
+        help="Exit 2 when a gated cell cannot detect the tolerance with its prompts (power warning).")] = False,
 ):
     """Check a run against a baseline: exit 0 pass, 1 regression, 2 unusable input."""
     from harness.errors import BadInput, Regression
@@ -102,6 +125,10 @@ def gate(
     g.write_gate_files(result, markdown, junit)
     _console().print(g.to_rich(result))
     _notes(g.notes(result))
+    if strict_power and result.power_warnings:
+        more = f" (+{len(result.power_warnings) - 1} more)" if len(result.power_warnings) > 1 else ""
+        raise BadInput(f"--strict-power: {result.power_warnings[0]}{more}; add prompts to the suite "
+                       "(bench.num_prompts) or gate a larger tolerance")
     if result.exit_code:
         raise Regression(result.summary())
     _console().print(f"[green]{result.summary()}[/]", highlight=False)

@@ -25,6 +25,11 @@ Noise-aware: a value counts as "upper end of its CI": AL → al_ci_high (per-req
 per-position rates get the same slack al_ci_high − AL (acceptance at position i implies it at
 every earlier position, so the positions are positively correlated and SD(rate_i) <= SD(Σ rates)
 = SD(AL)). Without a CI the point value is used.
+Power (harness/analysis/power.py): beside each cell's AL check, the smallest relative AL drop the
+cell can detect with its prompts (one-sided, 95 % confidence — 97.5 % when noise-aware — and 80 %
+power); SE from the row's `al_se` (per-prompt counts), else from its AL CI, combined with the
+baseline cell's SE when it has one. A cell whose detectable drop exceeds the tolerance is warned
+about with the prompts it would need; `strict_power` makes that unusable input (exit 2).
 Unusable input (BadInput, exit 2): a baseline cell without a finished, ok run cell; a matched
 cell that differs in verifier_hash, max_tokens, suite_version or suite_sha. allow_missing gates
 the rest and lists those.
@@ -35,10 +40,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from harness.analysis import power as pw
 from harness.errors import BadInput
 from harness.results.runs import (
     COMPARABILITY,
@@ -55,7 +61,7 @@ BASELINE_FILE, MANIFEST_FILE = "baseline.json", "manifest.json"
 DEFAULT_TOLERANCE = 0.05
 BASELINE_FIELDS = ("draft", "method", "suite", "suite_version", "suite_sha", "k", "concurrency", "temperature",
                    "max_tokens", "verifier_hash", "acceptance_length", "per_position_rates", "al_ci_low",
-                   "al_ci_high", "speedup")
+                   "al_ci_high", "speedup", "al_se", "num_prompts")
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,8 @@ class Check:
     passed: bool
     compared: float | None = None  # what was held against the bound (CI upper end when noise-aware)
     draft: str = ""
+    min_detectable_drop: float | None = None  # relative; AL checks only (module docstring: Power)
+    power_warning: str | None = None
 
     @property
     def where(self) -> str:
@@ -104,6 +112,10 @@ class GateResult:
     @property
     def exit_code(self) -> int:
         return 1 if self.failures else 0
+
+    @property
+    def power_warnings(self) -> list[str]:
+        return [f"{c.where}: {c.power_warning}" for c in self.checks if c.power_warning]
 
     def summary(self) -> str:
         cells = len({c.where for c in self.checks})
@@ -162,6 +174,38 @@ def check_cell(base: dict[str, Any], row: dict[str, Any], tolerance: float, floo
     return checks
 
 
+def _se(row: dict[str, Any]) -> float | None:
+    if row.get("al_se") is not None:
+        return float(row["al_se"])
+    lo, hi = row.get("al_ci_low"), row.get("al_ci_high")
+    return pw.se_from_ci(lo, hi) if lo is not None and hi is not None else None
+
+
+def _prompts(row: dict[str, Any]) -> int | None:
+    if row.get("num_prompts"):
+        return int(row["num_prompts"])
+    n, reps = row.get("num_requests"), row.get("repeats") or 1
+    return int(n) // int(reps) if n else None
+
+
+def cell_power(base: dict[str, Any], row: dict[str, Any], tolerance: float, noise_aware: bool) -> pw.Power | None:
+    """What the cell's AL check can detect; None without an AL, an SE or a prompt count."""
+    al, se, n = row.get("acceptance_length"), _se(row), _prompts(row)
+    if al is None or se is None or not n or tolerance <= 0:
+        return None
+    conf = pw.NOISE_AWARE_CONFIDENCE if noise_aware else pw.CONFIDENCE
+    return pw.gate_power(al, se, n, tolerance, conf, baseline_se=_se(base) or 0.0)
+
+
+def with_power(checks: list[Check], base: dict[str, Any], row: dict[str, Any], tolerance: float,
+               noise_aware: bool) -> list[Check]:
+    p = cell_power(base, row, tolerance, noise_aware)
+    if p is None:
+        return checks
+    return [replace(c, min_detectable_drop=p.min_detectable_drop, power_warning=p.warning())
+            if c.metric == "acceptance_length" else c for c in checks]
+
+
 def evaluate(run: Run, baseline: dict[str, Any], baseline_name: str, tolerance: float | None = None,
              min_speedup: float | None = None, noise_aware: bool = False, floors: Sequence[float] | None = None,
              allow_missing: bool = False, draft: str | None = None) -> GateResult:
@@ -198,8 +242,8 @@ def evaluate(run: Run, baseline: dict[str, Any], baseline_name: str, tolerance: 
         elif min_speedup is not None and row.get("speedup") is None:
             problems.append(f"{where}: no speedup measured (no baseline arm); drop --min-speedup or rerun")
         else:
-            checks += check_cell(base, row, tol, cell_floors(base, tol, floors, tolerance is None),
-                                 noise_aware, min_speedup)
+            checks += with_power(check_cell(base, row, tol, cell_floors(base, tol, floors, tolerance is None),
+                                            noise_aware, min_speedup), base, row, tol, noise_aware)
     if problems and not allow_missing:
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
         killed = (f"; run {run.label} is {run.status} with {len(run.missing)} planned cells missing "
@@ -304,22 +348,26 @@ def update_baseline(run: str | Path, baseline_dir: str | Path, tolerance: float 
 
 def _row(c: Check) -> list[str]:
     value = fmt(c.value) + (f" (CI↑ {fmt(c.compared)})" if c.compared not in (None, c.value) else "")
+    mdd = "" if c.min_detectable_drop is None else f"{c.min_detectable_drop:.1%}" + (" ⚠" if c.power_warning else "")
     return [c.suite, c.draft, str(c.k), str(c.concurrency), f"{c.temperature:g}", c.metric,
-            fmt(c.baseline), value, fmt(c.bound), "pass" if c.passed else "FAIL"]
+            fmt(c.baseline), value, fmt(c.bound), mdd, "pass" if c.passed else "FAIL"]
 
 
-HEADERS = ["suite", "draft", "k", "concurrency", "T", "metric", "baseline", "value", "bound", "verdict"]
+HEADERS = ["suite", "draft", "k", "concurrency", "T", "metric", "baseline", "value", "bound", "detectable drop",
+           "verdict"]
 
 
 def notes(res: GateResult) -> list[str]:
-    out = [f"not gated: {p}" for p in res.not_gated]
+    out = [f"low power: {w}" for w in res.power_warnings]
+    out += [f"not gated: {p}" for p in res.not_gated]
     out += [f"no baseline for run cell {e} (not gated)" for e in res.extra]
     return out + ([f"incomplete run: {res.incomplete}"] if res.incomplete else [])
 
 
 def _settings_line(res: GateResult) -> str:
     return (f"tolerance {res.tolerance:g} (AL bound = baseline AL × {1 - res.tolerance:g}); "
-            f"per-position floors: {res.floors_source}; noise-aware: {'on' if res.noise_aware else 'off'}"
+            f"per-position floors: {res.floors_source}; noise-aware: {'on' if res.noise_aware else 'off'}; "
+            "detectable drop = smallest relative AL drop the cell's prompts detect (80 % power)"
             + (f"; min speedup {res.min_speedup:g}x" if res.min_speedup is not None else ""))
 
 

@@ -138,6 +138,20 @@ def plot_al_vs_k(rows: list[Row], path: Path, note: str | None = None) -> str:
     return _save(fig, ax, path, title, None if ref else "no finished speculative cells: nothing to plot", note)
 
 
+def _speedup_line(ax, krs: list[Row], color, ls, label: str) -> tuple[float, float] | None:
+    """One k's speedup line with its CI band; returns the interpolated crossover point, if any."""
+    from harness.analysis.load import CROSSES, crossing
+
+    krs = sorted(krs, key=lambda r: r["concurrency"])
+    xs, ys = [r["concurrency"] for r in krs], [r["speedup"] for r in krs]
+    ax.plot(xs, ys, marker="o", color=color, ls=ls, label=label)
+    lows, highs = [r.get("speedup_ci_low") for r in krs], [r.get("speedup_ci_high") for r in krs]
+    if all(v is not None for v in lows + highs):
+        ax.fill_between(xs, lows, highs, color=color, alpha=0.15, lw=0)
+    cross = crossing(xs, ys)
+    return (cross.concurrency, 1.0) if cross.where == CROSSES else None
+
+
 def plot_speedup_vs_concurrency(rows: list[Row], path: Path, note: str | None = None) -> str:
     t, _ = reference(rows)
     ref = [r for r in spec_rows(rows) if r["temperature"] == t and r.get("speedup") is not None]
@@ -150,30 +164,56 @@ def plot_speedup_vs_concurrency(rows: list[Row], path: Path, note: str | None = 
         for r in rs:
             by_k[r["k"]].append(r)
         for j, (k, krs) in enumerate(sorted(by_k.items())):
-            pts = sorted((r["concurrency"], r["speedup"]) for r in krs)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=_color(i),
-                    ls=["-", ":", "-.", (0, (5, 1))][j % 4], label=f"{label}, k={k}")
-            below = first_below(pts)
-            if below:
-                ax.plot(*below, marker="X", ms=11, color="crimson", zorder=5)
-                ax.annotate(f"{label}, k={k}: {below[1]:.2f}x at concurrency {below[0]:g}", below, fontsize=8,
+            cross = _speedup_line(ax, krs, _color(i), ["-", ":", "-.", (0, (5, 1))][j % 4], f"{label}, k={k}")
+            if cross:
+                ax.plot(*cross, marker="X", ms=11, color="crimson", zorder=5)
+                ax.annotate(f"{label}, k={k}: crossover at concurrency {cross[0]:.3g}", cross, fontsize=8,
                             xytext=(0.02, 0.04 + 0.07 * notes), textcoords="axes fraction", color="crimson",
                             bbox=dict(fc="white", ec="none", alpha=0.85),
                             arrowprops=dict(arrowstyle="->", color="crimson", lw=0.7, alpha=0.7))
                 notes += 1
+    _concurrency_axis(ax, concs)
+    ax.set_ylabel("speedup (× baseline output tokens/s)")
+    ax.legend(fontsize=8)
+    title = (f"Speedup vs concurrency by {by_what(rows).replace(' and ', ', ')} and k (T={t:g})\n"
+             "speedup = spec ÷ baseline output tok/s; band: 95% CI; red X: crossover at 1.0x (log2 interp.)") if ref else "Speedup vs concurrency by suite and k"
+    return _save(fig, ax, path, title, None if ref else "no finished cells with a speedup: nothing to plot", note)
+
+
+def _concurrency_axis(ax, concs: list[int]) -> None:
     if concs and concs[-1] / concs[0] >= 4:
         ax.set_xscale("log", base=2)
     if concs:
         ax.set_xticks(concs, [str(c) for c in concs])
         ax.minorticks_off()
     ax.set_xlabel("concurrency (requests in flight)")
-    ax.set_ylabel("speedup (× baseline output tokens/s)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    title = (f"Speedup vs concurrency by {by_what(rows).replace(' and ', ', ')} and k (T={t:g})\n"
-             "speedup = speculative ÷ baseline output tokens/s; red X: first point below 1.0x") if ref else \
-        "Speedup vs concurrency by suite and k"
-    return _save(fig, ax, path, title, None if ref else "no finished cells with a speedup: nothing to plot", note)
+
+
+def plot_al_breakdown(rows: list[Row], path: Path, note: str | None = None) -> str | None:
+    """AL by output position and by prompt length (reference cells); None when no cell has them."""
+    cells = {lab: r for lab, r in reference_cells(rows).items() if r.get("al_by_output_position")}
+    if not cells:
+        return None
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 4.4), dpi=110, layout="constrained")
+    axes = fig.subplots(1, 2)
+    for ax, what in zip(axes, ("output_position", "prompt_length")):
+        for i, (label, r) in enumerate(cells.items()):
+            names, al = r.get(f"{what}_buckets") or [], r.get(f"al_by_{what}") or []
+            pts = [(n, v) for n, v in zip(names, al) if v is not None]
+            ax.plot([n for n, _ in pts], [v for _, v in pts], marker="o", color=_color(i), label=f"{label} (k={r['k']})")
+        ax.set_xlabel(what.replace("_", " ") + (" (output tokens)" if what == "output_position" else " (tokens)"))
+        ax.set_ylabel("acceptance length")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    t, c = reference(rows)
+    title = (f"Acceptance length along the output and by prompt length ({_setting(t, c)})\n"
+             "AL = 1 + accepted / drafts of the verify steps in each bucket (vLLM's per-step record)")
+    fig.suptitle(title + (f"\n{note}" if note else ""), fontsize=10.5)
+    fig.savefig(path, format="png")
+    return title
 
 
 def plot_throughput(rows: list[Row], path: Path, note: str | None = None) -> str:
@@ -207,5 +247,8 @@ PLOTS = (("per_position_acceptance.png", plot_per_position), ("acceptance_length
 
 
 def write_plots(rows: list[Row], folder: Path, note: str | None = None) -> list[tuple[Path, str]]:
-    """All four plots: [(png path, title)]; `note` (e.g. what a killed run lacks) joins every title."""
-    return [(folder / name, fn(rows, folder / name, note)) for name, fn in PLOTS]
+    """The four plots, plus the AL breakdown when cells carry one: [(png path, title)]; `note`
+    (e.g. what a killed run lacks) joins every title."""
+    made = [(folder / name, fn(rows, folder / name, note)) for name, fn in PLOTS]
+    title = plot_al_breakdown(rows, folder / "acceptance_breakdown.png", note)
+    return made + ([(folder / "acceptance_breakdown.png", title)] if title else [])

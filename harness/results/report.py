@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.results import plots
+from harness.results import load_view, plots
 from harness.results.runs import Run, fmt, read_run
 
 DEFINITIONS = [
@@ -26,9 +26,21 @@ DEFINITIONS = [
     "concurrency and parallelism",
     "lossless match = requests whose speculative output tokens equal the baseline's / requests compared (T=0 only)",
     "TTFT median = median time to first token over the cell's requests, milliseconds",
+    "speedup 95% CI = bootstrap over the paired A/B repeats and, within them, the same requests in both arms "
+    "(harness/analysis/load.py)",
+    "crossover = the concurrency where speedup first falls below 1.0x, interpolated linearly in log2(concurrency) "
+    "between the grid points around it; its CI = the crossings of the speedup CIs' lower and upper bounds; "
+    "'above the grid' = never below 1.0x, 'below the grid' = already below at the lowest concurrency",
+    "best k = at each concurrency the k with the highest output tok/s (k = 0: the baseline, no speculation), "
+    "written as vLLM's speculative_config.num_speculative_tokens_per_batch_size (inclusive batch-size ranges)",
+    "AL by output position / prompt length = the same pooled AL over the verify steps in each bucket, from vLLM's "
+    "per-step record (per_request_spec_decode_metrics='detailed'); CI over requests (harness/analysis/steps.py)",
+    "repetition = share of the verifier's own output tokens inside an 8-gram that repeats one from the previous "
+    "1024 tokens (harness/analysis/repetition.py); loops inflate every draft's AL",
 ]
 CELL_HEADERS = ["k", "concurrency", "T", "AL", "AL 95% CI", "draft acceptance rate", "per-position rates",
-                "speedup (×)", "spec tok/s", "baseline tok/s", "spec TTFT median (ms)", "lossless match"]
+                "speedup (×) [95% CI]", "spec tok/s", "baseline tok/s", "spec TTFT median (ms)", "lossless match",
+                "verifier repetition"]
 
 
 @dataclass(frozen=True)
@@ -55,9 +67,14 @@ def _cell_row(r: dict[str, Any], base: dict[str, Any] | None) -> list[str]:
     n, m = r.get("lossless_compared"), r.get("lossless_matches")
     lm_s = "—" if lm is None else f"{lm:.1%} ({int(m)}/{int(n)})" if n is not None and m is not None else f"{lm:.1%}"
     return [str(r["k"]), str(r["concurrency"]), f"{r['temperature']:g}", fmt(r.get("acceptance_length")), _ci(r),
-            fmt(r.get("draft_acceptance_rate")), _rates(r), fmt(r.get("speedup")),
+            fmt(r.get("draft_acceptance_rate")), _rates(r), fmt(r.get("speedup")) + _speedup_ci(r),
             fmt(r.get("output_tok_per_s"), 1), fmt((base or {}).get("output_tok_per_s"), 1),
-            fmt(r.get("ttft_ms_median"), 1), lm_s]
+            fmt(r.get("ttft_ms_median"), 1), lm_s, _pct(r.get("repetition_share"))]
+
+
+def _speedup_ci(r: dict[str, Any]) -> str:
+    lo, hi = r.get("speedup_ci_low"), r.get("speedup_ci_high")
+    return "" if lo is None or hi is None else f" [{lo:.3f}, {hi:.3f}]"
 
 
 def _run_facts(run: Run) -> list[str]:
@@ -102,6 +119,61 @@ def _completeness(run: Run) -> list[tuple]:
     return out
 
 
+def _load_blocks(run: Run) -> list[tuple]:
+    """Crossover per (draft, suite, k, T) and the best-k schedule with its recipe snippet."""
+    lines = load_view.crossovers(run.rows)
+    if not lines:
+        return []
+    out: list[tuple] = [("h", 2, "When speculation pays: crossover and best k per load"),
+                        ("table", ["draft", "suite", "k", "T", "concurrencies", "crossover [95% CI]"],
+                         [[x.draft, x.suite, str(x.k), f"{x.temperature:g}", ",".join(map(str, x.concurrencies)),
+                           x.text()] for x in lines])]
+    for sch in load_view.schedules(run.rows, f"run {run.label}"):
+        out += [("p", f"Best k per concurrency, {sch.draft} on {sch.suite} (T={sch.temperature:g}): "
+                      + ", ".join(f"c={c}: k={k}" for c, k in sch.best.items())
+                      + f"; num_speculative_tokens_per_batch_size = {[list(r) for r in sch.ranges]}"),
+                ("code", sch.snippet)]
+    return out + _dynamic_blocks(run)
+
+
+def _dynamic_blocks(run: Run) -> list[tuple]:
+    rows = []
+    for draft, suite, t, verdicts in load_view.dynamic_verdicts(run.rows):
+        rows += [[draft, suite, f"{t:g}", str(v.concurrency), "yes" if v.holds else "no",
+                  ", ".join(f"k={k}" for k in v.beaten_by) or "—"] for v in verdicts]
+    if not rows:
+        return []
+    return [("p", "The dynamic arm (the derived schedule benched as its own engine, draft '<draft>-dynamic') against "
+                  "every fixed k: it holds at a concurrency when no fixed k's speedup CI lies wholly above its own."),
+            ("table", ["draft", "suite", "T", "concurrency", "matches or beats every fixed k", "beaten by"], rows)]
+
+
+def _pct(v) -> str:
+    return "—" if v is None else f"{v:.0%}"
+
+
+def _bucket_text(r: dict[str, Any], what: str) -> str:
+    names, al = r.get(f"{what}_buckets") or [], r.get(f"al_by_{what}") or []
+    lo, hi = r.get(f"al_by_{what}_ci_low") or [], r.get(f"al_by_{what}_ci_high") or []
+    parts = []
+    for i, (n, v) in enumerate(zip(names, al)):
+        if v is not None:
+            ci = f" [{lo[i]:.2f}, {hi[i]:.2f}]" if i < len(lo) and lo[i] is not None and hi[i] is not None else ""
+            parts.append(f"{n}: {v:.2f}{ci}")
+    return "; ".join(parts) or "—"
+
+
+def _explained_blocks(run: Run) -> list[tuple]:
+    cells = plots.reference_cells(run.rows)
+    if not cells:
+        return []
+    rows = [[label, str(r["k"]), _bucket_text(r, "output_position"), _bucket_text(r, "prompt_length"),
+             _bucket_text(r, "segment"), _pct(r.get("repetition_share"))] for label, r in cells.items()]
+    return [("h", 2, "Acceptance explained (reference cells)"),
+            ("table", ["suite", "k", "AL by output position", "AL by prompt length (tokens)",
+                       "AL thinking / answer", "verifier repetition"], rows)]
+
+
 def build_blocks(run: Run, images: list[tuple[str, str]]) -> list[tuple]:
     """The report as blocks: ("h", level, text) ("p", text) ("list", items) ("table", headers, rows)
     ("img", file name, title)."""
@@ -123,6 +195,7 @@ def build_blocks(run: Run, images: list[tuple[str, str]]) -> list[tuple]:
         for label, rs in plots.series(spec).items():
             rs = sorted(rs, key=lambda r: (r["k"], r["concurrency"], r["temperature"]))
             blocks += [("h", 3, label), ("table", CELL_HEADERS, [_cell_row(r, base.get(r.get("cell_id"))) for r in rs])]
+        blocks += _explained_blocks(run) + _load_blocks(run)
     else:
         blocks += [("h", 2, "Summary"), ("p", "No finished speculative cell: nothing measured yet.")]
     blocks.append(("h", 2, "Plots"))
@@ -145,6 +218,8 @@ def to_markdown(blocks: list[tuple]) -> str:
         elif b[0] == "table":
             out += ["| " + " | ".join(b[1]) + " |", "|" + "---|" * len(b[1])]
             out += ["| " + " | ".join(row) + " |" for row in b[2]] + [""]
+        elif b[0] == "code":
+            out += ["```toml", b[1].rstrip("\n"), "```", ""]
         elif b[0] == "img":
             title = b[2].replace("\n", " — ")
             out += [f"![{title}]({b[1]})", "", f"*{title}*", ""]
@@ -172,6 +247,8 @@ def to_html(blocks: list[tuple], folder: Path) -> str:
             head = "".join(f"<th>{e(h)}</th>" for h in b[1])
             body = "".join("<tr>" + "".join(f"<td>{e(v)}</td>" for v in row) + "</tr>" for row in b[2])
             out.append(f"<table><tr>{head}</tr>{body}</table>")
+        elif b[0] == "code":
+            out.append(f"<pre>{e(b[1])}</pre>")
         elif b[0] == "img":
             data = base64.b64encode((folder / b[1]).read_bytes()).decode()
             out.append(f"<figure><img alt='{e(b[2])}' src='data:image/png;base64,{data}'>"

@@ -3,6 +3,9 @@
 On disk, under results/runs/<run-id>/:
   manifest.json      what ran (provenance, recipe, planned cells, status, start/end time)
   cells/<cell>.json  the rows of one finished cell, written atomically when the cell ends
+  cells/requests/<cell>.json  the cell's per-request records by arm ({"baseline": [...],
+                     "speculative": [...]}: request id, repeat, prompt tokens, output token ids,
+                     latency, vLLM's per-step accepted/drafted arrays); written just before the cell
   results.parquet    every finished cell's rows, typed (rebuilt atomically after each cell)
   results.csv        the same, for spreadsheets and pull requests
 
@@ -20,6 +23,12 @@ in harness/metrics.py):
              per_request_al_mean output_tok_per_s output_tok_per_s_repeats speedup
              lossless_match_rate ttft_ms_median ttft_ms_p99 tpot_ms_median tpot_ms_p99
              itl_ms_median itl_ms_p99 predicted_acceptance_length al_gap
+             speedup_ci_low speedup_ci_high (analysis/load.py) al_se num_prompts (analysis/power.py)
+  breakdowns <what>_buckets / segments, al_by_<what>, al_by_<what>_ci_low/_ci_high, drafts_by_<what>
+             for what in output_position, prompt_length, segment (analysis/steps.py; lists, one
+             entry per bucket; empty when vLLM gave no per-step record)
+  workload   repetition_share looping_requests (the baseline arm's outputs, analysis/repetition.py)
+             max_prompt_tokens train_context_len
   status     status (ok | failed) error flags
 """
 
@@ -32,7 +41,11 @@ from typing import Any
 from harness.errors import BadInput
 from harness.provenance import atomic_path, atomic_write_json
 
-LIST_COLUMNS = ("accepted_per_pos", "per_position_rates", "output_tok_per_s_repeats", "flags")
+BREAKDOWNS = ("output_position", "prompt_length", "segment")
+LIST_COLUMNS = ("accepted_per_pos", "per_position_rates", "output_tok_per_s_repeats", "flags",
+                "output_position_buckets", "prompt_length_buckets", "segments",
+                *(f"{c}_by_{b}{e}" for b in BREAKDOWNS for c, e in
+                  (("al", ""), ("al", "_ci_low"), ("al", "_ci_high"), ("drafts", ""))))
 CELL_KEY = ("draft", "suite", "k", "concurrency", "temperature")
 MANIFEST = "manifest.json"
 TABLE = "results.parquet"
@@ -42,9 +55,19 @@ def cell_id(draft: str, suite: str, k: int, concurrency: int, temperature: float
     return f"{draft}__{suite}__k{k}__c{concurrency}__t{temperature:g}"
 
 
-def write_cell(run_dir: Path, cid: str, rows: list[dict[str, Any]]) -> None:
+def write_cell(run_dir: Path, cid: str, rows: list[dict[str, Any]],
+               requests: dict[str, list[dict[str, Any]]] | None = None) -> None:
+    """The cell's per-request side file first, then its rows (the file that marks it finished)."""
+    if requests is not None:
+        atomic_write_json(run_dir / "cells" / "requests" / f"{cid}.json", requests)
     atomic_write_json(run_dir / "cells" / f"{cid}.json", rows)
     rebuild_table(run_dir)
+
+
+def load_cell_requests(run_dir: Path, cid: str) -> dict[str, list[dict[str, Any]]] | None:
+    """A cell's per-request records by arm, or None for cells written without them."""
+    p = run_dir / "cells" / "requests" / f"{cid}.json"
+    return json.loads(p.read_text()) if p.is_file() else None
 
 
 def finished_cells(run_dir: Path) -> set[str]:

@@ -1,0 +1,105 @@
+"""`harness compare` by default: one row per cell, a column group per run with AL [CI], speedup [CI]
+and output tok/s, deltas vs the first run marked `*` when beyond noise (CIs that do not overlap:
+harness/analysis/compare_marks.py), cells of one run only listed at the end, and the crossover
+concurrency per (draft, suite, k, T) of each run (harness/results/load_view.py). Speculative rows
+only (the baseline arm is inside the speedup). Runs that differ in verifier, max tokens or suite
+revision are refused unless forced, as in the long form (harness/results/compare.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.analysis import compare_marks as cm
+from harness.errors import BadInput
+from harness.results import load_view
+from harness.results.compare import DEFAULT_BY, incomparabilities, index_rows, key_columns
+from harness.results.runs import Run, is_speculative, read_run, unique_labels
+
+
+@dataclass(frozen=True)
+class CompactResult:
+    table: cm.CompactCompare
+    crossovers: dict[tuple, tuple[str, ...]]  # (draft, suite, k, T) -> crossover text per run
+    missing: dict[str, str] = field(default_factory=dict)
+    forced: tuple[str, ...] = ()
+
+    def notes(self) -> list[str]:
+        only = [f"only in {run}: " + " ".join(f"{c}={v}" for c, v in zip(self.table.key_columns, key))
+                for key, run in self.table.only_in]
+        return only + list(self.missing.values()) + [f"forced (not comparable): {f}" for f in self.forced]
+
+    def to_dict(self) -> dict[str, Any]:
+        headers, body = cm.table(self.table)
+        return {"runs": list(self.table.runs), "headers": headers, "rows": body,
+                "marked": [{"key": list(k), "metric": m, "run": self.table.runs[i]} for k, m, i in self.table.marked],
+                "only_in": [{"key": list(k), "run": r} for k, r in self.table.only_in],
+                "crossovers": [{"cell": list(k), "per_run": list(v)} for k, v in self.crossovers.items()],
+                "notes": self.notes()}
+
+
+def _crossovers(runs: list[Run]) -> dict[tuple, tuple[str, ...]]:
+    per_run = [{(x.draft, x.suite, x.k, x.temperature): x.text() for x in load_view.crossovers(r.rows)} for r in runs]
+    keys = sorted({k for d in per_run for k in d})
+    return {k: tuple(d.get(k, "—") for d in per_run) for k in keys}
+
+
+def compact_align(runs: list[Run], by: list[str] | None = None, force: bool = False) -> CompactResult:
+    """The pure core: align loaded runs' speculative cells, mark deltas beyond noise."""
+    if not runs:
+        raise BadInput("compare needs at least one run")
+    labels = unique_labels(runs)
+    cols = key_columns(runs, list(by or DEFAULT_BY))
+    problems = incomparabilities([index_rows(r, lab, cols) for r, lab in zip(runs, labels)], labels, cols)
+    if problems and not force:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise BadInput(f"cells are not comparable: {problems[0]}{more}; pass --force to align them anyway")
+    key = tuple(c for c in cols if c != "mode")
+    table = cm.compact([(lab, [r for r in run.rows if is_speculative(r)]) for run, lab in zip(runs, labels)], key)
+    missing = {lab: note for run, lab in zip(runs, labels) if (note := run.incomplete_note())}
+    return CompactResult(table, _crossovers(runs), missing, tuple(problems))
+
+
+def compact_runs(runs: list[Path], by: list[str] | None = None, force: bool = False) -> CompactResult:
+    return compact_align([read_run(r) for r in runs], by, force)
+
+
+def _crossover_rows(res: CompactResult) -> tuple[list[str], list[list[str]]]:
+    heads = ["draft", "suite", "k", "T", *(f"{r} crossover [95% CI]" for r in res.table.runs)]
+    return heads, [[d, s, str(k), f"{t:g}", *v] for (d, s, k, t), v in res.crossovers.items()]
+
+
+def to_rich(res: CompactResult):
+    from rich.console import Group
+    from rich.markup import escape
+    from rich.table import Table
+
+    headers, body = cm.table(res.table)
+    t = Table(title=f"compare: {len(res.table.runs)} run(s), deltas vs {res.table.runs[0]}", caption=escape(cm.LEGEND))
+    for h in headers:
+        t.add_column(escape(h), justify="left" if h in ("suite", "draft") else "right")
+    for row in body:
+        t.add_row(*(escape(x) for x in row))
+    heads, rows = _crossover_rows(res)
+    x = Table(title="crossover concurrency (speedup falls below 1.0x; interpolated in log2 concurrency)")
+    for h in heads:
+        x.add_column(escape(h))
+    for row in rows:
+        x.add_row(*(escape(v) for v in row))
+    return Group(t, x) if rows else t
+
+
+def _md_table(headers: list[str], body: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)] + \
+        ["| " + " | ".join(r) + " |" for r in body] + [""]
+
+
+def to_markdown(res: CompactResult) -> str:
+    out = [f"### Compare: deltas vs `{res.table.runs[0]}`", "", *_md_table(*cm.table(res.table))]
+    heads, rows = _crossover_rows(res)
+    if rows:
+        out += ["#### Crossover concurrency (speedup falls below 1.0x)", "", *_md_table(heads, rows)]
+    out += [f"- {n}" for n in res.notes()] + ["", cm.LEGEND]
+    return "\n".join(out) + "\n"
