@@ -143,6 +143,9 @@ class BenchSection(_Strict):
         "After the fixed ks, bench the best-k-per-concurrency schedule derived from them as its own arm "
         "(draft label '<draft>-dynamic', vLLM's num_speculative_tokens_per_batch_size)."))
     mismatch_tolerance: float = Field(0.10, ge=0, description="Flag a served AL this far (relative) from the training prediction.")
+    lossless_logprobs: int = Field(2, ge=0, le=20, description=(
+        "Top-N logprobs both arms return at T=0, to locate each miss and read the verifier's margin there "
+        "(0: count matches only)."))
 
     @model_validator(mode="after")
     def _checks(self):
@@ -174,6 +177,9 @@ class GateSection(_Strict):
     tolerance: float = Field(0.05, ge=0, lt=1, description="Allowed relative drop of acceptance length.")
     min_speedup: float | None = Field(None, gt=0, description="Fail cells whose speedup is below this.")
     noise_aware: bool = Field(False, description="Fail only when the AL confidence interval lies below the bound.")
+    lossless: Literal["exact", "numerics-only", "no-spec-bug", "none"] | None = Field(
+        None, description="T=0 misses the gate accepts: none at all, only within engine noise, any but a "
+                          "large-margin SPEC BUG (the default, also when the baseline names none), or not checked.")
 
 
 class Recipe(_Strict):

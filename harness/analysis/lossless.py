@@ -30,7 +30,8 @@ Classification of one divergence with margin m (lower bound or exact), noise n:
 A cell takes the worst class of its divergences (SPEC BUG > UNEXPLAINED > NUMERICS).
 
 Gate requirements (`lossless_requirement`): "exact" = no divergence at all; "numerics-only" =
-every divergence is NUMERICS; "none" = not gated.
+every divergence is NUMERICS; "no-spec-bug" (the gate's default) = no divergence is SPEC BUG;
+"none" = not gated.
 """
 
 from __future__ import annotations
@@ -216,10 +217,18 @@ def cell_lossless(request_ids: Sequence[str], spec_outputs: Sequence[Sequence[in
     return CellLossless(len(request_ids), tuple(found), noise_nats)
 
 
-LosslessRequirement = Literal["exact", "numerics-only", "none"]
+LosslessRequirement = Literal["exact", "numerics-only", "no-spec-bug", "none"]
+LOSSLESS_REQUIREMENTS: tuple[str, ...] = ("exact", "numerics-only", "no-spec-bug", "none")
+
+
+def verdict_meets(verdict: str | None, requirement: LosslessRequirement) -> bool:
+    """Whether a cell whose worst divergence is `verdict` (None: no divergence) meets `requirement`."""
+    if requirement == "none" or verdict is None:
+        return True
+    if requirement == "no-spec-bug":
+        return verdict != SPEC_BUG
+    return requirement == "numerics-only" and verdict == NUMERICS
 
 
 def meets_requirement(cell: CellLossless, requirement: LosslessRequirement) -> bool:
-    if requirement == "none" or not cell.divergences:
-        return True
-    return requirement == "numerics-only" and cell.verdict == NUMERICS
+    return verdict_meets(cell.verdict, requirement)

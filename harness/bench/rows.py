@@ -36,6 +36,8 @@ class ArmResult:
     foreign_tokens: float = 0.0
     requests: list[RequestRecord] = field(default_factory=list)
     repeats: list[RepeatRecord] = field(default_factory=list)
+    # request/turn id -> per output position {token id: logprob} (top-N, first repeat; T = 0 misses)
+    logprobs: dict[str, list[dict[int, float]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,12 @@ class CellRow:
     max_prompt_tokens: int | None = None
     train_context_len: int | None = None
     k_schedule: str | None = None  # the dynamic arm's num_speculative_tokens_per_batch_size (JSON)
+    # T = 0 misses, located and classified (harness/analysis/lossless.py): the worst verdict,
+    # the earliest diverging output position, the engine noise measured, one record per miss (JSON)
+    lossless_verdict: str | None = None
+    lossless_first_position: int | None = None
+    lossless_noise_nats: float | None = None
+    lossless_divergences: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON edge: identity columns first, then this arm's columns."""
@@ -160,7 +168,12 @@ def arm_row(identity: CellIdentity, mode: str, arm: ArmResult) -> CellRow:
     )
 
 
-def _lossless(row: CellRow, base: ArmResult, spec: ArmResult, temperature: float) -> list[str]:
+def _lossless(row: CellRow, base: ArmResult, spec: ArmResult, temperature: float,
+              noise_nats: float | None) -> list[str]:
+    import json
+
+    from harness.analysis.lossless import cell_lossless
+
     keys = sorted(set(base.outputs) & set(spec.outputs))
     m, n = metrics.lossless_match([spec.outputs[k] for k in keys], [base.outputs[k] for k in keys])
     row.lossless_matches, row.lossless_compared = m, n
@@ -168,7 +181,15 @@ def _lossless(row: CellRow, base: ArmResult, spec: ArmResult, temperature: float
     if temperature > 0 and n and m < n:
         return ["NOT LOSSLESS AT T>0: speculative outputs differ from a verifier that emits one token "
                 "(vLLM-CPU rejection sampling, repro/vllm_cpu_spec_sampling_t_gt_0)"]
-    return []
+    if temperature > 0 or m == n:
+        return []
+    cell = cell_lossless(keys, [spec.outputs[k] for k in keys], [base.outputs[k] for k in keys],
+                         [base.logprobs.get(k) for k in keys], noise_nats)
+    cols = cell.columns()
+    row.lossless_verdict, row.lossless_first_position = cols["lossless_verdict"], cols["lossless_first_position"]
+    row.lossless_noise_nats = cols["lossless_noise_nats"]
+    row.lossless_divergences = json.dumps(cols["lossless_divergences"])
+    return [cell.flag()]
 
 
 def _prediction(row: CellRow, predicted: float | None, temperature: float) -> None:
@@ -179,14 +200,15 @@ def _prediction(row: CellRow, predicted: float | None, temperature: float) -> No
 
 def cell_rows(identity: CellIdentity, base: ArmResult, spec: ArmResult, *, predicted_al: float | None,
               deterministic_verifier: bool, mismatch_tolerance: float,
-              train_context_len: int | None = None, end_think_id: int | None = None) -> tuple[CellRow, CellRow]:
+              train_context_len: int | None = None, end_think_id: int | None = None,
+              noise_nats: float | None = None) -> tuple[CellRow, CellRow]:
     """The (baseline, speculative) rows of one cell, with the speculative row's flags."""
     rb, rs = arm_row(identity, BASELINE, base), arm_row(identity, SPECULATIVE, spec)
     rs.speedup = metrics.speedup(rs.output_tok_per_s, rb.output_tok_per_s)
     t = identity.temperature
     flags: list[str] = []
     if t == 0 or deterministic_verifier:
-        flags += _lossless(rs, base, spec, t)
+        flags += _lossless(rs, base, spec, t, noise_nats)
     if spec.counters.num_drafts == 0 and spec.num_output_tokens > 0:
         flags.append("ZERO DRAFTS: speculation was silently off in this cell")
     _prediction(rs, predicted_al, t)

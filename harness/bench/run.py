@@ -103,9 +103,31 @@ def render_requests(tokenizer, suite: Suite, max_prompt: int) -> Prompts:
 
 
 def sampling_for(recipe: Recipe, temperature: float, layout: VerifierLayout) -> Sampling:
+    # At T = 0 both arms return the verifier's top-N logprobs, so a miss can be located and its
+    # margin read (harness/analysis/lossless.py); off with bench.lossless_logprobs = 0.
+    n = recipe.bench.lossless_logprobs
     return Sampling(temperature=temperature, top_p=recipe.bench.top_p if temperature > 0 else 1.0,
                     seed=recipe.engine.seed, ignore_eos=recipe.bench.ignore_eos,
-                    stop_token_ids=tuple(layout.eos_token_ids))
+                    stop_token_ids=tuple(layout.eos_token_ids),
+                    logprobs=n if temperature == 0 and n > 0 else None)
+
+
+def engine_noise(engine: Engine, tokenizer, prompts: Prompts, sampling: Sampling, max_tokens: int,
+                 concurrency: int, max_prompt: int, base: ArmResult) -> float | None:
+    """The baseline engine's own numeric jitter on these prompts: the baseline arm again at
+    another batch shape (concurrency 1, or all prompts at once when the cell ran at 1), compared
+    with the measured baseline arm (harness.analysis.lossless.noise_margin). Run only when a
+    T = 0 cell has a miss; None without logprobs."""
+    from harness.analysis.lossless import noise_margin
+
+    if sampling.logprobs is None or not base.logprobs:
+        return None
+    again = ArmResult()
+    other = 1 if concurrency > 1 else max(2, len(prompts))
+    run_arm(engine, tokenizer, prompts, sampling, max_tokens, other, max_prompt, again)
+    ids = sorted(set(base.logprobs) & set(again.logprobs))
+    return noise_margin([(base.outputs[i], base.logprobs[i]) for i in ids],
+                        [(again.outputs[i], again.logprobs[i]) for i in ids])
 
 
 # ----------------------------------------------------------------------------- one arm
@@ -178,6 +200,8 @@ def collect_output(acc: ArmResult, o: GenOutput, repeat: int = 0) -> None:
         acc.errors.append(f"{o.request_id}: {o.error}")
         return
     acc.outputs.setdefault(o.request_id, o.output_token_ids)
+    if o.logprobs is not None:
+        acc.logprobs.setdefault(o.request_id, o.logprobs)
     acc.requests.append(request_record(o, repeat))
     if o.ttft_s is not None:
         acc.ttft.append(o.ttft_s * 1000)
@@ -252,10 +276,13 @@ def measure_cell(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: 
         rejection_sample_method=b.rejection_sample_method if cell.temperature > 0 else "greedy",
         verifier_hash=run.verifier_hash[draft.verifier.path],
         draft_hash=(draft.content_hash or {}).get("sha256"))
+    missed = cell.temperature == 0 and any(sarm.outputs.get(k) != v for k, v in barm.outputs.items())
+    noise = engine_noise(base_engine, tokenizer, prompts, sampling, b.max_tokens, cell.concurrency,
+                         max_prompt, barm) if missed else None
     rows = cell_rows(identity, barm, sarm, predicted_al=draft.predicted_al(cell.k),
                      deterministic_verifier=draft.deterministic_verifier,
                      mismatch_tolerance=b.mismatch_tolerance, train_context_len=draft.train_context_len,
-                     end_think_id=end_think_id(tokenizer))
+                     end_think_id=end_think_id(tokenizer), noise_nats=noise)
     return rows, {"baseline": [asdict(r) for r in barm.requests], "speculative": [asdict(r) for r in sarm.requests]}
 
 

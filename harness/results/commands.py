@@ -107,6 +107,8 @@ def gate(
     update_baseline: Annotated[bool, typer.Option(help="Write the baseline from this run instead of gating.")] = False,
     strict_power: Annotated[bool, typer.Option(
         help="Exit 2 when a gated cell cannot detect the tolerance with its prompts (power warning).")] = False,
+    lossless: Annotated[str | None, typer.Option(
+        help="T=0 misses accepted: exact | numerics-only | no-spec-bug (default) | none.")] = None,
 ):
     """Check a run against a baseline: exit 0 pass, 1 regression, 2 unusable input."""
     from harness.errors import BadInput, Regression
@@ -121,7 +123,11 @@ def gate(
         floor_list = [float(x) for x in floors.split(",")] if floors else None
     except ValueError as e:
         raise BadInput(f"--floors {floors!r}: expected comma-separated numbers like 0.73,0.52,0.35") from e
-    result = g.gate(run, baseline, tolerance, min_speedup, noise_aware, floor_list, allow_missing, draft)
+    from harness.analysis.lossless import LOSSLESS_REQUIREMENTS
+
+    if lossless is not None and lossless not in LOSSLESS_REQUIREMENTS:
+        raise BadInput(f"--lossless {lossless!r}: choose one of {', '.join(LOSSLESS_REQUIREMENTS)}")
+    result = g.gate(run, baseline, tolerance, min_speedup, noise_aware, floor_list, allow_missing, draft, lossless)
     g.write_gate_files(result, markdown, junit)
     _console().print(g.to_rich(result))
     _notes(g.notes(result))

@@ -18,6 +18,9 @@ temperature) — the draft label may differ between runs:
   acceptance_length     >= baseline AL × (1 − tolerance)
   per_position_rate[i]  >= floor[i], i = 1..k (unconditional rates, harness/metrics.py)
   speedup               >= min_speedup (only when given)
+  lossless (T = 0)      the cell's worst miss meets the requirement (harness/analysis/lossless.py):
+                        "exact" no miss · "numerics-only" every miss within engine noise ·
+                        "no-spec-bug" (default) no miss with a large margin · "none" not checked
 Precedence (flag > file > default): tolerance = the argument, else the baseline's; floors = the
 argument, else the baseline's stored floors when no tolerance was given, else baseline
 rates × (1 − tolerance).
@@ -59,6 +62,7 @@ from harness.results.runs import (
 FORMAT = 1
 BASELINE_FILE, MANIFEST_FILE = "baseline.json", "manifest.json"
 DEFAULT_TOLERANCE = 0.05
+DEFAULT_LOSSLESS = "no-spec-bug"
 BASELINE_FIELDS = ("draft", "method", "suite", "suite_version", "suite_sha", "k", "concurrency", "temperature",
                    "max_tokens", "verifier_hash", "acceptance_length", "per_position_rates", "al_ci_low",
                    "al_ci_high", "speedup", "al_se", "num_prompts")
@@ -79,12 +83,15 @@ class Check:
     draft: str = ""
     min_detectable_drop: float | None = None  # relative; AL checks only (module docstring: Power)
     power_warning: str | None = None
+    detail: str | None = None  # a non-numeric check's own sentence (lossless)
 
     @property
     def where(self) -> str:
         return describe_setting((self.suite, self.k, self.concurrency, self.temperature))
 
     def message(self) -> str:
+        if self.detail:
+            return f"{self.where}: {self.metric}: {self.detail}"
         op = ">=" if self.passed else "<"
         ci = f" (CI upper end {fmt(self.compared)})" if self.compared not in (None, self.value) else ""
         value = fmt(self.value) if self.value is not None else "none (no drafts: speculation off?)"
@@ -174,6 +181,24 @@ def check_cell(base: dict[str, Any], row: dict[str, Any], tolerance: float, floo
     return checks
 
 
+def lossless_check(base: dict[str, Any], row: dict[str, Any], requirement: str) -> Check | None:
+    """A T = 0 cell's misses against the requirement; None when it has none (nothing to judge)
+    or the requirement is "none"."""
+    from harness.analysis.lossless import verdict_meets
+
+    compared = int(row.get("lossless_compared") or 0)
+    misses = compared - int(row.get("lossless_matches") or 0)
+    if requirement == "none" or not compared or not misses or float(row.get("temperature") or 0) > 0:
+        return None
+    verdict = row.get("lossless_verdict")
+    passed = requirement != "exact" and verdict_meets(verdict, requirement)
+    return Check(suite=base["suite"], k=base["k"], concurrency=base["concurrency"], temperature=base["temperature"],
+                 draft=str(row.get("draft", "")), metric=f"lossless ({requirement})", baseline=None,
+                 value=row.get("lossless_match_rate"), bound=1.0, passed=passed,
+                 detail=f"{misses}/{compared} outputs differ from the baseline, worst {verdict or 'unclassified'} "
+                        f"({'meets' if passed else 'fails'} {requirement})")
+
+
 def _se(row: dict[str, Any]) -> float | None:
     if row.get("al_se") is not None:
         return float(row["al_se"])
@@ -208,9 +233,10 @@ def with_power(checks: list[Check], base: dict[str, Any], row: dict[str, Any], t
 
 def evaluate(run: Run, baseline: dict[str, Any], baseline_name: str, tolerance: float | None = None,
              min_speedup: float | None = None, noise_aware: bool = False, floors: Sequence[float] | None = None,
-             allow_missing: bool = False, draft: str | None = None) -> GateResult:
+             allow_missing: bool = False, draft: str | None = None, lossless: str | None = None) -> GateResult:
     """Match the run's speculative cells to the baseline's and check each (no I/O)."""
     tol = float(baseline.get("tolerance", DEFAULT_TOLERANCE)) if tolerance is None else tolerance
+    requirement = lossless or baseline.get("lossless") or DEFAULT_LOSSLESS
     rows = [r for r in run.rows if is_speculative(r)]
     if draft is not None:
         labels = sorted({str(r.get("draft")) for r in rows})
@@ -244,6 +270,7 @@ def evaluate(run: Run, baseline: dict[str, Any], baseline_name: str, tolerance: 
         else:
             checks += with_power(check_cell(base, row, tol, cell_floors(base, tol, floors, tolerance is None),
                                             noise_aware, min_speedup), base, row, tol, noise_aware)
+            checks += [c for c in [lossless_check(base, row, requirement)] if c is not None]
     if problems and not allow_missing:
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
         killed = (f"; run {run.label} is {run.status} with {len(run.missing)} planned cells missing "
@@ -309,10 +336,10 @@ def read_baseline(folder: Path) -> dict[str, Any]:
 
 def gate(run: str | Path, baseline_dir: str | Path, tolerance: float | None = None,
          min_speedup: float | None = None, noise_aware: bool = False, floors: Sequence[float] | None = None,
-         allow_missing: bool = False, draft: str | None = None) -> GateResult:
+         allow_missing: bool = False, draft: str | None = None, lossless: str | None = None) -> GateResult:
     folder = resolve_baseline_dir(baseline_dir)
     return evaluate(read_run(run), read_baseline(folder), folder.name, tolerance, min_speedup, noise_aware,
-                    floors, allow_missing, draft)
+                    floors, allow_missing, draft, lossless)
 
 
 def update_baseline(run: str | Path, baseline_dir: str | Path, tolerance: float = DEFAULT_TOLERANCE,
