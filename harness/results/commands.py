@@ -57,6 +57,10 @@ def compare(
         print(json.dumps(result.to_dict(), indent=2))
         return
     _console().print(cmp.to_rich(result))
+    if result.published:
+        from harness.results.published import to_rich
+
+        _console().print(to_rich([list(r) for r in result.published]))
     _notes(result.notes())
 
 
