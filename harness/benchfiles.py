@@ -186,7 +186,7 @@ def _pick_split(splits: list[str], want: str | None, where: Path) -> str:
         return want
     if "test" in splits or len(splits) == 1:
         return "test" if "test" in splits else splits[0]
-    raise BadInput(f"{where}: several splits ({', '.join(splits)}); choose one with #split=NAME")
+    raise BadInput(f"{where}: several splits ({', '.join(splits)}); choose one with #split=NAME (hf:<name>:<split> on the hub)")
 
 
 def _dataset_rows(path: Path, split: str | None) -> Iterator[Row]:
@@ -202,7 +202,7 @@ def _dataset_rows(path: Path, split: str | None) -> Iterator[Row]:
         else:
             builder = "arrow" if path.suffix == ".arrow" else "parquet"
             ds = datasets.load_dataset(builder, data_files={"test": str(path)})
-    except Exception as e:  # noqa: BLE001 - any reader failure is the same advice
+    except Exception as e:  # any reader failure gets the same advice
         raise BadInput(f"{path}: `datasets` cannot read it locally ({type(e).__name__}: {e})") from e
     finally:
         datasets.enable_progress_bars()
@@ -227,7 +227,7 @@ def file_rows(path: Path, split: str | None = None) -> tuple[Path, Iterator[Row]
     if path.is_dir() and (path / "qualitative.jsonl").is_file():
         path = _speed_bench_file(path, split)
     name = path.name.lower()
-    if path.is_file() and (name.endswith(".jsonl") or name.endswith(".jsonl.gz")):
+    if path.is_file() and name.endswith((".jsonl", ".jsonl.gz")):
         return path, _jsonl_rows(path)
     if path.is_file() and name.endswith(".json"):
         return path, _json_rows(path)
@@ -289,6 +289,28 @@ def _native(path: Path, rows: Iterator[Row], first: Row) -> list[PromptRecord]:
 def load_bench_file(path: Path, split: str | None = None) -> BenchFile:
     """Read and recognise one benchmark file or dataset folder."""
     read, rows = file_rows(path, split)
+    return from_rows(read, rows)
+
+
+def load_hub_dataset(spec: str, limit: int | None = None) -> BenchFile:
+    """`hf:<dataset>[:<split>]` through `datasets` (online), recognised like a local file."""
+    import itertools
+
+    import datasets
+
+    name, _, split = spec.removeprefix("hf:").partition(":")
+    try:
+        ds = datasets.load_dataset(name, split=split or None)
+    except Exception as e:  # any hub/network failure gets the same advice
+        raise BadInput(f"{spec}: cannot load Hugging Face dataset {name!r} ({type(e).__name__}: {e}); online "
+                       "access is needed, or save it locally and pass the file or folder") from e
+    if isinstance(ds, datasets.DatasetDict):  # no split named: test, else the only one
+        ds = ds[_pick_split(list(ds), None, Path(name))]
+    rows = ((f"{spec}[{i}]", dict(row)) for i, row in enumerate(ds))
+    return from_rows(Path(name), itertools.islice(rows, limit))
+
+
+def from_rows(read: Path, rows: Iterator[Row]) -> BenchFile:
     first = next(rows, None)
     if first is None:
         raise BadInput(f"{read}: no prompts in the file")

@@ -201,3 +201,45 @@ def test_recipe_accepts_a_file_spec_with_options(tmp_path):
     path = write_jsonl(tmp_path / "question.jsonl", MT_BENCH)
     recipe = load_recipe(None, [f"bench.suites=['{path}#category=writing', '{path}#by-category']"])
     assert not [p for p in check_files(recipe, tmp_path) if "bench.suites" in p]
+
+
+@pytest.mark.slow
+def test_bench_runs_mt_bench_and_gsm8k_files_as_released(tmp_path, kimi_standin):
+    """`harness bench` (ngram, the Kimi stand-in) over an MT-Bench question.jsonl and a GSM8K
+    test.jsonl with no field map; every MT-Bench turn is sent; the report shows the published
+    K2.5 figures for those datasets at k=3 in their own section."""
+    import shutil
+    import subprocess
+    import sys
+
+    from harness.recipe import REPO_ROOT
+    from harness.results.table import load_run
+
+    mt = write_jsonl(tmp_path / "mt_bench" / "question.jsonl", MT_BENCH[:2])
+    gsm = write_jsonl(tmp_path / "gsm8k" / "test.jsonl", GSM8K)
+    run_id = f"test-benchfiles-{tmp_path.name}"
+    sets = [f"bench.suites=['{mt}','{gsm}']", "bench.method='ngram'", "bench.reference_drafts=[]",
+            "bench.num_prompts=2", "bench.max_tokens=12", "bench.k=[3]", "bench.concurrency=[2]",
+            "bench.warmup_requests=0", "bench.engine='offline'"]
+    args = [sys.executable, "-m", "harness", "bench", "--run-id", run_id]
+    for s in sets:
+        args += ["--set", s]
+    run_dir = REPO_ROOT / "results" / "runs" / run_id
+    try:
+        proc = subprocess.run(args, check=False, capture_output=True, text=True, timeout=900, cwd=REPO_ROOT)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        manifest, df, missing = load_run(run_dir)
+        assert not missing and set(df["suite"]) == {"mt-bench", "gsm8k"}
+        spec = df[df["mode"] == "speculative"].set_index("suite")
+        # 2 MT-Bench records x 2 turns, 2 GSM8K questions: every turn went to the engine
+        assert spec.loc["mt-bench", "num_requests"] == 4 and spec.loc["gsm8k", "num_requests"] == 2
+        assert (spec["status"] == "ok").all() and (spec["num_failed"] == 0).all()
+        assert manifest["suites"]["gsm8k"]["source"].startswith("gsm8k:")
+        rep = subprocess.run([sys.executable, "-m", "harness", "report", str(run_dir)], check=False,
+                             capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+        assert rep.returncode == 0, rep.stderr[-2000:]
+        md = (run_dir / "report" / "report.md").read_text()
+        section = md.partition("## Published figures for comparison")[2]
+        assert "3.20 (published)" in section and "2.69 (published)" in section
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)

@@ -63,7 +63,7 @@ def test_family_of_model_and_of_a_run(tmp_path):
 
 def _run(tmp_path, family="kimi-k2.5", suites=None):
     """A synthetic run whose suites come from benchmark files (gsm8k, mt-bench) and a built-in one."""
-    cells = [dict(suite=s, k=k) for s in ("gsm8k", "mt-bench-writing", "math") for k in (3, 4)]
+    cells = [{"suite": s, "k": k} for s in ("gsm8k", "mt-bench-writing", "math") for k in (3, 4)]
     folder = make_run(tmp_path, f"run-{family}", cells)
     m = json.loads((folder / "manifest.json").read_text())
     m["recipe"] = {"verifier": {"standin": family}}
@@ -103,7 +103,7 @@ def test_report_and_compare_show_published_figures_apart_from_ours(tmp_path):
 
 
 def test_runs_without_a_match_show_no_published_section(tmp_path):
-    folder = make_run(tmp_path, "plain", [dict(suite="chat")])
+    folder = make_run(tmp_path, "plain", [{"suite": "chat"}])
     md = report.write_report(folder, tmp_path / "out").markdown.read_text()
     assert "Published figures" not in md
     assert compare.compare_runs([folder]).published == ()

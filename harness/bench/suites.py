@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from harness.benchfiles import expand_suite_specs, load_file_suite, resolve_path
+from harness.benchfiles import expand_suite_specs, load_file_suite, load_hub_dataset, resolve_path
 from harness.errors import BadInput
 from harness.prompts import PromptRecord, load_jsonl, parse_record
 from harness.recipe import REPO_ROOT
@@ -74,7 +74,9 @@ def load_suite(name: str, limit: int | None = None, hf_field_map: dict[str, str]
     elif name.startswith("hf:"):
         from harness.train.prompts import load_hf_prompts
 
-        records = load_hf_prompts(name, hf_field_map or {}, limit)
+        # with no field map the rows are recognised like a released file (harness/benchfiles.py)
+        records = (load_hf_prompts(name, hf_field_map, limit) if hf_field_map
+                   else list(load_hub_dataset(name, limit).records))
         version, source, category = "hf", name, ""
     else:
         path = resolve_path(name, base)
