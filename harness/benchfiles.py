@@ -72,7 +72,7 @@ def _mt_bench(obj: dict, where: str, i: int) -> tuple[PromptRecord, str]:
 
 
 def _speed_bench(obj: dict, where: str, i: int) -> tuple[PromptRecord, str]:
-    rid = str(obj.get("question_id", obj["src_id"]))
+    rid = str(obj.get("question_id", f"speed-bench-{i}"))  # src_id may repeat across subsets/categories
     if "messages" in obj:
         msgs = obj["messages"]
         if not isinstance(msgs, list) or not all(isinstance(m, dict) and m.get("role") == "user" for m in msgs):
@@ -121,7 +121,6 @@ LAYOUTS = (
     Layout("gsm8k", "GSM8K (question, answer with '####')", ("question", "answer"), _gsm8k,
            lambda o: "####" in str(o.get("answer"))),
 )
-NATIVE = "harness"
 KNOWN = "; ".join(x.label for x in LAYOUTS) + "; the harness's own (prompt | messages | turns, optional id)"
 
 
