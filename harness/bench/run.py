@@ -30,6 +30,7 @@ from harness.bench.manifest import (
     update_manifest,
 )
 from harness.bench.rows import ArmResult, CellIdentity, CellRow, cell_rows
+from harness.benchfiles import expand_suite_specs
 from harness.draft.under_test import DraftUnderTest, verifier_identity
 from harness.draft.verifier import load_tokenizer
 from harness.engine.base import BatchResult, Engine, GenOutput, GenRequest, Sampling
@@ -38,7 +39,7 @@ from harness.errors import BadInput
 from harness.prompts import PromptRecord, render
 from harness.recipe import Recipe
 from harness.results.table import cell_id, finished_cells, load_rows, write_cell
-from harness.suites import Suite, load_suite
+from harness.suites import Suite, load_suites
 from harness.ui import Reporter
 from harness.verifier.layout import VerifierLayout
 
@@ -79,7 +80,8 @@ def plan_cells(recipe: Recipe, drafts: list[DraftUnderTest], suites: list[Suite]
     b = recipe.bench
     cells = [CellSpec(d.label, s.name, k, c, t)
              for d in drafts for k in b.k for s in suites for c in b.concurrency for t in b.temperature]
-    names = {s.name: s.name for s in suites} | {spec: s.name for spec, s in zip(b.suites, suites)}
+    # extra cells may name a suite by its recipe spec; a #by-category spec expands to several
+    names = {s.name: s.name for s in suites} | {spec: s.name for spec, s in zip(expand_suite_specs(b.suites), suites)}
     for d in drafts:
         for x in b.extra_cells:
             cell = CellSpec(d.label, names.get(x.suite, x.suite), x.k, x.concurrency, x.temperature)
@@ -365,15 +367,16 @@ def bench_dynamic(run: BenchRun, layout: VerifierLayout, draft: DraftUnderTest, 
             record_cell(run, cell, ((rb, rs), reqs))
 
 
-def load_suites(recipe: Recipe) -> list[Suite]:
+def recipe_suites(recipe: Recipe) -> list[Suite]:
+    """The recipe's suites, a `PATH#by-category` file expanded into one suite per category."""
     b = recipe.bench
-    return [load_suite(s, b.num_prompts, b.hf_field_map) for s in b.suites]
+    return load_suites(b.suites, b.num_prompts, b.hf_field_map)
 
 
 def run_bench(recipe: Recipe, drafts: list[DraftUnderTest], run_dir: Path, reporter: Reporter,
               engine_factory: EngineFactory | None = None, resume: bool = False) -> Path:
     """Run (or resume) the matrix; returns the run folder."""
-    suites = load_suites(recipe)
+    suites = recipe_suites(recipe)
     cells = plan_cells(recipe, drafts, suites)
     open_run(run_dir, recipe, resume)
     vhash = {d.verifier.path: verifier_identity(d.verifier.path) for d in drafts}

@@ -62,6 +62,10 @@ def compare(
         print(json.dumps(result.to_dict(), indent=2))
         return
     _console().print(cmp.to_rich(result))
+    if result.published:
+        from harness.results.published import to_rich
+
+        _console().print(to_rich([list(r) for r in result.published]))
     _notes(result.notes())
 
 
@@ -78,6 +82,10 @@ def _compact(runs: list[Path], keys: list[str], force: bool, markdown: Path | No
         print(json.dumps(result.to_dict(), indent=2))
         return
     _console().print(cc.to_rich(result))
+    if result.published:
+        from harness.results.published import to_rich
+
+        _console().print(to_rich([list(r) for r in result.published]))
     _notes(result.notes())
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
+from harness.results import published as pub
 from harness.results.runs import COMPARABILITY, Run, fmt, read_run, unique_labels
 
 METRICS = ("acceptance_length", "draft_acceptance_rate", "output_tok_per_s", "speedup",
@@ -51,6 +52,7 @@ class CompareResult:
     lines: tuple[Line, ...]
     missing: dict[str, str] = field(default_factory=dict)  # run label -> what a killed run lacks
     forced: tuple[str, ...] = ()  # incomparabilities overridden by --force
+    published: tuple[tuple[str, ...], ...] = ()  # published figures matching a cell (results/published.py)
 
     def notes(self) -> list[str]:
         return list(self.missing.values()) + [f"forced: {f}" for f in self.forced]
@@ -60,7 +62,8 @@ class CompareResult:
                 "lines": [{**dict(zip(self.key_columns, ln.key)), "metric": ln.metric, "values": list(ln.values),
                            "delta": [ln.delta(i) for i in range(1, len(self.runs))],
                            "rel_delta": [ln.rel(i) for i in range(1, len(self.runs))]} for ln in self.lines],
-                "missing": self.missing, "forced": list(self.forced)}
+                "missing": self.missing, "forced": list(self.forced),
+                "published": [dict(zip(["run", *pub.HEADERS], row)) for row in self.published]}
 
 
 def key_columns(runs: list[Run], by: list[str]) -> tuple[str, ...]:
@@ -99,8 +102,9 @@ def incomparabilities(indexed: list[dict[tuple, dict]], labels: list[str], cols:
     return found
 
 
-def align(runs: list[Run], by: list[str] | None = None, force: bool = False) -> CompareResult:
-    """The pure core: align already-loaded runs."""
+def align(runs: list[Run], by: list[str] | None = None, force: bool = False,
+          published: list[pub.Published] | None = None) -> CompareResult:
+    """The pure core: align already-loaded runs (and list the published figures matching their cells)."""
     if not runs:
         raise BadInput("compare needs at least one run")
     labels = unique_labels(runs)
@@ -120,11 +124,13 @@ def align(runs: list[Run], by: list[str] | None = None, force: bool = False) -> 
                 lines.append(Line(key, m, values))
     drafts = tuple(", ".join(sorted({str(r.get("draft")) for r in run.rows})) or "—" for run in runs)
     missing = {lab: note for run, lab in zip(runs, labels) if (note := run.incomplete_note())}
-    return CompareResult(tuple(labels), drafts, cols, tuple(lines), missing, tuple(problems))
+    shown = pub.for_runs([(lab, r.rows, r.manifest) for r, lab in zip(runs, labels)], published or [])
+    return CompareResult(tuple(labels), drafts, cols, tuple(lines), missing, tuple(problems),
+                         tuple(map(tuple, shown)))
 
 
 def compare_runs(runs: list[Path], by: list[str] | None = None, force: bool = False) -> CompareResult:
-    return align([read_run(r) for r in runs], by, force)
+    return align([read_run(r) for r in runs], by, force, pub.load_published())
 
 
 # ----------------------------------------------------------------------------- renderers
@@ -168,6 +174,11 @@ def to_markdown(result: CompareResult) -> str:
            "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     out += ["| " + " | ".join([*_key_cells(ln), ln.metric, *_cells(result, ln)]) + " |" for ln in result.lines]
     out += [""] + [f"- {n}" for n in result.notes()]
+    if result.published:
+        heads = ["run", *pub.HEADERS]
+        out += ["", "### Published figures for comparison", "", f"- {pub.NOTE}", "",
+                "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+        out += ["| " + " | ".join(row) + " |" for row in result.published]
     out.append("\nDefinitions: `harness/metrics.py` — AL = 1 + accepted/drafts (pooled, incl. the bonus "
                "token); draft acceptance rate = accepted/draft tokens; speedup = spec ÷ baseline output tok/s.")
     return "\n".join(out) + "\n"

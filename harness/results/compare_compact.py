@@ -15,6 +15,7 @@ from typing import Any
 from harness.analysis import compare_marks as cm
 from harness.errors import BadInput
 from harness.results import load_view
+from harness.results import published as pub
 from harness.results.compare import DEFAULT_BY, incomparabilities, index_rows, key_columns
 from harness.results.runs import Run, is_speculative, read_run, unique_labels
 
@@ -25,6 +26,7 @@ class CompactResult:
     crossovers: dict[tuple, tuple[str, ...]]  # (draft, suite, k, T) -> crossover text per run
     missing: dict[str, str] = field(default_factory=dict)
     forced: tuple[str, ...] = ()
+    published: tuple[tuple[str, ...], ...] = ()  # published figures matching a cell (results/published.py)
 
     def notes(self) -> list[str]:
         only = [f"only in {run}: " + " ".join(f"{c}={v}" for c, v in zip(self.table.key_columns, key))
@@ -37,6 +39,7 @@ class CompactResult:
                 "marked": [{"key": list(k), "metric": m, "run": self.table.runs[i]} for k, m, i in self.table.marked],
                 "only_in": [{"key": list(k), "run": r} for k, r in self.table.only_in],
                 "crossovers": [{"cell": list(k), "per_run": list(v)} for k, v in self.crossovers.items()],
+                "published": [dict(zip(["run", *pub.HEADERS], row)) for row in self.published],
                 "notes": self.notes()}
 
 
@@ -46,7 +49,8 @@ def _crossovers(runs: list[Run]) -> dict[tuple, tuple[str, ...]]:
     return {k: tuple(d.get(k, "—") for d in per_run) for k in keys}
 
 
-def compact_align(runs: list[Run], by: list[str] | None = None, force: bool = False) -> CompactResult:
+def compact_align(runs: list[Run], by: list[str] | None = None, force: bool = False,
+                  published: list[pub.Published] | None = None) -> CompactResult:
     """The pure core: align loaded runs' speculative cells, mark deltas beyond noise."""
     if not runs:
         raise BadInput("compare needs at least one run")
@@ -59,11 +63,12 @@ def compact_align(runs: list[Run], by: list[str] | None = None, force: bool = Fa
     key = tuple(c for c in cols if c != "mode")
     table = cm.compact([(lab, [r for r in run.rows if is_speculative(r)]) for run, lab in zip(runs, labels)], key)
     missing = {lab: note for run, lab in zip(runs, labels) if (note := run.incomplete_note())}
-    return CompactResult(table, _crossovers(runs), missing, tuple(problems))
+    shown = pub.for_runs([(lab, r.rows, r.manifest) for r, lab in zip(runs, labels)], published or [])
+    return CompactResult(table, _crossovers(runs), missing, tuple(problems), tuple(tuple(r) for r in shown))
 
 
 def compact_runs(runs: list[Path], by: list[str] | None = None, force: bool = False) -> CompactResult:
-    return compact_align([read_run(r) for r in runs], by, force)
+    return compact_align([read_run(r) for r in runs], by, force, pub.load_published())
 
 
 def _crossover_rows(res: CompactResult) -> tuple[list[str], list[list[str]]]:
@@ -101,5 +106,8 @@ def to_markdown(res: CompactResult) -> str:
     heads, rows = _crossover_rows(res)
     if rows:
         out += ["#### Crossover concurrency (speedup falls below 1.0x)", "", *_md_table(heads, rows)]
+    if res.published:
+        out += ["#### Published figures for comparison", "", f"- {pub.NOTE}", "",
+                *_md_table(["run", *pub.HEADERS], [list(r) for r in res.published])]
     out += [f"- {n}" for n in res.notes()] + ["", cm.LEGEND]
     return "\n".join(out) + "\n"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.results import load_view, plots
+from harness.results import published as pub
 from harness.results.runs import Run, fmt, read_run
 
 DEFINITIONS = [
@@ -174,9 +175,9 @@ def _explained_blocks(run: Run) -> list[tuple]:
                        "AL thinking / answer", "verifier repetition"], rows)]
 
 
-def build_blocks(run: Run, images: list[tuple[str, str]]) -> list[tuple]:
+def build_blocks(run: Run, images: list[tuple[str, str]], published: list | None = None) -> list[tuple]:
     """The report as blocks: ("h", level, text) ("p", text) ("list", items) ("table", headers, rows)
-    ("img", file name, title)."""
+    ("img", file name, title). `published`: figures to show beside matching cells (results/published.py)."""
     spec = plots.spec_rows(run.rows)
     base = {r.get("cell_id"): r for r in run.rows if r.get("mode") == "baseline"}
     t, c = plots.reference(run.rows)
@@ -198,6 +199,10 @@ def build_blocks(run: Run, images: list[tuple[str, str]]) -> list[tuple]:
         blocks += _explained_blocks(run) + _load_blocks(run)
     else:
         blocks += [("h", 2, "Summary"), ("p", "No finished speculative cell: nothing measured yet.")]
+    pairs = pub.matches(run.rows, run.manifest, published or [])
+    if pairs:
+        blocks += [("h", 2, "Published figures for comparison"), ("list", pub.notes(run.manifest)),
+                   ("table", pub.HEADERS, pub.table_rows(pairs))]
     blocks.append(("h", 2, "Plots"))
     blocks += [("img", name, title) for name, title in images]
     return blocks
@@ -266,7 +271,7 @@ def write_report(run: str | Path, out_dir: str | Path | None = None) -> ReportFi
     note = (f"incomplete run ({r.status}): {planned - len(r.missing)} of {planned} planned cells finished"
             if r.missing else None)
     made = plots.write_plots(r.rows, folder, note)
-    blocks = build_blocks(r, [(p.name, title) for p, title in made])
+    blocks = build_blocks(r, [(p.name, title) for p, title in made], pub.load_published())
     atomic_write_text(folder / "report.md", to_markdown(blocks))
     atomic_write_text(folder / "report.html", to_html(blocks, folder))
     return ReportFiles(folder / "report.md", folder / "report.html", tuple(p for p, _ in made))
