@@ -102,9 +102,10 @@ def incomparabilities(indexed: list[dict[tuple, dict]], labels: list[str], cols:
     return found
 
 
-def align(runs: list[Run], by: list[str] | None = None, force: bool = False,
-          published: list[pub.Published] | None = None) -> CompareResult:
-    """The pure core: align already-loaded runs (and list the published figures matching their cells)."""
+def comparable(runs: list[Run], by: list[str] | None, force: bool
+               ) -> tuple[list[str], list[str], list[dict], list[str]]:
+    """(labels, key columns, rows indexed by key per run, problems); refuses incomparable cells
+    unless forced (the problems are then listed as forced)."""
     if not runs:
         raise BadInput("compare needs at least one run")
     labels = unique_labels(runs)
@@ -114,6 +115,13 @@ def align(runs: list[Run], by: list[str] | None = None, force: bool = False,
     if problems and not force:
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
         raise BadInput(f"cells are not comparable: {problems[0]}{more}; pass --force to align them anyway")
+    return labels, cols, indexed, problems
+
+
+def align(runs: list[Run], by: list[str] | None = None, force: bool = False,
+          published: list[pub.Published] | None = None) -> CompareResult:
+    """The pure core: align already-loaded runs (and list the published figures matching their cells)."""
+    labels, cols, indexed, problems = comparable(runs, by, force)
     keys = list(dict.fromkeys(k for idx in indexed for k in idx))
     keys.sort(key=lambda k: tuple((0, v) if isinstance(v, int | float) else (1, str(v)) for v in k))
     lines = []

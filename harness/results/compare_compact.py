@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.analysis import compare_marks as cm
-from harness.errors import BadInput
 from harness.results import load_view
 from harness.results import published as pub
-from harness.results.compare import DEFAULT_BY, incomparabilities, index_rows, key_columns
-from harness.results.runs import Run, is_speculative, read_run, unique_labels
+from harness.results.compare import comparable
+from harness.results.runs import Run, is_speculative, read_run
 
 
 @dataclass(frozen=True)
@@ -52,14 +51,7 @@ def _crossovers(runs: list[Run]) -> dict[tuple, tuple[str, ...]]:
 def compact_align(runs: list[Run], by: list[str] | None = None, force: bool = False,
                   published: list[pub.Published] | None = None) -> CompactResult:
     """The pure core: align loaded runs' speculative cells, mark deltas beyond noise."""
-    if not runs:
-        raise BadInput("compare needs at least one run")
-    labels = unique_labels(runs)
-    cols = key_columns(runs, list(by or DEFAULT_BY))
-    problems = incomparabilities([index_rows(r, lab, cols) for r, lab in zip(runs, labels)], labels, cols)
-    if problems and not force:
-        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise BadInput(f"cells are not comparable: {problems[0]}{more}; pass --force to align them anyway")
+    labels, cols, _, problems = comparable(runs, by, force)
     key = tuple(c for c in cols if c != "mode")
     table = cm.compact([(lab, [r for r in run.rows if is_speculative(r)]) for run, lab in zip(runs, labels)], key)
     missing = {lab: note for run, lab in zip(runs, labels) if (note := run.incomplete_note())}
