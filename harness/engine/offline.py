@@ -29,6 +29,7 @@ from harness.bench.measure import SpecCounters
 from harness.engine.base import BatchResult, GenOutput, GenRequest, Sampling, track
 from harness.engine.counters import counters_from_offline
 from harness.engine.logs import tail
+from harness.engine.ownership import die_with_parent, start_watchdog
 from harness.engine.settings import EnginePlan
 from harness.errors import InfraError
 
@@ -115,6 +116,13 @@ def _shutdown(llm) -> None:
 def _host(conn, env: dict[str, str], probe: bool) -> None:  # runs in the child
     # Own process group: the parent can stop this child and vLLM's processes below it, and only them.
     os.setpgrp()
+    # Die with the harness however it dies: this child by the kernel's parent-death signal, vLLM's
+    # processes below it by a watchdog in the group (harness/engine/ownership.py).
+    harness_pid = os.getppid()
+    die_with_parent()
+    if os.getppid() != harness_pid:  # the harness died before the signal was armed
+        return
+    start_watchdog(os.getpgrp(), harness_pid)
     os.environ.update(env)
     if probe:
         # apply_model ships our probe functions to vLLM's worker, which needs pickle; the

@@ -31,6 +31,7 @@ from harness.bench.measure import SpecCounters
 from harness.engine.base import BatchResult, GenOutput, GenRequest, Sampling, track
 from harness.engine.counters import counters_from_prometheus
 from harness.engine.logs import tail
+from harness.engine.ownership import child_preexec, start_watchdog, stop_group
 from harness.engine.settings import EnginePlan
 from harness.errors import InfraError
 
@@ -226,7 +227,8 @@ class AttachedEngine(_OpenAIServer):
         try:
             status, body = _http_get(url.rstrip("/") + "/v1/models")
         except ConnectionError as e:
-            raise InfraError(f"cannot reach {url} ({e}); check --url and that the server is up") from e
+            raise InfraError(f"cannot reach {url} ({e}); check bench.url (speculative) / bench.baseline_url "
+                             "(baseline) in the recipe and that the server is up") from e
         if status != 200:
             raise InfraError(f"{url}/v1/models answered HTTP {status}; is this a vLLM OpenAI server?")
         served = [m["id"] for m in json.loads(body).get("data", [])]
@@ -252,9 +254,11 @@ class ServerEngine(_OpenAIServer):
         self._log.write("$ " + " ".join(cmd) + "\n")
         self._log.flush()
         env = {**os.environ, **plan.env}
-        # Its own process group, so stopping it stops its engine-core children too, and only them.
+        # Its own process group, so stopping it stops its engine-core children too, and only them;
+        # a parent-death signal and a watchdog in that group stop it when the harness dies.
         self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env,
-                                      start_new_session=True)
+                                      stdin=subprocess.DEVNULL, process_group=0, preexec_fn=child_preexec())
+        self._watchdog = start_watchdog(self._proc.pid)
         track(self)
         try:
             self._wait_healthy(startup_timeout_s)
@@ -286,17 +290,12 @@ class ServerEngine(_OpenAIServer):
 
     def close(self) -> None:
         proc = getattr(self, "_proc", None)
-        if proc is not None and proc.poll() is None:
-            import signal
-
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+        if proc is not None:
+            self._watchdog.kill()  # first: it ignores SIGTERM and would hold the group open
+            self._watchdog.wait(10)
+            # The whole group even when the server itself has exited: its EngineCore may not have.
+            stop_group(proc.pid, grace_s=30)
+            proc.wait(10)
         log = getattr(self, "_log", None)
         if log is not None and not log.closed:
             log.close()
