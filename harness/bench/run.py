@@ -24,6 +24,7 @@ from harness.errors import BadInput
 from harness.prompts import PromptRecord, render
 from harness.provenance import atomic_write_json, content_hash, git_sha, hardware, package_versions
 from harness.recipe import Recipe
+from harness.results.manifest import owner_fields
 from harness.results.table import cell_id, finished_cells, write_cell
 from harness.ui import Reporter
 from harness.verifier.layout import VerifierLayout
@@ -352,7 +353,7 @@ def run_bench(recipe: Recipe, drafts: list[DraftUnderTest], run_dir: Path, repor
     vhash = {p: verifier_identity(p) for p in verifiers}
     previous = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     write_manifest(
-        run_dir, run_id=run_dir.name, status="running", started_at=previous.get("started_at") or _now(),
+        run_dir, run_id=run_dir.name, status="running", **owner_fields(), started_at=previous.get("started_at") or _now(),
         resumed_at=_now() if previous else None, ended_at=None,
         recipe=recipe.model_dump(mode="json"), recipe_fingerprint=recipe.fingerprint(*BENCH_SECTIONS),
         planned_cells=[c.id for c in cells],
