@@ -289,6 +289,7 @@ def bench_cmd(
 
     from harness.results.manifest import free_unstarted_run, require_resumable
     from harness.results.table import ensure_tables, finished_cells
+    from harness.verifier.safetensors_index import check_checkpoint_files
 
     r = load_recipe(recipe, set_ or [])
     if resume and not run_id:
@@ -301,6 +302,8 @@ def bench_cmd(
     else:
         free_unstarted_run(run_dir, finished_cells(run_dir))
     with _progress() as rep:
+        if draft is not None:  # a broken draft is named now, not in an engine's log later
+            check_checkpoint_files(draft, "draft")
         layout = resolve_verifier(r, rep)
         drafts = resolve_drafts(r, layout, draft)
         run_bench(r, drafts, run_dir, rep, base=_recipe_base(recipe), resume=resume)
