@@ -173,7 +173,12 @@ def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> 
         "trainer": "speculators.train.trainer.Trainer (DDP" + (" + FSDP" if t.fsdp else "") + ")",
     }
     if include_bench:
+        from harness.bench.suites import load_suite
+
         b = recipe.bench
+        for name in b.suites:  # parsed as the bench parses them (hf: datasets need the network)
+            if not name.startswith("hf:"):
+                load_suite(name, b.num_prompts, b.hf_field_map)
         spec = eplan(e, SpeculativeSpec(b.method, max(b.k), str(run_dir / "draft")))
         cells = len(b.suites) * len(b.k) * len(b.concurrency) * len(b.temperature)
         plan["bench"] = {
