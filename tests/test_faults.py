@@ -332,3 +332,72 @@ def test_resume_rebuilds_missing_or_stale_tables(tmp_path):
     (run / "cells" / "c2.json").write_text(json.dumps([{**rows[1], "cell_id": "c2"}]))  # a cell the tables lack
     assert ensure_tables(run) == "built from other cells"
     assert len(pd.read_parquet(run / "results.parquet")) == 3
+
+
+# ----------------------------------------------------------------------------- real server engines
+
+_TINY_SERVER_BENCH = ["bench.engine='server'", "bench.suites=['code']", "bench.num_prompts=2", "bench.max_tokens=8",
+                      "bench.k=[1]", "bench.concurrency=[1,2]", "bench.warmup_requests=0", "bench.repeats=1",
+                      "bench.reference_drafts=[]", "bench.method='ngram'"]
+
+
+def _bench(run_id: str, *extra: str) -> subprocess.Popen:
+    args = [PY, "-m", "harness", "bench", "--run-id", run_id, *extra]
+    for s in _TINY_SERVER_BENCH:
+        args += ["--set", s]
+    return subprocess.Popen(args, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGKILL, -signal.SIGKILL)])
+def test_killed_server_bench_leaves_no_process_and_resumes_byte_identical(kimi_standin, sig, code):
+    import shutil
+
+    run_id = f"faults-{sig.name.lower()}-{uuid.uuid4().hex[:8]}"
+    run_dir = REPO_ROOT / "results" / "runs" / run_id
+    try:
+        proc = _bench(run_id)
+        seen: dict[int, int] = {}  # every process of the run, gathered while it runs
+        deadline = time.monotonic() + 900
+        while not list((run_dir / "cells").glob("*.json")):
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline
+            seen.update(_descendants(proc.pid))
+            time.sleep(0.5)
+        seen.update(_descendants(proc.pid))
+        assert any("api_server" in Path(f"/proc/{p}/cmdline").read_text(errors="replace") for p in seen
+                   if process_alive(p, seen[p]))
+        first = {p.name: p.read_bytes() for p in (run_dir / "cells").glob("*.json")}
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == code, err[-3000:]
+        time.sleep(10)
+        assert [p for p, t in seen.items() if process_alive(p, t)] == []
+        # SIGTERM writes "interrupted"; SIGKILL writes nothing, and the stale "running" reads so.
+        assert read_manifest(run_dir)["status"] == "interrupted"
+        resumed = _bench(run_id, "--resume")
+        out, err = resumed.communicate(timeout=900)
+        assert resumed.returncode == 0, err[-3000:]
+        assert {p.name: p.read_bytes() for p in (run_dir / "cells").glob("*.json") if p.name in first} == first
+        assert len(list((run_dir / "cells").glob("*.json"))) == 2
+        assert read_manifest(run_dir)["status"] == "complete" and tables_stale(run_dir) is None
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_progress_after_an_interrupt_shows_the_count_reached_not_all_done():
+    from harness.ui import RichReporter
+
+    rep = RichReporter()
+    try:
+        try:
+            rep.stage("bench cells", total=4)
+            rep.advance(1)
+            raise KeyboardInterrupt
+        finally:
+            rep.done()
+    except KeyboardInterrupt:
+        pass
+    task = rep.progress.tasks[-1]
+    rep.close()
+    assert task.completed == 1 and task.fields["info"] == "[red]interrupted[/] at 1/4"
