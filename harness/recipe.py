@@ -226,8 +226,8 @@ def load_recipe(path: str | Path | None = None, overrides: list[str] | None = No
     if not p.is_file():
         raise BadInput(f"{p}: recipe not found")
     try:
-        data = tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as e:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:  # both ValueErrors with the position
         raise BadInput(f"{p}: not valid TOML ({e})") from e
     data = apply_overrides(data, overrides or [])
     # Relative paths in a recipe are relative to the recipe's folder.

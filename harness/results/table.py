@@ -60,8 +60,8 @@ def load_rows(run_dir: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for p in sorted((run_dir / "cells").glob("*.json")) if (run_dir / "cells").is_dir() else []:
         try:
-            rows += json.loads(p.read_text())
-        except json.JSONDecodeError as e:
+            rows += json.loads(p.read_text(encoding="utf-8"))
+        except ValueError as e:  # malformed JSON (a truncated file) or not UTF-8
             raise BadInput(f"{p}: unreadable cell file ({e}); delete it and rerun with --resume") from e
     return rows
 
