@@ -50,22 +50,32 @@ def process_alive(pid: int, ticks: int | None = None) -> bool:
     return ticks is None or now == ticks
 
 
+def _prctl():
+    """libc's prctl, or None off Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
 def die_with_parent(sig: int = signal.SIGKILL) -> None:
     """Ask the kernel to send `sig` to this process when its parent dies (Linux; elsewhere a
-    no-op). Call it in the child; it survives exec, so it also suits `Popen(preexec_fn=...)`."""
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    no-op). It survives exec."""
+    prctl = _prctl()
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
 
 
 def child_preexec(sig: int = signal.SIGTERM):
-    """A `preexec_fn` arming the parent-death signal, or None where it would misfire (a child
-    started from a worker thread would be signalled when that thread ends)."""
-    if threading.current_thread() is not threading.main_thread():
+    """A `Popen(preexec_fn=...)` arming the parent-death signal in the child, or None where it
+    would misfire (a child started from a worker thread is signalled when that thread ends).
+    libc is looked up here, in the parent: between fork and exec the child only makes the call."""
+    prctl = _prctl()
+    if prctl is None or threading.current_thread() is not threading.main_thread():
         return None
-    return lambda: die_with_parent(sig)
+    return lambda: prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
 
 
 def start_watchdog(pgid: int, harness_pid: int | None = None) -> subprocess.Popen:
