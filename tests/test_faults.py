@@ -401,3 +401,18 @@ def test_progress_after_an_interrupt_shows_the_count_reached_not_all_done():
     task = rep.progress.tasks[-1]
     rep.close()
     assert task.completed == 1 and task.fields["info"] == "[red]interrupted[/] at 1/4"
+
+
+def test_engine_start_failure_names_the_checkpoint_its_log_blames(tmp_path):
+    from harness.engine.logs import failing_checkpoint
+
+    log = tmp_path / "engine.log"
+    log.write_text("$ python -m vllm... --model /m/verifier --speculative-config {draft: /m/draft}\n"
+                   "INFO loading /m/verifier/model-00001.safetensors\n"
+                   "ERROR: /m/draft/model.safetensors: incomplete metadata, file not fully covered\n"
+                   "Traceback ...\n")
+    assert failing_checkpoint(log, "/m/verifier", "/m/draft") == "the draft /m/draft"
+    log.write_text("$ cmd /m/verifier /m/draft\nERROR /m/verifier/config.json: bad vocab\n")
+    assert failing_checkpoint(log, "/m/verifier", "/m/draft") == "the verifier /m/verifier"
+    log.write_text("$ cmd /m/verifier /m/draft\nsegfault\n")
+    assert failing_checkpoint(log, "/m/verifier", "/m/draft") == "verifier /m/verifier with draft /m/draft"

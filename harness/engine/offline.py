@@ -28,7 +28,7 @@ from typing import Any
 from harness.bench.measure import SpecCounters
 from harness.engine.base import BatchResult, GenOutput, GenRequest, Sampling, track
 from harness.engine.counters import counters_from_offline
-from harness.engine.logs import tail
+from harness.engine.logs import failing_checkpoint, tail
 from harness.engine.ownership import die_with_parent, start_watchdog
 from harness.engine.settings import EnginePlan
 from harness.errors import InfraError
@@ -263,7 +263,9 @@ class OfflineEngine:
             raise
         if msg[0] != "ready":
             self.close()
-            raise InfraError(f"vLLM engine failed to start for {plan.model}: {msg[1]}; last lines of "
+            draft = plan.speculative.draft if plan.speculative else None
+            raise InfraError(f"vLLM engine failed to start for {failing_checkpoint(log_path, plan.model, draft, msg[-1])}: "
+                             f"{msg[1]}; last lines of "
                              f"{log_path}:\n{tail(log_path)}")
         self.info = msg[1]
 

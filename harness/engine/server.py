@@ -30,7 +30,7 @@ from typing import Any
 from harness.bench.measure import SpecCounters
 from harness.engine.base import BatchResult, GenOutput, GenRequest, Sampling, track
 from harness.engine.counters import counters_from_prometheus
-from harness.engine.logs import tail
+from harness.engine.logs import failing_checkpoint, tail
 from harness.engine.ownership import child_preexec, start_watchdog, stop_group
 from harness.engine.settings import EnginePlan
 from harness.errors import InfraError
@@ -271,7 +271,7 @@ class ServerEngine(_OpenAIServer):
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 self.close()
-                raise InfraError(f"vLLM server exited with code {self._proc.returncode} while starting; "
+                raise InfraError(f"vLLM server for {self._failing()} exited with code {self._proc.returncode} while starting; "
                                  f"last lines of {self.log_path}:\n{tail(self.log_path)}")
             try:
                 if _http_get(self.url + "/health", timeout=2)[0] == 200:
@@ -282,6 +282,10 @@ class ServerEngine(_OpenAIServer):
         self.close()
         raise InfraError(f"vLLM server not healthy after {timeout_s:.0f}s; last lines of {self.log_path}:\n"
                          f"{tail(self.log_path)}")
+
+    def _failing(self) -> str:
+        spec = self.plan.speculative
+        return failing_checkpoint(self.log_path, self.plan.model, spec.draft if spec else None)
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "kind": "server", "model": self.plan.model,
