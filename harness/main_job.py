@@ -71,7 +71,7 @@ def _summary_rows(run_dir: Path, gate_result) -> list[dict[str, Any]]:
 def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None = None,
                         base: Path | None = None) -> MainJobResult:
     from harness.bench.run import resolve_drafts, run_bench
-    from harness.results.table import MANIFEST
+    from harness.results.table import MANIFEST, ensure_tables
     from harness.train.pipeline import resolve_verifier, run_train
 
     t0 = time.perf_counter()
@@ -81,6 +81,7 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
     layout = resolve_verifier(recipe, reporter)
     drafts = resolve_drafts(recipe, layout, trained.draft_dir, label="draft")
     run_bench(recipe, drafts, run_dir, reporter, base=base, resume=(run_dir / MANIFEST).is_file())
+    ensure_tables(run_dir)  # a rerun with every cell already finished writes no cell, so no table
 
     from harness.results.report import write_report
 
