@@ -285,10 +285,9 @@ def bench_cmd(
     """Measure acceptance and tokens/s against the no-speculation baseline across the matrix."""
     from harness.bench.run import new_run_id, resolve_drafts, run_bench
     from harness.recipe import REPO_ROOT, load_recipe
-    from harness.train.pipeline import resolve_verifier
-
     from harness.results.manifest import free_unstarted_run, require_resumable
     from harness.results.table import ensure_tables, finished_cells
+    from harness.train.pipeline import resolve_verifier
     from harness.verifier.safetensors_index import check_checkpoint_files
 
     r = load_recipe(recipe, set_ or [])

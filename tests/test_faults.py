@@ -376,7 +376,7 @@ def test_killed_server_bench_leaves_no_process_and_resumes_byte_identical(kimi_s
         # SIGTERM writes "interrupted"; SIGKILL writes nothing, and the stale "running" reads so.
         assert read_manifest(run_dir)["status"] == "interrupted"
         resumed = _bench(run_id, "--resume")
-        out, err = resumed.communicate(timeout=900)
+        _, err = resumed.communicate(timeout=900)
         assert resumed.returncode == 0, err[-3000:]
         assert {p.name: p.read_bytes() for p in (run_dir / "cells").glob("*.json") if p.name in first} == first
         assert len(list((run_dir / "cells").glob("*.json"))) == 2
