@@ -1,6 +1,7 @@
 """The `harness` command line: thin commands that parse, call one function, render, exit.
 
-Exit codes: 0 ok · 1 regression (gate) · 2 bad input or config · 3 infrastructure failure.
+Exit codes: 0 ok · 1 regression (gate) · 2 bad input or config · 3 infrastructure failure ·
+4 internal error (traceback in a log) · 130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP.
 Heavy imports (torch, vLLM, pandas) happen inside command bodies so `--help` is instant.
 Tables for people go to stdout, `--json` output is for machines, progress and logs go to stderr.
 """
@@ -9,13 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
-from harness.errors import HarnessError
+from harness.errors import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_INTERNAL, EXIT_INTERRUPTED, HarnessError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train EAGLE-3 drafts, serve them with vLLM, measure and gate acceptance.")
@@ -50,14 +52,83 @@ def _stdout():
     return stdout_console()
 
 
+# Signals that end the harness the way Ctrl-C does (finally blocks run, engines close, the manifest
+# says interrupted), each with the shell's exit code 128 + signal number.
+_TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+_received: list[int] = []
+
+
+def _on_terminate(signum, frame) -> None:
+    if _received:  # already unwinding: let the cleanup finish
+        return
+    _received.append(signum)
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _interrupted_exit() -> NoReturn:
+    code = 128 + _received[0] if _received else EXIT_INTERRUPTED
+    _stderr().print(f"[yellow]interrupted[/]{f' ({signal.Signals(_received[0]).name})' if _received else ''}: "
+                    "finished work is kept; rerun the same command to resume")
+    sys.exit(code)
+
+
+def _write_crash_log(exc: BaseException) -> Path | None:
+    """The traceback of an unexpected error, in a file under $HARNESS_CACHE/crash/ (or None)."""
+    import datetime as dt
+    import os
+    import traceback
+
+    root = Path(os.environ.get("HARNESS_CACHE", Path.home() / ".cache" / "harness")) / "crash"
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        path = root / f"{stamp}.log"
+        path.write_text(f"$ harness {' '.join(sys.argv[1:])}\n" + "".join(traceback.format_exception(exc)))
+        return path
+    except OSError:
+        return None
+
+
+def _unexpected_exit(exc: BaseException) -> NoReturn:
+    """Not a HarnessError: a full disk is infrastructure (3); anything else is a bug in the
+    harness (4), never a code CI reads as a verdict. One line; the traceback goes to a log."""
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        where = f" writing {exc.filename}" if exc.filename else ""
+        _stderr().print(f"[bold red]error:[/] disk full{where} ({exc.strerror}); free space and rerun to resume",
+                        highlight=False, soft_wrap=True)
+        sys.exit(EXIT_INFRA)
+    log = _write_crash_log(exc)
+    where = f"traceback in {log}" if log else "no traceback log could be written"
+    _stderr().print(f"[bold red]internal error:[/] {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+                    f"({where}; please report it)", highlight=False, soft_wrap=True)
+    sys.exit(EXIT_INTERNAL)
+
+
 def main() -> None:
-    """Entry point: run the app; a HarnessError becomes one clear line and its exit code."""
+    """Entry point: run the app; a HarnessError becomes one clear line and its exit code.
+    Exit codes: docs in harness/errors.py (0 ok, 1 gate regression, 2 bad input, 3 infrastructure,
+    4 internal error, 128 + signal when interrupted: 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
+    _received.clear()
+    previous = {s: signal.getsignal(s) for s in _TERMINATING}
+    for s in _TERMINATING:
+        if previous[s] != signal.SIG_IGN:  # nohup'd or deliberately ignored: keep it so
+            signal.signal(s, _on_terminate)
+    try:
+        _run_app()
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _run_app() -> None:
     try:
         # Non-standalone typer *returns* the exit code of Ctrl-C (130) and of typer.Exit.
         code = app(standalone_mode=False)
         if isinstance(code, int) and code:
-            if code == 130:
-                _stderr().print("[yellow]interrupted[/]: finished work is kept; rerun the same command to resume")
+            if code == EXIT_INTERRUPTED:
+                _interrupted_exit()
             sys.exit(code)
     except HarnessError as e:
         _stderr().print(f"[bold red]error:[/] {e.message}", highlight=False, soft_wrap=True)
@@ -69,12 +140,11 @@ def main() -> None:
         import click
 
         if isinstance(e, KeyboardInterrupt | click.exceptions.Abort):
-            _stderr().print("[yellow]interrupted[/]: finished work is kept; rerun the same command to resume")
-            sys.exit(130)
+            _interrupted_exit()
         if isinstance(e, click.exceptions.ClickException):
             e.show()
-            sys.exit(2)
-        raise
+            sys.exit(EXIT_BAD_INPUT)
+        _unexpected_exit(e)
 
 
 # ----------------------------------------------------------------------------- verifier
@@ -214,18 +284,28 @@ def bench_cmd(
     from harness.errors import BadInput
     from harness.paths import RUNS_DIR
     from harness.recipe import load_recipe
+    from harness.results.manifest import free_unstarted_run, require_resumable
+    from harness.results.table import ensure_tables, finished_cells
+    from harness.verifier.safetensors_index import check_checkpoint_files
 
     r = load_recipe(recipe, set_ or [])
     if resume and not run_id:
         raise BadInput("--resume needs --run-id of the run to complete")
     run_dir = RUNS_DIR / (run_id or new_run_id(r))
-    if resume and not (run_dir / "manifest.json").is_file():
-        raise BadInput(f"--resume --run-id {run_id}: no run with that id under {RUNS_DIR}; "
-                       "drop --resume to start it, or check the id")
+    if resume:
+        require_resumable(run_dir)
+    else:
+        free_unstarted_run(run_dir, finished_cells(run_dir))
     with _progress() as rep:
+        if draft is not None:  # a broken draft is named now, not in an engine's log later
+            check_checkpoint_files(draft, "draft")
         layout = resolve_verifier(r, rep)
         drafts = resolve_drafts(r, layout, draft)
         run_bench(r, drafts, run_dir, rep, resume=resume)
+    if resume:
+        stale = ensure_tables(run_dir)  # a resumed run with nothing left to measure writes no cell
+        if stale:
+            _stderr().print(f"[dim]rebuilt {run_dir / 'results.parquet'} and results.csv from cells/ ({stale})[/]")
     from harness.bench.summary import render_bench_summary
 
     render_bench_summary(run_dir, _stdout(), as_json=json_out)

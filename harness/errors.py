@@ -1,7 +1,9 @@
 """The one project exception type and the exit codes that are the CI contract.
 
-Exit codes: 0 ok · 1 regression found by the gate · 2 bad input or config ·
-3 infrastructure failure (server did not start, timeout). CI may retry 3 and must fail on 1.
+Exit codes: 0 ok · 1 regression found by the gate (and nothing else) · 2 bad input or config ·
+3 infrastructure failure (server did not start, timeout, disk full) · 4 internal error (a bug: the
+traceback is in a log file) · 128 + signal when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).
+CI may retry 3 and must fail on 1.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
 EXIT_INFRA = 3
+EXIT_INTERNAL = 4
+EXIT_INTERRUPTED = 130  # SIGINT; SIGTERM and SIGHUP exit 128 + their number
 
 
 class HarnessError(Exception):

@@ -110,7 +110,7 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
     from harness.bench.run import run_bench
     from harness.draft.under_test import resolve_drafts
     from harness.results.report import write_report
-    from harness.results.table import MANIFEST
+    from harness.results.table import MANIFEST, ensure_tables
     from harness.train.pipeline import run_train
 
     t0 = time.perf_counter()
@@ -119,6 +119,7 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
     trained = run_train(recipe, run_dir / "train", reporter)
     drafts = resolve_drafts(recipe, trained.layout, trained.draft_dir, label="draft")
     run_bench(recipe, drafts, run_dir, reporter, resume=(run_dir / MANIFEST).is_file())
+    ensure_tables(run_dir)  # a rerun with every cell already finished writes no cell, so no table
     reporter.stage("report", total=None)
     report_paths = write_report(run_dir, run_dir / "report")
     reporter.done()

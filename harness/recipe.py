@@ -234,10 +234,21 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
-def format_validation_error(source: str, err: ValidationError) -> str:
+def _from_set(loc: str, set_keys: list[str]) -> bool:
+    """Did an error at `loc` come from a --set override (the key itself or a value under it)?"""
+    return any(loc == k or loc.startswith(k + ".") for k in set_keys)
+
+
+def format_validation_error(source: str, err: ValidationError, set_keys: list[str] | None = None) -> str:
+    """All problems at once, each blamed on where its value came from: the recipe file or --set."""
+    set_keys = set_keys or []
+    locs = [".".join(str(x) for x in e["loc"]) or "(recipe)" for e in err.errors()]
+    if locs and all(_from_set(loc, set_keys) for loc in locs):
+        source = "--set"
     lines = [f"{source}: {err.error_count()} problem(s):"]
-    for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"]) or "(recipe)"
+    for e, loc in zip(err.errors(), locs, strict=True):
+        if source != "--set" and _from_set(loc, set_keys):
+            loc = f"--set {loc}"
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown key (typo?)"
@@ -251,18 +262,21 @@ def load_recipe(path: str | Path | None = None, overrides: list[str] | None = No
     if not p.is_file():
         raise BadInput(f"{p}: recipe not found")
     try:
-        data = tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as e:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:  # both ValueErrors with the position
         raise BadInput(f"{p}: not valid TOML ({e})") from e
     data = apply_overrides(data, overrides or [])
     resolve_relative_paths(data, p.parent.resolve())
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as e:
-        raise BadInput(format_validation_error(str(p), e)) from e
+        set_keys = [o.split("=", 1)[0].strip() for o in overrides or []]
+        raise BadInput(format_validation_error(str(p), e, set_keys)) from e
     problems = check_files(recipe)
     if problems:
-        raise BadInput(f"{p}: {len(problems)} problem(s):\n" + "\n".join(f"  - {x}" for x in problems))
+        set_keys = [o.split("=", 1)[0].strip() for o in overrides or []]
+        source = "--set" if all(_from_set(x.split(":", 1)[0], set_keys) for x in problems) else str(p)
+        raise BadInput(f"{source}: {len(problems)} problem(s):\n" + "\n".join(f"  - {x}" for x in problems))
     return recipe
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
@@ -72,7 +73,14 @@ class RichReporter(Reporter):
         super().done(summary)
         if self.task is not None:
             t = self.progress.tasks[-1]
-            if t.total is None:
+            # Called from a `finally` while an error or interrupt unwinds: the bar keeps the count
+            # actually reached, so it never shows work done that was not.
+            stopped = sys.exc_info()[0]
+            if stopped is not None:
+                why = "interrupted" if issubclass(stopped, KeyboardInterrupt) else "failed"
+                self.progress.update(self.task, info=f"[red]{why}[/] at {int(t.completed)}"
+                                     + (f"/{int(t.total)}" if t.total is not None else ""))
+            elif t.total is None:
                 self.progress.update(self.task, total=t.completed or 1, completed=t.completed or 1)
             else:
                 self.progress.update(self.task, completed=t.total)

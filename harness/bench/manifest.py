@@ -14,6 +14,7 @@ from harness.draft.under_test import DraftUnderTest
 from harness.errors import BadInput
 from harness.provenance import atomic_write_json, git_sha, hardware, package_versions
 from harness.recipe import Recipe
+from harness.results.manifest import owner_fields
 from harness.results.table import MANIFEST, finished_cells
 from harness.suites import Suite
 from harness.ui import Reporter
@@ -51,7 +52,8 @@ def start_manifest(run_dir: Path, recipe: Recipe, planned: list[str], drafts: li
                    suites: list[Suite], verifier_hash: dict[str, str]) -> None:
     previous = read_manifest(run_dir)
     update_manifest(
-        run_dir, run_id=run_dir.name, status="running", started_at=previous.get("started_at") or _now(),
+        run_dir, run_id=run_dir.name, status="running", **owner_fields(),
+        started_at=previous.get("started_at") or _now(),
         resumed_at=_now() if previous else None, ended_at=None,
         recipe=recipe.model_dump(mode="json"), recipe_fingerprint=recipe.fingerprint(*BENCH_SECTIONS),
         planned_cells=planned,

@@ -27,7 +27,8 @@ from typing import Any
 
 from harness.engine.base import BatchResult, GenOutput, GenRequest, Sampling, track
 from harness.engine.counters import SpecCounters, counters_from_offline
-from harness.engine.logs import tail
+from harness.engine.logs import failing_checkpoint, tail
+from harness.engine.ownership import die_with_parent, start_watchdog
 from harness.engine.settings import EnginePlan
 from harness.errors import InfraError
 
@@ -123,6 +124,13 @@ def _shutdown(llm) -> None:
 def _host(conn, env: dict[str, str], probe: bool) -> None:  # runs in the child
     # Own process group: the parent can stop this child and vLLM's processes below it, and only them.
     os.setpgrp()
+    # Die with the harness however it dies: this child by the kernel's parent-death signal, vLLM's
+    # processes below it by a watchdog in the group (harness/engine/ownership.py).
+    harness_pid = os.getppid()
+    die_with_parent()
+    if os.getppid() != harness_pid:  # the harness died before the signal was armed
+        return
+    start_watchdog(os.getpgrp(), harness_pid)
     os.environ.update(env)
     if probe:
         # apply_model ships our probe functions to vLLM's worker, which needs pickle; the
@@ -264,7 +272,9 @@ class OfflineEngine:
             raise
         if msg[0] != "ready":
             self.close()
-            raise InfraError(f"vLLM engine failed to start for {plan.model}: {msg[1]}; last lines of "
+            draft = plan.speculative.draft if plan.speculative else None
+            raise InfraError(f"vLLM engine failed to start for {failing_checkpoint(log_path, plan.model, draft, msg[-1])}: "
+                             f"{msg[1]}; last lines of "
                              f"{log_path}:\n{tail(log_path)}")
         self.info = {**msg[1], "startup_s": round(time.perf_counter() - t0, 1)}
 

@@ -29,7 +29,8 @@ from typing import Any
 
 from harness.engine.base import BatchResult, GenOutput, GenRequest, Sampling, track
 from harness.engine.counters import SpecCounters, counters_from_prometheus
-from harness.engine.logs import tail
+from harness.engine.logs import failing_checkpoint, tail
+from harness.engine.ownership import child_preexec, start_watchdog, stop_group
 from harness.engine.settings import EnginePlan
 from harness.errors import InfraError
 
@@ -283,9 +284,11 @@ class ServerEngine(_OpenAIServer):
         self._log.write("$ " + " ".join(cmd) + "\n")
         self._log.flush()
         env = {**os.environ, **plan.env}
-        # Its own process group, so stopping it stops its engine-core children too, and only them.
+        # Its own process group, so stopping it stops its engine-core children too, and only them;
+        # a parent-death signal and a watchdog in that group stop it when the harness dies.
         self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env,
-                                      start_new_session=True)
+                                      stdin=subprocess.DEVNULL, process_group=0, preexec_fn=child_preexec())
+        self._watchdog = start_watchdog(self._proc.pid)
         track(self)
         t0 = time.perf_counter()
         try:
@@ -300,7 +303,7 @@ class ServerEngine(_OpenAIServer):
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 self.close()
-                raise InfraError(f"vLLM server exited with code {self._proc.returncode} while starting; "
+                raise InfraError(f"vLLM server for {self._failing()} exited with code {self._proc.returncode} while starting; "
                                  f"last lines of {self.log_path}:\n{tail(self.log_path)}")
             try:
                 if _http_get(self.url + "/health", timeout=2)[0] == 200:
@@ -312,6 +315,10 @@ class ServerEngine(_OpenAIServer):
         raise InfraError(f"vLLM server not healthy after {timeout_s:.0f}s; last lines of {self.log_path}:\n"
                          f"{tail(self.log_path)}")
 
+    def _failing(self) -> str:
+        spec = self.plan.speculative
+        return failing_checkpoint(self.log_path, self.plan.model, spec.draft if spec else None)
+
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "kind": "server", "model": self.plan.model,
                 "engine_kwargs": self.plan.engine_kwargs, "env": self.plan.env,
@@ -320,17 +327,12 @@ class ServerEngine(_OpenAIServer):
 
     def close(self) -> None:
         proc = getattr(self, "_proc", None)
-        if proc is not None and proc.poll() is None:
-            import signal
-
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+        if proc is not None:
+            self._watchdog.kill()  # first: it ignores SIGTERM and would hold the group open
+            self._watchdog.wait(10)
+            # The whole group even when the server itself has exited: its EngineCore may not have.
+            stop_group(proc.pid, grace_s=30)
+            proc.wait(10)
         log = getattr(self, "_log", None)
         if log is not None and not log.closed:
             log.close()

@@ -122,6 +122,12 @@ def gate(
     from harness.errors import BadInput, Regression
     from harness.results import gate as g
 
+    # A relative drop: 0 allows none, 1 would allow AL to fall to nothing (and < 0 or > 1 turn
+    # the bound into nonsense that passes or fails everything).
+    if tolerance is not None and not 0 <= tolerance < 1:
+        raise BadInput(f"--tolerance {tolerance:g}: must be a fraction in [0, 1), e.g. 0.05 for a 5 % drop")
+    if min_speedup is not None and min_speedup <= 0:
+        raise BadInput(f"--min-speedup {min_speedup:g}: must be positive, e.g. 1.0")
     if update_baseline:
         folder = g.update_baseline(run, baseline, g.DEFAULT_TOLERANCE if tolerance is None else tolerance,
                                    allow_missing, draft)

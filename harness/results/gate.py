@@ -324,7 +324,7 @@ def read_baseline(folder: Path) -> dict[str, Any]:
     try:
         data = json.loads((folder / BASELINE_FILE).read_text())
         manifest = json.loads((folder / MANIFEST_FILE).read_text()) if (folder / MANIFEST_FILE).is_file() else None
-    except json.JSONDecodeError as e:
+    except ValueError as e:  # malformed JSON or not UTF-8
         raise BadInput(f"{folder}: unreadable baseline ({e})") from e
     if data.get("format") != FORMAT:
         raise BadInput(f"{folder / BASELINE_FILE}: format {data.get('format')!r}, expected {FORMAT}")

@@ -8,6 +8,8 @@ On disk, under results/runs/<run-id>/:
                      latency, vLLM's per-step accepted/drafted arrays); written just before the cell
   results.parquet    every finished cell's rows, typed (rebuilt atomically after each cell)
   results.csv        the same, for spreadsheets and pull requests
+  derived.json       sha256 of both tables and of the cells they came from (stale tables are
+                     rebuilt by `bench --resume`)
 
 A killed run keeps every finished cell; `--resume` runs only the missing ones. One line of
 pandas loads a run: `pd.read_parquet("results/runs/<id>/results.parquet")`.
@@ -49,6 +51,8 @@ LIST_COLUMNS = ("accepted_per_pos", "per_position_rates", "output_tok_per_s_repe
 CELL_KEY = ("draft", "suite", "k", "concurrency", "temperature")
 MANIFEST = "manifest.json"
 TABLE = "results.parquet"
+CSV = "results.csv"
+DERIVED = "derived.json"  # sha256 of the tables and of the cells they were built from
 
 
 def cell_id(draft: str, suite: str, k: int, concurrency: int, temperature: float) -> str:
@@ -79,8 +83,8 @@ def load_rows(run_dir: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for p in sorted((run_dir / "cells").glob("*.json")) if (run_dir / "cells").is_dir() else []:
         try:
-            rows += json.loads(p.read_text())
-        except json.JSONDecodeError as e:
+            rows += json.loads(p.read_text(encoding="utf-8"))
+        except ValueError as e:  # malformed JSON (a truncated file) or not UTF-8
             raise BadInput(f"{p}: unreadable cell file ({e}); delete it and rerun with --resume") from e
     return rows
 
@@ -95,11 +99,62 @@ def rows_to_frame(rows: list[dict[str, Any]]):
     return df
 
 
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def cells_digest(run_dir: Path) -> str:
+    """One hash over the finished cell files (names and bytes): what the tables were built from."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for p in sorted((run_dir / "cells").glob("*.json")) if (run_dir / "cells").is_dir() else []:
+        h.update(p.name.encode() + b"\0" + _sha256(p).encode() + b"\n")
+    return h.hexdigest()
+
+
+def tables_stale(run_dir: Path) -> str | None:
+    """Why results.parquet / results.csv do not match `cells/` (None when they do): a file
+    missing, changed since it was written (its hash differs from DERIVED), or built from other
+    cells."""
+    if not finished_cells(run_dir):
+        return None
+    try:
+        recorded = json.loads((run_dir / DERIVED).read_text())
+    except (OSError, ValueError):
+        return f"no readable {DERIVED}"
+    if recorded.get("cells_sha256") != cells_digest(run_dir):
+        return "built from other cells"
+    for name in (TABLE, CSV):
+        if not (run_dir / name).is_file():
+            return f"{name} missing"
+        if (recorded.get("files") or {}).get(name) != _sha256(run_dir / name):
+            return f"{name} changed since it was written"
+    return None
+
+
+def ensure_tables(run_dir: Path) -> str | None:
+    """Rebuild the derived tables when they are missing or stale; returns why, or None when
+    they were current. `bench --resume` calls it, so a resumed run never points at a stale table."""
+    why = tables_stale(run_dir)
+    if why:
+        rebuild_table(run_dir)
+    return why
+
+
 def rebuild_table(run_dir: Path) -> None:
-    """results.parquet and results.csv from the finished cells (atomic replace)."""
+    """results.parquet and results.csv from the finished cells (atomic replace), and their
+    hashes with the cells' digest in DERIVED (written last: a kill before it means stale)."""
     rows = load_rows(run_dir)
     if not rows:
         return
+    digest = cells_digest(run_dir)
     df = rows_to_frame(rows)
     with atomic_path(run_dir / TABLE) as tmp:
         df.to_parquet(tmp, index=False)
@@ -107,8 +162,10 @@ def rebuild_table(run_dir: Path) -> None:
     for col in LIST_COLUMNS:
         if col in csv.columns:
             csv[col] = csv[col].apply(json.dumps)
-    with atomic_path(run_dir / "results.csv") as tmp:
+    with atomic_path(run_dir / CSV) as tmp:
         csv.to_csv(tmp, index=False)
+    atomic_write_json(run_dir / DERIVED, {"cells_sha256": digest,
+                                          "files": {n: _sha256(run_dir / n) for n in (TABLE, CSV)}})
 
 
 def resolve_run(run: str | Path, runs_root: Path | None = None) -> Path:
@@ -126,11 +183,10 @@ def resolve_run(run: str | Path, runs_root: Path | None = None) -> Path:
 
 def load_run(run: str | Path):
     """(manifest, DataFrame of finished rows, missing cell ids) for a run; works on killed runs."""
+    from harness.results.manifest import read_manifest
+
     folder = resolve_run(run)
-    try:
-        manifest = json.loads((folder / MANIFEST).read_text())
-    except json.JSONDecodeError as e:
-        raise BadInput(f"{folder / MANIFEST}: unreadable ({e})") from e
+    manifest = read_manifest(folder)  # a dead run's stale "running" reads as interrupted
     rows = load_rows(folder)
     df = rows_to_frame(rows) if rows else rows_to_frame([])
     planned = manifest.get("planned_cells", [])

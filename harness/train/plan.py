@@ -45,16 +45,17 @@ def _layout_for_plan(recipe: Recipe) -> tuple[VerifierLayout, str]:
 
 
 def _num_prompts(recipe: Recipe) -> int | None:
+    from harness.prompts import load_jsonl
+    from harness.train.prompts import BUILTIN
+
     t = recipe.train
     if t.prompts == "builtin":
-        from harness.train.prompts import BUILTIN
-
-        n = sum(1 for line in BUILTIN.read_text().splitlines() if line.strip())
+        n = len(load_jsonl(BUILTIN))
     elif t.prompts.startswith("hf:"):
         n = None
-    else:
+    else:  # parsed as the real run parses it: a malformed line fails the dry run too
         p = Path(t.prompts)
-        n = sum(1 for line in p.read_text().splitlines() if line.strip()) if p.is_file() else None
+        n = len(load_jsonl(p, t.prompt_field_map or None)) if p.is_file() else None
     if t.num_prompts is not None:
         n = min(n, t.num_prompts) if n is not None else t.num_prompts
     return n
@@ -230,6 +231,10 @@ def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> 
     plan.update(_draft_and_memory_sections(recipe, layout, aux))
     plan["training"] = _training_section(recipe, run_dir)
     if include_bench:
+        from harness.suites import load_suites
+
+        b = recipe.bench  # parsed as the bench parses them (hf: datasets need the network)
+        load_suites([s for s in b.suites if not s.startswith("hf:")], b.num_prompts, b.hf_field_map)
         plan["bench"] = _bench_section(recipe, cmds, run_dir)
     plan["checks"] = {"problems": problems, "ok": not problems}
     if problems:

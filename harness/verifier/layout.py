@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
-from harness.verifier.safetensors_index import read_header, read_weight_map
+from harness.verifier.safetensors_index import check_shards, read_header, read_weight_map
 
 DEEPSEEK_FAMILY = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2"})
 
@@ -91,8 +91,10 @@ def load_config(folder: Path) -> dict[str, Any]:
     if not cfg_path.is_file():
         raise BadInput(f"{cfg_path}: missing; a verifier folder needs config.json next to its safetensors weights")
     try:
-        cfg = json.loads(cfg_path.read_text())
-    except json.JSONDecodeError as e:
+        cfg = json.loads(cfg_path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        if isinstance(e, UnicodeDecodeError):
+            raise BadInput(f"{cfg_path}: not UTF-8 JSON; fix or re-download config.json") from e
         raise BadInput(f"{cfg_path}:{e.lineno}: malformed JSON ({e.msg}); fix or re-download config.json") from e
     if not isinstance(cfg, dict):
         raise BadInput(f"{cfg_path}: expected a JSON object")
@@ -330,6 +332,7 @@ def resolve_layout(path: str | Path, weight_keys: dict[str, str] | None = None) 
     vocab = _require_int(tc, "vocab_size", where)
     heads = _require_int(tc, "num_attention_heads", where)
     wm = read_weight_map(folder)
+    check_shards(folder, wm)  # truncated or inconsistent files are caught here, not by the engine
     keys = list(wm.weight_map)
     root = _text_model_root(folder, keys, num_layers)
     text_prefix = root[: -len("model.")] if root.endswith("model.") else root

@@ -62,14 +62,85 @@ def read_header(path: Path) -> dict[str, TensorInfo]:
         header = json.loads(blob)
         if not isinstance(header, dict):
             raise ValueError("header is not a JSON object")
-        out = {}
+        out, spans = {}, []
         for key, meta in header.items():
             if key == "__metadata__":
                 continue
             out[key] = TensorInfo(dtype=str(meta["dtype"]), shape=tuple(int(x) for x in meta["shape"]))
-        return out
+            begin, end = (int(x) for x in meta["data_offsets"])
+            spans.append((begin, end, key))
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
         raise BadInput(f"{path}: corrupt safetensors header ({e}); {fix}") from e
+    problem = coverage_problem(spans, out, size - 8 - n)
+    if problem:
+        raise BadInput(f"{path}: corrupt or truncated safetensors file ({problem}); {fix}")
+    return out
+
+
+# Bytes per element of safetensors dtypes (sub-byte and unknown dtypes are checked for
+# contiguity only).
+_DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2, "U16": 2,
+                "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+
+
+def coverage_problem(spans: list[tuple[int, int, str]], infos: dict[str, TensorInfo], data_len: int) -> str | None:
+    """What the safetensors format forbids in a header's data offsets (the rule vLLM's loader
+    enforces as "file not fully covered"): the tensors' byte ranges must tile the data section
+    exactly, with no gap and no overlap, each as long as its dtype and shape say. Pure."""
+    pos = 0
+    for begin, end, key in sorted(spans):
+        if begin != pos or end < begin:
+            what = "overlaps the previous tensor" if begin < pos else f"leaves a gap at byte {pos}"
+            return f"tensor {key} at bytes {begin}..{end} {what}"
+        width = _DTYPE_BYTES.get(infos[key].dtype)
+        numel = 1
+        for d in infos[key].shape:
+            numel *= d
+        if width is not None and end - begin != numel * width:
+            return f"tensor {key} spans {end - begin} bytes, its {infos[key].dtype} shape {list(infos[key].shape)} needs {numel * width}"
+        pos = end
+    if pos != data_len:
+        return (f"the header covers {pos} data bytes but the file holds {data_len}"
+                + (" (truncated)" if data_len < pos else ""))
+    return None
+
+
+def check_shards(folder: Path, wm: WeightMap) -> None:
+    """Every present shard's header is sound (see `coverage_problem`) and holds every tensor the
+    index places in it. Headers only: no weight bytes are read."""
+    by_shard: dict[str, list[str]] = {}
+    for key, shard in wm.weight_map.items():
+        by_shard.setdefault(shard, []).append(key)
+    for shard in sorted(wm.present):
+        header = read_header(folder / shard)
+        missing = [k for k in by_shard.get(shard, []) if k not in header]
+        if missing:
+            raise BadInput(f"{folder / shard}: the index places {missing[0]} here but the shard does not hold it"
+                           f"{f' (nor {len(missing) - 1} more)' if len(missing) > 1 else ''}; fix the index or "
+                           "re-download the shard")
+
+
+def read_json_file(path: Path, fix: str) -> object:
+    """A JSON file, or BadInput naming file:line and `fix`."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise BadInput(f"{path}: not UTF-8 text (byte {e.start}); {fix}") from e
+    except json.JSONDecodeError as e:
+        raise BadInput(f"{path}:{e.lineno}: malformed JSON ({e.msg}); {fix}") from e
+    except OSError as e:
+        raise BadInput(f"{path}: cannot read ({e.strerror}); {fix}") from e
+
+
+def check_checkpoint_files(folder: Path, what: str) -> None:
+    """Before any engine sees `folder` (a `what`: "draft", ...): its JSON files parse and its
+    safetensors are whole, so a broken file is named here, not in an engine's log."""
+    if not (folder / "config.json").is_file():
+        raise BadInput(f"{folder}: not a {what} checkpoint (no config.json)")
+    for name in ("config.json", "harness.json", INDEX_NAME):
+        if (folder / name).is_file():
+            read_json_file(folder / name, f"fix or re-create the {what}'s {name}")
+    check_shards(folder, read_weight_map(folder))
 
 
 def read_weight_map(folder: Path) -> WeightMap:
