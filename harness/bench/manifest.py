@@ -37,6 +37,12 @@ def update_manifest(run_dir: Path, **fields: Any) -> dict[str, Any]:
     return data
 
 
+def record_engine(run_dir: Path, name: str, description: dict[str, Any]) -> None:
+    """Add one engine's description (what was started: arguments, environment) to the manifest."""
+    engines = read_manifest(run_dir).get("engines") or {}
+    update_manifest(run_dir, engines={**engines, name: description})
+
+
 def open_run(run_dir: Path, recipe: Recipe, resume: bool) -> None:
     """Refuse to overwrite a run, or to resume one made by another bench recipe."""
     manifest = read_manifest(run_dir)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.bench.manifest import open_run, run_status, start_manifest, update_manifest
+from harness.bench.manifest import open_run, record_engine, run_status, start_manifest
 from harness.bench.rows import ArmResult, CellIdentity, CellRow, cell_rows
 from harness.draft.under_test import DraftUnderTest, verifier_identity
 from harness.draft.verifier import load_tokenizer
@@ -256,7 +256,7 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
     first = next(iter(prompts.values()))
     with run.make_engine(engine_plan(recipe.engine, layout), f"baseline-{Path(layout.path).name}") as base_engine:
         warm_up(base_engine, first, recipe)
-        update_manifest(run.run_dir, engines={"baseline": base_engine.describe()})
+        record_engine(run.run_dir, "baseline", base_engine.describe())
         for d in drafts:
             for k in recipe.bench.k:
                 kcells = [c for c in cells if c.draft == d.label and c.k == k]
@@ -265,6 +265,7 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
                 spec = SpeculativeSpec(d.method, k, d.path, recipe.bench.rejection_sample_method)
                 with run.make_engine(engine_plan(recipe.engine, layout, spec), f"{d.label}-k{k}") as spec_engine:
                     warm_up(spec_engine, first, recipe)
+                    record_engine(run.run_dir, f"{d.label}-k{k}", spec_engine.describe())
                     for cell in kcells:
                         rows = measure_cell(run, cell, d, (base_engine, spec_engine), tok, prompts[cell.suite])
                         record_cell(run, cell, rows)

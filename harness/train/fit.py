@@ -31,6 +31,7 @@ from harness.train.hidden_states import SHARD_GLOB
 from harness.train.records import FitConfig
 
 METRICS_LOGGER = "speculators.metrics"
+TORCHRUN_RESULT = "torchrun_result.json"  # rank 0's result and metrics under torchrun, read by the pipeline
 
 
 def _cpu() -> bool:
@@ -176,19 +177,17 @@ def run_fit(plan: FitConfig, on_train: Callable[[dict], None] | None = None,
             on_val: Callable[[dict], None] | None = None) -> dict[str, Any]:
     """Train from a fit plan (written by the pipeline into the run folder)."""
     from speculators.models.eagle3 import Eagle3DraftModel
-    from speculators.train.distributed import (
-        get_rank,
-        maybe_destroy_distributed,
-        maybe_setup_distributed,
-    )
+    from speculators.train.distributed import get_rank, maybe_destroy_distributed
     from speculators.train.trainer import TrainerConfig
     from transformers import LlamaConfig
 
     from harness.verifier.layout import resolve_layout
     from harness.verifier.loader import build_draft
 
+    from harness.train.launch import setup_distributed
+
     torch.manual_seed(plan.seed)
-    maybe_setup_distributed()
+    setup_distributed()
     layout = resolve_layout(plan.verifier, plan.weight_keys or None)
     vocab = torch.load(plan.vocab_path, weights_only=True)
     dcfg = LlamaConfig(**plan.draft_layer_config)
@@ -235,13 +234,18 @@ def run_fit(plan: FitConfig, on_train: Callable[[dict], None] | None = None,
 
 
 def main(argv: list[str] | None = None) -> None:
-    """torchrun entry: python -m harness.train.fit RUN_DIR."""
+    """torchrun entry: python -m harness.train.fit RUN_DIR. Every rank trains; rank 0 alone
+    writes the result and the metrics curve (checkpoints are speculators' rank-0 saves)."""
+    from harness.provenance import atomic_write_json
+
     args = argv if argv is not None else sys.argv[1:]
     run_dir = Path(args[0])
     plan = FitConfig.from_dict(json.loads((run_dir / "fit_plan.json").read_text()))
-    out = run_fit(plan)
+    curve: list[dict[str, Any]] = []
+    val: list[dict[str, Any]] = []
+    out = run_fit(plan, on_train=curve.append, on_val=val.append)
     if out["rank"] == 0:
-        (run_dir / "fit_result.json").write_text(json.dumps(out, indent=2))
+        atomic_write_json(run_dir / TORCHRUN_RESULT, {"result": out, "train": curve, "val": val})
 
 
 if __name__ == "__main__":

@@ -189,7 +189,7 @@ def _draft_and_memory_sections(recipe: Recipe, layout: VerifierLayout, aux: list
 
 
 def _training_section(recipe: Recipe, run_dir: Path) -> dict[str, Any]:
-    from harness.train.pipeline import torchrun_command
+    from harness.train.launch import torchrun_command
 
     t = recipe.train
     return {
@@ -210,7 +210,16 @@ def _bench_section(recipe: Recipe, cmds: _Commands, run_dir: Path) -> dict[str, 
         "engines": 1 + len(b.k), "repeats": b.repeats, "engine": b.engine,
         "baseline_command": " ".join(cmds.engine().server_command(cmds.python, "127.0.0.1", 8000)),
         "speculative_command_example": " ".join(spec.server_command(cmds.python, "127.0.0.1", 8000)),
+        # What the real run hands vLLM (and records in its manifest's `engines`), field for field.
+        "baseline_engine": engine_record(cmds.engine()),
+        "speculative_engine_example": engine_record(spec),
     }
+
+
+def engine_record(plan) -> dict[str, Any]:
+    """The part of an engine plan a run records and the dry run prints: model, arguments, environment."""
+    return {"model": plan.model, "engine_kwargs": plan.engine_kwargs, "env": plan.env,
+            "workarounds": list(plan.workarounds)}
 
 
 def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> dict[str, Any]:
