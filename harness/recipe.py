@@ -213,6 +213,11 @@ class Recipe(_Strict):
         if self.train.hidden_states_source == "vllm" and self.engine.device == "cpu":
             raise ValueError("train.hidden_states_source 'vllm' needs CUDA (its extraction uses pinned memory "
                              "and CUDA streams); use 'transformers' on CPU")
+        if self.engine.distributed_executor_backend == "ray" and self.engine.device == "cpu":
+            # vLLM-CPU's platform declares no Ray device, and vLLM's Ray executor refuses such a
+            # platform ("does not support ray"); tests/test_scaleout_plan.py tells when that changes.
+            raise ValueError("engine.distributed_executor_backend 'ray' needs GPUs: vLLM-CPU has no Ray executor; "
+                             "use 'mp' (the default) on CPU")
         if self.train.fsdp and self.train.launcher != "torchrun":
             raise ValueError("train.fsdp needs train.launcher 'torchrun'")
         return self

@@ -117,3 +117,15 @@ Root Cause (first observed failure):
 def test_failed_rank_is_read_from_torchrun_summary():
     assert failed_ranks(TORCHRUN_SUMMARY) == [(1, 1, -9)]
     assert failed_ranks("no summary") == []
+
+
+def test_ray_executor_is_refused_on_cpu_while_vllm_cpu_has_none():
+    """vLLM's Ray executor needs the platform's Ray device key; vLLM-CPU declares none and Ray
+    refuses it ("does not support ray"). When this assertion fails, vLLM-CPU gained Ray: lift the
+    recipe's refusal (harness/recipe.py) and run the Ray cell of docs/cluster-run.md."""
+    from vllm.platforms.cpu import CpuPlatform
+
+    assert CpuPlatform.ray_device_key == ""
+    with pytest.raises(BadInput, match="vLLM-CPU has no Ray executor"):
+        load_recipe(None, ["engine.distributed_executor_backend='ray'"])
+    assert load_recipe(None, ["engine.device='cuda'", "engine.distributed_executor_backend='ray'"])

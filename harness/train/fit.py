@@ -177,7 +177,7 @@ def run_fit(plan: FitConfig, on_train: Callable[[dict], None] | None = None,
             on_val: Callable[[dict], None] | None = None) -> dict[str, Any]:
     """Train from a fit plan (written by the pipeline into the run folder)."""
     from speculators.models.eagle3 import Eagle3DraftModel
-    from speculators.train.distributed import get_rank, maybe_destroy_distributed
+    from speculators.train.distributed import get_rank, get_world_size, maybe_destroy_distributed
     from speculators.train.trainer import TrainerConfig
     from transformers import LlamaConfig
 
@@ -228,9 +228,25 @@ def run_fit(plan: FitConfig, on_train: Callable[[dict], None] | None = None,
         mlog.removeHandler(tap)
     result = {"num_train_samples": len(train_idx), "num_val_samples": len(val_idx),
               "train_tokens_per_epoch": sum(train_loader.dataset.approx_lengths),
-              "global_step": trainer.global_step, "rank": get_rank()}
+              "global_step": trainer.global_step, "rank": get_rank(), "world_size": get_world_size()}
     maybe_destroy_distributed()
     return result
+
+
+def _wait_for(path: Path, timeout_s: float = 3600) -> Path:
+    """On the other nodes the command may start before node 0's harness has prepared the run
+    (responses, hidden states, then fit_plan.json): wait for it rather than fail."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    if not path.is_file():
+        print(f"waiting for {path} (written by the harness on node 0 before it starts training)", file=sys.stderr)
+    while not path.is_file():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{path} did not appear within {timeout_s:.0f}s; is the harness running on node 0 "
+                             "with the same run folder (a shared file system)?")
+        time.sleep(2)
+    return path
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -240,7 +256,7 @@ def main(argv: list[str] | None = None) -> None:
 
     args = argv if argv is not None else sys.argv[1:]
     run_dir = Path(args[0])
-    plan = FitConfig.from_dict(json.loads((run_dir / "fit_plan.json").read_text()))
+    plan = FitConfig.from_dict(json.loads(_wait_for(run_dir / "fit_plan.json").read_text()))
     curve: list[dict[str, Any]] = []
     val: list[dict[str, Any]] = []
     out = run_fit(plan, on_train=curve.append, on_val=val.append)

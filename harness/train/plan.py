@@ -109,10 +109,13 @@ def _verifier_section(layout: VerifierLayout) -> dict[str, Any]:
 
 def _parallelism_section(recipe: Recipe) -> dict[str, Any]:
     e, t = recipe.engine, recipe.train
-    nodes = e.pipeline_parallel_size
+    workers = e.tensor_parallel_size * e.pipeline_parallel_size
+    gpu = e.device == "cuda"
+    nodes = e.pipeline_parallel_size if gpu else 1  # on CPU the stages are local workers (mp executor)
     return {
         "tensor_parallel_size": e.tensor_parallel_size, "pipeline_parallel_size": e.pipeline_parallel_size,
-        "expert_parallel": e.enable_expert_parallel, "gpus_for_serving": e.tensor_parallel_size * nodes,
+        "expert_parallel": e.enable_expert_parallel, "gpus_for_serving": workers if gpu else 0,
+        "cpu_workers": None if gpu else workers,
         "nodes_for_serving": nodes, "executor": e.distributed_executor_backend or ("ray" if nodes > 1 else "mp"),
         "training_processes": t.nproc_per_node * t.nnodes, "training_nodes": t.nnodes, "fsdp": t.fsdp,
     }
