@@ -100,14 +100,20 @@ torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 harness.train.fit FAILED
 ------------------------------------------------------------
 Failures:
-  <NO_OTHER_FAILURES>
+[1]:
+  time      : 2026-12-01_01:02:03
+  host      : box
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 4241)  (SIGTERM)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 4241
 ------------------------------------------------------------
 Root Cause (first observed failure):
 [0]:
   time      : 2026-12-01_01:02:03
   host      : box
   rank      : 1 (local_rank: 1)
-  exitcode  : -9 (pid: 4242)
+  exitcode  : -9 (pid: 4242)  (SIGKILL)
   error_file: <N/A>
   traceback : Signal 9 (SIGKILL) received by PID 4242
 ============================================================
@@ -115,7 +121,8 @@ Root Cause (first observed failure):
 
 
 def test_failed_rank_is_read_from_torchrun_summary():
-    assert failed_ranks(TORCHRUN_SUMMARY) == [(1, 1, -9)]
+    """torchrun 2.13's summary (seen when rank 1 was SIGKILLed): the root cause comes first."""
+    assert failed_ranks(TORCHRUN_SUMMARY) == [(1, 1, -9), (0, 0, -15)]
     assert failed_ranks("no summary") == []
 
 

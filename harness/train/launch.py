@@ -46,18 +46,24 @@ def resolved_command(cmd: list[str], environ: dict[str, str]) -> list[str]:
     return cmd
 
 
-def launch_env(environ: dict[str, str]) -> dict[str, str]:
-    """torchrun from this interpreter's environment first (the venv's bin is often not on PATH)."""
+def launch_env(environ: dict[str, str], recipe: Recipe | None = None) -> dict[str, str]:
+    """torchrun from this interpreter's environment first (the venv's bin is often not on PATH).
+    On CPU each rank gets an equal share of the cores as OpenMP threads (torchrun's default is 1)."""
     bindir = str(Path(sys.executable).parent)
-    return {**environ, "PATH": os.pathsep.join([bindir, environ.get("PATH", "")])}
+    env = {**environ, "PATH": os.pathsep.join([bindir, environ.get("PATH", "")])}
+    if recipe is not None and recipe.engine.device == "cpu" and "OMP_NUM_THREADS" not in environ:
+        env["OMP_NUM_THREADS"] = str(max(1, len(os.sched_getaffinity(0)) // recipe.train.nproc_per_node))
+    return env
 
 
 _RANK = re.compile(r"rank\s*:\s*(\d+) \(local_rank: (\d+)\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
 
 
 def failed_ranks(torchrun_output: str) -> list[tuple[int, int, int]]:
-    """(rank, local rank, exit code) of each failure in torchrun's closing summary."""
-    found = [(int(r), int(lr), int(code)) for r, lr, code in _RANK.findall(torchrun_output)]
+    """(rank, local rank, exit code) of each failure in torchrun's closing summary, the root
+    cause (first observed failure) first; the others are usually ranks torchrun stopped itself."""
+    head, _, root = torchrun_output.rpartition("Root Cause (first observed failure):")
+    found = [(int(r), int(lr), int(code)) for text in (root, head) for r, lr, code in _RANK.findall(text)]
     return list(dict.fromkeys(found))
 
 
@@ -72,14 +78,14 @@ def _describe_exit(code: int) -> str:
     return f"exited with code {code}"
 
 
-def run_torchrun(cmd: list[str], run_dir: Path) -> None:
+def run_torchrun(cmd: list[str], run_dir: Path, env: dict[str, str]) -> None:
     """Start the training command; its output goes to the terminal and to logs/torchrun.log.
     A failure names the rank(s) that failed (exit 3); rerunning resumes from the last checkpoint."""
     log_path = run_dir / "logs" / "torchrun.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("w") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=launch_env(dict(os.environ)), bufsize=1)
+                                env=env, bufsize=1)
         assert proc.stdout is not None
         for line in proc.stdout:
             sys.stderr.write(line)
@@ -88,8 +94,12 @@ def run_torchrun(cmd: list[str], run_dir: Path) -> None:
     if code == 0:
         return
     failures = failed_ranks(log_path.read_text())
-    who = "; ".join(f"rank {r} (local rank {lr}) {_describe_exit(c)}" for r, lr, c in failures) \
-        or f"torchrun {_describe_exit(code)}"
+    who = f"torchrun {_describe_exit(code)}"
+    if failures:
+        r, lr, c = failures[0]
+        who = f"rank {r} (local rank {lr}) {_describe_exit(c)}"
+        if failures[1:]:
+            who += f", then rank(s) {', '.join(str(f[0]) for f in failures[1:])} stopped"
     raise InfraError(f"torchrun training failed: {who}; rerun the same command to resume from the last "
                      f"checkpoint in {run_dir / 'checkpoints'} (log: {log_path})")
 

@@ -299,13 +299,15 @@ def _fit_with_torchrun(recipe: Recipe, run_dir: Path, reporter: Reporter) -> tup
     import os
 
     from harness.train.fit import TORCHRUN_RESULT
-    from harness.train.launch import resolved_command, run_torchrun, torchrun_command
+    from harness.train.launch import launch_env, resolved_command, run_torchrun, torchrun_command
 
     printed = torchrun_command(recipe, run_dir)
     cmd = resolved_command(printed, dict(os.environ))
-    atomic_write_json(run_dir / "launch.json", {"dry_run_command": printed, "command": cmd})
+    env = launch_env(dict(os.environ), recipe)
+    atomic_write_json(run_dir / "launch.json", {"dry_run_command": printed, "command": cmd,
+                                                "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS")})
     reporter.log("$ " + " ".join(cmd))
-    run_torchrun(cmd, run_dir)
+    run_torchrun(cmd, run_dir, env)
     rank0 = json.loads((run_dir / TORCHRUN_RESULT).read_text())
     return rank0["result"], rank0["train"], rank0["val"]
 
