@@ -110,8 +110,9 @@ def _trainer_class():
             loaded = torch.load(self.optimizer_path(self.previous_epoch), weights_only=True, map_location="cpu")
             opts = optimizer if isinstance(optimizer, list) else [optimizer]
             loaded = loaded if isinstance(loaded, list) else [loaded]
+            raw = getattr(model, "module", model)  # under torchrun the model is DDP-wrapped
             for opt, sd in zip(opts, loaded, strict=True):
-                opt.load_state_dict(convert_float_dtype(sd, float_dtype or model.dtype))
+                opt.load_state_dict(convert_float_dtype(sd, float_dtype or raw.dtype))
 
     class _CpuStepTimer(trainer_mod._StepTimer):  # noqa: SLF001
         def mark(self, name: str) -> None:
