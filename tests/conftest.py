@@ -69,10 +69,16 @@ def kimi_offline_engine(kimi_layout):
 
 @pytest.fixture(scope="session")
 def kimi_trained_run(tmp_path_factory, kimi_standin):
-    """A draft trained at CI size for the Kimi stand-in (the default recipe), shared by the session."""
+    """A draft trained at CI size for the Kimi stand-in (the default recipe), shared by the session.
+    HARNESS_TEST_TRAIN_DIR names a folder to train into instead of a temporary one: a later
+    session resumes it, i.e. reuses the finished run (for local iterations; CI trains afresh)."""
+    import os
+
     from harness.recipe import load_recipe
     from harness.train.pipeline import run_train
     from harness.ui import Reporter
 
     recipe = load_recipe(None, ["verifier.standin='kimi-k2.5'", *CI_TRAIN])
-    return run_train(recipe, tmp_path_factory.mktemp("kimi-ci") / "train", Reporter())
+    folder = os.environ.get("HARNESS_TEST_TRAIN_DIR")
+    run_dir = Path(folder) if folder else tmp_path_factory.mktemp("kimi-ci") / "train"
+    return run_train(recipe, run_dir, Reporter())
