@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 CELL = ["bench.suites=['code']", "bench.num_prompts=4", "bench.max_tokens=32", "bench.k=[3]",
         "bench.concurrency=[1]", "bench.temperature=[0.0]", "bench.warmup_requests=0",
         "bench.reference_drafts=[]", "bench.engine='offline'"]
-LAYOUTS = {"tp1": [], "tp2": ["engine.tensor_parallel_size=2"], "pp2": ["engine.pipeline_parallel_size=2"]}
+LAYOUTS = {"tp1": [], "tp2": ["engine.tensor_parallel_size=2"]}
 
 
 class _Recording:
@@ -39,8 +39,8 @@ class _Recording:
 
     def generate(self, requests, sampling, concurrency, timeout_s=None):
         res = self._engine.generate(requests, sampling, concurrency, timeout_s)
-        for o in res.outputs:
-            self._store[o.request_id] = list(o.output_token_ids)
+        for r, o in zip(requests, res.outputs, strict=True):
+            self._store[o.request_id] = (r, list(o.output_token_ids))
         return res
 
     def describe(self):
@@ -82,31 +82,49 @@ def parallel_cells(tmp_path_factory, kimi_trained_run):
     return {name: _bench_cell(kimi_trained_run, tmp / name, extra) for name, extra in LAYOUTS.items()}
 
 
-def _token_matches(a: dict[str, list[int]], b: dict[str, list[int]]) -> tuple[int, int]:
+def _token_matches(a: dict, b: dict) -> tuple[int, int]:
     keys = sorted(set(a) & set(b))
-    return sum(a[k] == b[k] for k in keys), len(keys)
+    return sum(a[k][1] == b[k][1] for k in keys), len(keys)
 
 
-def test_tp2_and_pp2_acceptance_is_within_tp1_ci(parallel_cells):
+def _baseline(cell) -> dict:
+    return next(v for k, v in cell["outputs"].items() if k.startswith("baseline"))
+
+
+def test_tp2_acceptance_is_within_tp1_ci(parallel_cells):
     tp1 = parallel_cells["tp1"]["row"]
     report = {name: (round(c["row"]["acceptance_length"], 3), round(c["wall_s"], 1), c["row"]["lossless_match_rate"])
               for name, c in parallel_cells.items()}
     print("AL, wall s, lossless vs own baseline:", report)
-    for name in ("tp2", "pp2"):
+    for name in ("tp2",):
         row = parallel_cells[name]["row"]
         assert tp1["al_ci_low"] <= row["acceptance_length"] <= tp1["al_ci_high"], (name, report, tp1["al_ci_low"],
                                                                                  tp1["al_ci_high"])
         assert row["lossless_compared"] == 4
 
 
-def test_parallel_layouts_generate_the_same_baseline_tokens(parallel_cells):
+def test_tp2_and_pp2_generate_the_tp1_baseline_tokens(parallel_cells, kimi_layout):
     """T=0 baselines across layouts: the same greedy tokens where vLLM-CPU's numerics allow
-    (bf16 reductions split across workers can turn near-ties); at least most requests agree."""
-    base = {n: next(v for k, v in c["outputs"].items() if k.startswith("baseline")) for n, c in parallel_cells.items()}
-    for name in ("tp2", "pp2"):
-        same, n = _token_matches(base["tp1"], base[name])
-        print(f"{name} vs tp1 baseline: {same}/{n} requests token-identical")
-        assert n == 4 and same >= 3, (name, same, n)
+    (bf16 reductions split across workers can turn near-ties). PP=2 serves only the baseline:
+    vLLM-CPU cannot speculate with pipeline parallelism (engine_plan refuses it)."""
+    from harness.bench.run import sampling_for
+    from harness.engine.offline import OfflineEngine
+    from harness.engine.settings import engine_plan
+
+    tp1 = _baseline(parallel_cells["tp1"])
+    same, n = _token_matches(tp1, _baseline(parallel_cells["tp2"]))
+    recipe = parallel_cells["tp1"]["recipe"]
+    settings = recipe.engine.model_copy(update={"pipeline_parallel_size": 2})
+    t0 = time.perf_counter()
+    with OfflineEngine(engine_plan(settings, kimi_layout)) as eng:
+        reqs = [r for r, _ in tp1.values()]
+        pp2 = {o.request_id: (r, list(o.output_token_ids)) for r, o in
+               zip(reqs, eng.generate(reqs, sampling_for(recipe, 0.0, kimi_layout), 1).outputs, strict=True)}
+    pp_same, pp_n = _token_matches(tp1, pp2)
+    print(f"tp2 vs tp1 baseline: {same}/{n} token-identical; pp2 vs tp1: {pp_same}/{pp_n} "
+          f"(pp2 engine {time.perf_counter() - t0:.0f} s)")
+    assert n == 4 and same >= 3, (same, n)
+    assert pp_n == 4 and pp_same >= 3, (pp_same, pp_n)
 
 
 def test_dry_run_engines_are_the_ones_the_run_started(parallel_cells, kimi_trained_run):
@@ -114,7 +132,7 @@ def test_dry_run_engines_are_the_ones_the_run_started(parallel_cells, kimi_train
     (recorded in its manifest), thread binding included."""
     from harness.train.plan import dry_run_plan
 
-    for name in ("tp2", "pp2"):
+    for name in ("tp2",):
         cell = parallel_cells[name]
         plan = dry_run_plan(cell["recipe"], kimi_trained_run.run_dir, include_bench=True)["bench"]
         engines = json.loads((cell["run_dir"] / "manifest.json").read_text())["engines"]
@@ -213,7 +231,9 @@ def test_rerun_resumes_and_writes_checkpoints_once(torchrun_killed_and_resumed):
     assert curve and {m["epoch"] for m in curve} == {1}  # the rerun trained epoch 1 only
     result = json.loads((out / "fit_result.json").read_text())
     assert result["world_size"] == 2 and result["rank"] == 0
-    assert sorted(p.name for p in (out / "checkpoints").iterdir() if p.is_dir() and not p.is_symlink()) == ["0", "1"]
+    # one checkpoint per epoch, by rank 0 (speculators' graceful shutdown also saved rank 0's state in
+    # checkpoints/interrupted when torchrun stopped it after the kill)
+    assert sorted(p.name for p in (out / "checkpoints").iterdir() if p.name.isdigit()) == ["0", "1"]
     assert (out / "draft" / "harness.json").is_file()
     print(f"killed run {r['killed']['wall_s']:.0f} s, resumed run {r['rerun_wall_s']:.0f} s, result {result}")
 
@@ -254,7 +274,9 @@ def test_two_local_nodes_rendezvous_and_complete_an_epoch(tmp_path, kimi_trained
     for s in ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *nodes]:
         args += ["--set", s]
     printed = json.loads(subprocess.run(args, cwd=REPO_ROOT, capture_output=True, text=True).stdout)["training"]["command"]
-    env = {"MASTER_ADDR": "127.0.0.1"}
+    # two "nodes" on one machine share its cores: one OpenMP thread per rank (measured: 2 threads
+    # each on 2 cores made the epoch 149 s instead of ~25 s)
+    env = {"MASTER_ADDR": "127.0.0.1", "OMP_NUM_THREADS": "1"}
     node0 = _train_cli(out, nodes, env)
     node1 = subprocess.Popen(["bash", "-c", printed], cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True, start_new_session=True,

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from harness.engine.settings import cpu_threads_bind, engine_plan
+from harness.engine.settings import SpeculativeSpec, cpu_threads_bind, engine_plan
 from harness.errors import BadInput
 from harness.paths import REPO_ROOT
 from harness.recipe import EngineSettings, load_recipe
@@ -43,6 +43,8 @@ def test_engine_plan_binds_threads_only_with_several_cpu_workers():
     pp2 = engine_plan(EngineSettings(pipeline_parallel_size=2), _Layout(), cpus=range(4))
     assert pp2.env["VLLM_CPU_OMP_THREADS_BIND"] == "0-1|2-3" and pp2.engine_kwargs["pipeline_parallel_size"] == 2
     assert "VLLM_CPU_OMP_THREADS_BIND" not in engine_plan(EngineSettings(), _Layout(), cpus=(0, 1)).env
+    with pytest.raises(BadInput, match="cannot speculate with engine.pipeline_parallel_size"):
+        engine_plan(EngineSettings(pipeline_parallel_size=2), _Layout(), SpeculativeSpec("eagle3", 3, "/d"), cpus=(0, 1))
     gpu = engine_plan(EngineSettings(device="cuda", tensor_parallel_size=8), _Layout(), cpus=(0, 1))
     assert "VLLM_CPU_OMP_THREADS_BIND" not in gpu.env and "VLLM_CPU_KVCACHE_SPACE" not in gpu.env
 

