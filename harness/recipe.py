@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +22,9 @@ from harness.paths import DEFAULT_RECIPE
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+_CPU_LIST = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")
 
 
 class EngineSettings(BaseModel):
@@ -48,6 +52,22 @@ class EngineSettings(BaseModel):
     extra_engine_args: dict[str, Any] = Field(default_factory=dict, description="Passed verbatim to vLLM's engine args.")
     startup_timeout_s: float = Field(600, gt=0, description="How long a server may take to become healthy.")
     request_timeout_s: float = Field(600, gt=0, description="How long one request may take before it is failed.")
+    cpu_threads_bind: str | None = Field(
+        None, description="CPU only: VLLM_CPU_OMP_THREADS_BIND, cores per worker separated by '|' (e.g. '0-3|4-7'), "
+                          "'auto' (vLLM's, one NUMA node per worker) or 'nobind'; unset: with several workers the "
+                          "harness splits this machine's cores evenly between them.")
+
+    @model_validator(mode="after")
+    def _threads_bind(self):
+        bind = self.cpu_threads_bind
+        if bind is None or bind in ("auto", "nobind"):
+            return self
+        ranks = self.tensor_parallel_size * self.pipeline_parallel_size
+        parts = bind.split("|")
+        if len(parts) != ranks or not all(_CPU_LIST.fullmatch(p) for p in parts):
+            raise ValueError(f"engine.cpu_threads_bind {bind!r}: give {ranks} core list(s) separated by '|', one per "
+                             f"vLLM worker (tensor x pipeline parallel), e.g. '0-3|4-7', or 'auto' / 'nobind'")
+        return self
 
 
 
@@ -102,9 +122,10 @@ class TrainSection(_Strict):
     loss: str = Field("kl_div", description="speculators loss name or JSON mix.")
     attn_impl: Literal["sdpa", "eager", "simple_flex_attention"] = Field("sdpa", description="Draft attention; flex needs CUDA.")
     seed: int = Field(0, description="Training seed.")
-    launcher: Literal["local", "torchrun"] = Field("local", description="'torchrun' for GPUs (DDP/FSDP through speculators' Trainer).")
+    launcher: Literal["local", "torchrun"] = Field("local", description="'torchrun': DDP/FSDP through speculators' Trainer (NCCL on GPUs, gloo on CPU).")
     nproc_per_node: int = Field(1, ge=1, description="torchrun processes per node.")
-    nnodes: int = Field(1, ge=1, description="torchrun nodes.")
+    nnodes: int = Field(1, ge=1, description="torchrun nodes (rendezvous at $MASTER_ADDR:rdzv_port; every node runs the same command).")
+    rdzv_port: int = Field(29500, ge=1, le=65535, description="torchrun c10d rendezvous port on $MASTER_ADDR (nnodes > 1).")
     fsdp: bool = Field(False, description="Shard the draft with FSDP (speculators' --fsdp-shard).")
     agreement_threshold: float = Field(0.97, ge=0, le=1, description="Refuse to train below this greedy-token agreement between vLLM and the hidden-state source.")
     agreement_samples: int = Field(32, ge=1, description="Responses checked by the agreement gate.")
@@ -203,8 +224,11 @@ class Recipe(_Strict):
         if self.train.hidden_states_source == "vllm" and self.engine.device == "cpu":
             raise ValueError("train.hidden_states_source 'vllm' needs CUDA (its extraction uses pinned memory "
                              "and CUDA streams); use 'transformers' on CPU")
-        if self.train.launcher == "torchrun" and self.engine.device == "cpu":
-            raise ValueError("train.launcher 'torchrun' is the GPU path; use 'local' with engine.device 'cpu'")
+        if self.engine.distributed_executor_backend == "ray" and self.engine.device == "cpu":
+            # vLLM-CPU's platform declares no Ray device, and vLLM's Ray executor refuses such a
+            # platform ("does not support ray"); tests/test_scaleout_plan.py tells when that changes.
+            raise ValueError("engine.distributed_executor_backend 'ray' needs GPUs: vLLM-CPU has no Ray executor; "
+                             "use 'mp' (the default) on CPU")
         if self.train.fsdp and self.train.launcher != "torchrun":
             raise ValueError("train.fsdp needs train.launcher 'torchrun'")
         return self

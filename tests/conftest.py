@@ -13,6 +13,11 @@ import pytest
 
 from harness.verifier.layout import resolve_layout
 
+# CI-sized training: small enough for a few minutes on 2 cores, large enough to show learning
+# (the margins it must reach are in tests/test_train_e2e.py).
+CI_TRAIN = ["train.num_prompts=384", "train.max_new_tokens=96", "train.epochs=3", "train.total_seq_len=1024",
+            "train.lr=3e-3", "train.validation_fraction=0.1"]
+
 
 def _standin(arch: str, **overrides) -> Path:
     from harness.verifier.standins.build import ensure_standin
@@ -60,3 +65,20 @@ def kimi_offline_engine(kimi_layout):
         yield eng
     finally:
         eng.close()
+
+
+@pytest.fixture(scope="session")
+def kimi_trained_run(tmp_path_factory, kimi_standin):
+    """A draft trained at CI size for the Kimi stand-in (the default recipe), shared by the session.
+    HARNESS_TEST_TRAIN_DIR names a folder to train into instead of a temporary one: a later
+    session resumes it, i.e. reuses the finished run (for local iterations; CI trains afresh)."""
+    import os
+
+    from harness.recipe import load_recipe
+    from harness.train.pipeline import run_train
+    from harness.ui import Reporter
+
+    recipe = load_recipe(None, ["verifier.standin='kimi-k2.5'", *CI_TRAIN])
+    folder = os.environ.get("HARNESS_TEST_TRAIN_DIR")
+    run_dir = Path(folder) if folder else tmp_path_factory.mktemp("kimi-ci") / "train"
+    return run_train(recipe, run_dir, Reporter())

@@ -17,12 +17,10 @@ from harness.recipe import load_recipe
 from harness.results.table import load_run
 from harness.train.pipeline import run_train
 from harness.ui import Reporter
+from tests.conftest import CI_TRAIN
 
 pytestmark = pytest.mark.slow
 
-# CI-sized training: small enough for a few minutes on 2 cores, large enough to show learning.
-CI_TRAIN = ["train.num_prompts=384", "train.max_new_tokens=96", "train.epochs=3", "train.total_seq_len=1024",
-            "train.lr=3e-3", "train.validation_fraction=0.1"]
 CI_BENCH = ["bench.suites=['code','math']", "bench.num_prompts=8", "bench.max_tokens=64", "bench.k=[3]",
             "bench.concurrency=[1]", "bench.temperature=[0.0]", "bench.warmup_requests=1",
             "bench.reference_drafts=['random']", "bench.engine='offline'"]
@@ -48,12 +46,12 @@ def perturbed_copy(draft: Path, out: Path, scale: float = 2.0) -> Path:
     return out
 
 
-def _train_and_bench(tmp: Path, arch: str, extra: list[str], with_perturbed: bool = False):
+def _train_and_bench(tmp: Path, arch: str, extra: list[str], with_perturbed: bool = False, trained=None):
     from dataclasses import replace
 
     recipe = load_recipe(REPO_ROOT / "train" / "tiny-kimi.toml",
                          [f"verifier.standin='{arch}'", *CI_TRAIN, *CI_BENCH, *extra])
-    trained = run_train(recipe, tmp / "train", Reporter())
+    trained = trained or run_train(recipe, tmp / "train", Reporter())
     layout = resolve_verifier(recipe)
     drafts = resolve_drafts(recipe, layout, trained.draft_dir)
     if with_perturbed:
@@ -63,12 +61,13 @@ def _train_and_bench(tmp: Path, arch: str, extra: list[str], with_perturbed: boo
     _, df, missing = load_run(run_dir)
     assert not missing
     spec = df[df["mode"] == "speculative"]
-    return trained, spec
+    return trained, spec, run_dir
 
 
 @pytest.fixture(scope="module")
-def kimi_trained(tmp_path_factory, kimi_standin):
-    return _train_and_bench(tmp_path_factory.mktemp("kimi"), "kimi-k2.5", [], with_perturbed=True)
+def kimi_trained(tmp_path_factory, kimi_trained_run):
+    return _train_and_bench(tmp_path_factory.mktemp("kimi"), "kimi-k2.5", [], with_perturbed=True,
+                            trained=kimi_trained_run)
 
 
 def _pooled_al(rows) -> float:
@@ -76,7 +75,7 @@ def _pooled_al(rows) -> float:
 
 
 def test_kimi_trained_draft_beats_untrained_by_wide_margin(kimi_trained):
-    trained, spec = kimi_trained
+    trained, spec, _ = kimi_trained
     al_trained = _pooled_al(spec[spec["draft"] == "draft"])
     al_random = _pooled_al(spec[spec["draft"] == "random"])
     assert al_random < 1.3, al_random
@@ -85,7 +84,7 @@ def test_kimi_trained_draft_beats_untrained_by_wide_margin(kimi_trained):
 
 
 def test_kimi_served_al_matches_training_prediction(kimi_trained):
-    trained, spec = kimi_trained
+    trained, spec, _ = kimi_trained
     predicted = trained.report.predicted_acceptance_length
     served = _pooled_al(spec[spec["draft"] == "draft"])
     assert abs(served - predicted) / predicted <= 0.10, (served, predicted)
@@ -95,7 +94,7 @@ def test_kimi_served_al_matches_training_prediction(kimi_trained):
 
 
 def test_kimi_draft_checkpoint_is_complete(kimi_trained):
-    trained, _ = kimi_trained
+    trained, _, _ = kimi_trained
     draft = trained.draft_dir
     cfg = json.loads((draft / "config.json").read_text())
     meta = json.loads((draft / "harness.json").read_text())
@@ -110,7 +109,7 @@ def test_kimi_draft_checkpoint_is_complete(kimi_trained):
 
 
 def test_llama_trained_draft_beats_untrained(tmp_path_factory, llama_standin):
-    trained, spec = _train_and_bench(tmp_path_factory.mktemp("llama"), "llama", ["train.num_prompts=256"])
+    trained, spec, _ = _train_and_bench(tmp_path_factory.mktemp("llama"), "llama", ["train.num_prompts=256"])
     al_trained = _pooled_al(spec[spec["draft"] == "draft"])
     al_random = _pooled_al(spec[spec["draft"] == "random"])
     assert al_random < 1.3
@@ -123,7 +122,7 @@ def test_draft_for_another_verifier_is_refused(kimi_trained, llama_standin):
     from harness.errors import BadInput
     from harness.verifier.layout import resolve_layout
 
-    trained, _ = kimi_trained
+    trained, _, _ = kimi_trained
     with pytest.raises(BadInput, match="trained for another verifier|was trained for verifier"):
         check_draft_for_verifier(trained.draft_dir, resolve_layout(llama_standin))
 
@@ -161,7 +160,7 @@ def test_main_job_resumes_after_interrupt_and_passes_the_committed_gate(kimi_tra
     import signal
     import time
 
-    trained, _ = kimi_trained
+    trained, _, _ = kimi_trained
     baseline = CI_BASELINE
     run_dir = tmp_path / "job"
     shutil.copytree(trained.run_dir, run_dir / "train")  # training already done: must not be recomputed
@@ -200,8 +199,7 @@ def test_main_job_resumes_after_interrupt_and_passes_the_committed_gate(kimi_tra
 def test_gate_catches_a_planted_regression(kimi_trained, tmp_path):
     from harness.results.gate import gate, to_markdown, update_baseline
 
-    trained, _ = kimi_trained
-    bench_run = trained.run_dir.parent / "bench"
+    _, _, bench_run = kimi_trained
     baseline = tmp_path / "baseline"
     update_baseline(bench_run, baseline, draft="draft")
     res = gate(bench_run, baseline, draft="perturbed")  # same cells, fc weights perturbed

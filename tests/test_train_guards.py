@@ -16,6 +16,10 @@ PINNED = {
     "speculators.train.trainer:_StepTimer": "68fbf864caa0af85",
     # CpuCheckpointer mirrors its loads with map_location="cpu"
     "speculators.train.checkpointer:SingleGPUCheckpointer": "4cbb53b04f43c90b",
+    # torchrun on CPU (harness/train/launch.py setup_distributed): the accelerator-only setup it
+    # replaces with gloo, and the topology state and group builder it fills the same way
+    "speculators.train.distributed:maybe_setup_distributed": "ce8ff9c12a247fe7",
+    "speculators.train.distributed:_init_sp_process_groups": "15dabcf74ef4a179",
 }
 
 
@@ -28,3 +32,10 @@ def test_trainer_module_names_the_fit_swaps_exist():
     from speculators.train import trainer
 
     assert hasattr(trainer, "_StepTimer") and hasattr(trainer, "tqdm")
+
+
+def test_distributed_topology_names_the_cpu_setup_sets_exist():
+    from speculators.train import distributed
+
+    for name in ("_local_rank", "_is_distributed", "_rank", "_world_size", "_init_sp_process_groups"):
+        assert hasattr(distributed, name), name

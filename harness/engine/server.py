@@ -281,6 +281,7 @@ class ServerEngine(_OpenAIServer):
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = log_path.open("w")
         cmd = plan.server_command(sys.executable, "127.0.0.1", port)
+        self.command = cmd
         self._log.write("$ " + " ".join(cmd) + "\n")
         self._log.flush()
         env = {**os.environ, **plan.env}
@@ -323,7 +324,7 @@ class ServerEngine(_OpenAIServer):
         return {**super().describe(), "kind": "server", "model": self.plan.model,
                 "engine_kwargs": self.plan.engine_kwargs, "env": self.plan.env,
                 "workarounds": list(self.plan.workarounds), "log": str(self.log_path),
-                "startup_s": getattr(self, "startup_s", None)}
+                "startup_s": getattr(self, "startup_s", None), "command": " ".join(self.command)}
 
     def close(self) -> None:
         proc = getattr(self, "_proc", None)

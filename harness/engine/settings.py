@@ -9,9 +9,12 @@ it, and reported in `EnginePlan.workarounds` (which ends up in each run's manife
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from harness.errors import BadInput
 from harness.recipe import EngineSettings
 
 
@@ -74,9 +77,66 @@ class EnginePlan:
 ROPE_WORKAROUND = "-rotary_embedding"
 
 
+def allowed_cpus() -> tuple[int, ...]:
+    """The cores this process may run on (its affinity mask, not the machine's total)."""
+    return tuple(sorted(os.sched_getaffinity(0)))
+
+
+def _id_list(ids: Sequence[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2,5' (vLLM's core-list syntax)."""
+    runs: list[list[int]] = []
+    for i in ids:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+
+
+def cpu_threads_bind(cpus: Sequence[int], ranks: int) -> str:
+    """VLLM_CPU_OMP_THREADS_BIND for `ranks` CPU workers on `cpus`: equal contiguous slices,
+    '|' between workers; a remainder is left to the engine-core process. With more workers than
+    cores, workers share cores round-robin (slow, but it runs)."""
+    cpus = sorted(cpus)
+    if not cpus or ranks < 1:
+        raise ValueError(f"cannot bind {ranks} worker(s) to cores {cpus}")
+    if ranks > len(cpus):
+        return "|".join(str(cpus[r % len(cpus)]) for r in range(ranks))
+    per = len(cpus) // ranks
+    return "|".join(_id_list(cpus[r * per:(r + 1) * per]) for r in range(ranks))
+
+
+def _cpu_env(settings: EngineSettings, cpus: Sequence[int] | None) -> tuple[dict[str, str], list[str]]:
+    """The CPU engine's environment: KV cache size and the worker thread binding.
+
+    vLLM-CPU's automatic binding gives each worker its own NUMA node and stops with "Not enough
+    allowed NUMA nodes to bind threads of N local CPUWorkers" on a one-node machine (docs/facts.md
+    §3); with several workers the harness splits the cores itself unless the recipe says otherwise.
+    """
+    env = {"VLLM_CPU_KVCACHE_SPACE": str(settings.kv_cache_space_gib)}
+    notes: list[str] = []
+    ranks = settings.tensor_parallel_size * settings.pipeline_parallel_size
+    if settings.cpu_threads_bind is not None:
+        env["VLLM_CPU_OMP_THREADS_BIND"] = settings.cpu_threads_bind
+        notes.append(f"VLLM_CPU_OMP_THREADS_BIND={settings.cpu_threads_bind}: from engine.cpu_threads_bind")
+    elif ranks > 1:
+        cores = tuple(cpus) if cpus is not None else allowed_cpus()
+        bind = cpu_threads_bind(cores, ranks)
+        env["VLLM_CPU_OMP_THREADS_BIND"] = bind
+        notes.append(f"VLLM_CPU_OMP_THREADS_BIND={bind}: {ranks} CPU workers split {len(cores)} cores (vLLM's "
+                     "automatic binding wants one NUMA node per worker)")
+    return env, notes
+
+
 def engine_plan(settings: EngineSettings, layout: ServedModel,
                 speculative: SpeculativeSpec | None = None,
-                per_request_spec_metrics: bool = True) -> EnginePlan:
+                per_request_spec_metrics: bool = True, cpus: Sequence[int] | None = None) -> EnginePlan:
+    """`cpus`: the cores CPU workers may use (default: this process's affinity)."""
+    if speculative is not None and settings.device == "cpu" and settings.pipeline_parallel_size > 1:
+        # vLLM 0.32 builds the drafter on the last pipeline stage only, then every stage's
+        # worker reads it ("'CPUModelRunner' object has no attribute 'drafter'"): docs/facts.md §3.
+        raise BadInput("vLLM-CPU cannot speculate with engine.pipeline_parallel_size > 1 (its drafter lives on the "
+                       "last stage only and the other stage fails); bench with tensor_parallel_size instead")
     kw: dict[str, Any] = {
         "dtype": settings.dtype,
         "max_model_len": settings.max_model_len,
@@ -107,7 +167,7 @@ def engine_plan(settings: EngineSettings, layout: ServedModel,
     env: dict[str, str] = {}
     notes: list[str] = []
     if settings.device == "cpu":
-        env["VLLM_CPU_KVCACHE_SPACE"] = str(settings.kv_cache_space_gib)
+        env, notes = _cpu_env(settings, cpus)
         if settings.cpu_workarounds == "auto" and layout.deepseek_family:
             if layout.attention == "mla":
                 # CPU MLA supports block size 16 only, an EAGLE-3 draft's attention multiples of 32

@@ -32,6 +32,7 @@ from harness.train.hidden_states import SHARD_GLOB
 from harness.train.records import FitConfig
 
 METRICS_LOGGER = "speculators.metrics"
+TORCHRUN_RESULT = "torchrun_result.json"  # rank 0's result and metrics under torchrun, read by the pipeline
 
 
 def on_cpu(plan: FitConfig) -> bool:
@@ -112,8 +113,9 @@ def _trainer_class(cpu: bool):
             loaded = torch.load(self.optimizer_path(self.previous_epoch), weights_only=True, map_location="cpu")
             opts = optimizer if isinstance(optimizer, list) else [optimizer]
             loaded = loaded if isinstance(loaded, list) else [loaded]
+            raw = getattr(model, "module", model)  # under torchrun the model is DDP-wrapped
             for opt, sd in zip(opts, loaded, strict=True):
-                opt.load_state_dict(convert_float_dtype(sd, float_dtype or model.dtype))
+                opt.load_state_dict(convert_float_dtype(sd, float_dtype or raw.dtype))
 
     class _CpuStepTimer(trainer_mod._StepTimer):  # noqa: SLF001
         def mark(self, name: str) -> None:
@@ -206,17 +208,15 @@ def run_fit(plan: FitConfig, on_train: Callable[[dict], None] | None = None,
             on_val: Callable[[dict], None] | None = None) -> dict[str, Any]:
     """Train from a fit plan (written by the pipeline into the run folder)."""
     from speculators.models.eagle3 import Eagle3DraftModel
-    from speculators.train.distributed import (
-        get_rank,
-        maybe_destroy_distributed,
-        maybe_setup_distributed,
-    )
+    from speculators.train.distributed import get_rank, get_world_size, maybe_destroy_distributed
     from speculators.train.trainer import TrainerConfig
+
+    from harness.train.launch import setup_distributed
 
     torch.manual_seed(plan.seed)
     cpu = on_cpu(plan)
     loss_implementation = "eager" if cpu else "fused"  # speculators' fused losses are Triton kernels
-    maybe_setup_distributed()
+    setup_distributed()
     model, layout = _draft_for(plan)
     train_idx, val_idx, train_loader, val_loader = _loaders(plan, layout.hidden_size)
     dtype = getattr(torch, plan.hidden_states_dtype)
@@ -245,7 +245,7 @@ def run_fit(plan: FitConfig, on_train: Callable[[dict], None] | None = None,
         mlog.removeHandler(tap)
     result = {"num_train_samples": len(train_idx), "num_val_samples": len(val_idx),
               "train_tokens_per_epoch": sum(train_loader.dataset.approx_lengths),
-              "global_step": trainer.global_step, "rank": get_rank(),
+              "global_step": trainer.global_step, "rank": get_rank(), "world_size": get_world_size(),
               # what actually ran: the draft's own attention setting, the loss kernels chosen here
               "device": "cpu" if cpu else f"{trainer.device_type}:{trainer.local_rank}",
               "attn_impl": getattr(model, "_attn_impl", plan.attn_impl),
@@ -254,14 +254,35 @@ def run_fit(plan: FitConfig, on_train: Callable[[dict], None] | None = None,
     return result
 
 
+def _wait_for(path: Path, timeout_s: float = 3600) -> Path:
+    """On the other nodes the command may start before node 0's harness has prepared the run
+    (responses, hidden states, then fit_plan.json): wait for it rather than fail."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    if not path.is_file():
+        print(f"waiting for {path} (written by the harness on node 0 before it starts training)", file=sys.stderr)
+    while not path.is_file():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{path} did not appear within {timeout_s:.0f}s; is the harness running on node 0 "
+                             "with the same run folder (a shared file system)?")
+        time.sleep(2)
+    return path
+
+
 def main(argv: list[str] | None = None) -> None:
-    """torchrun entry: python -m harness.train.fit RUN_DIR."""
+    """torchrun entry: python -m harness.train.fit RUN_DIR. Every rank trains; rank 0 alone
+    writes the result and the metrics curve (checkpoints are speculators' rank-0 saves)."""
+    from harness.provenance import atomic_write_json
+
     args = argv if argv is not None else sys.argv[1:]
     run_dir = Path(args[0])
-    plan = FitConfig.from_dict(json.loads((run_dir / "fit_plan.json").read_text()))
-    out = run_fit(plan)
+    plan = FitConfig.from_dict(json.loads(_wait_for(run_dir / "fit_plan.json").read_text()))
+    curve: list[dict[str, Any]] = []
+    val: list[dict[str, Any]] = []
+    out = run_fit(plan, on_train=curve.append, on_val=val.append)
     if out["rank"] == 0:
-        (run_dir / "fit_result.json").write_text(json.dumps(out, indent=2))
+        atomic_write_json(run_dir / TORCHRUN_RESULT, {"result": out, "train": curve, "val": val})
 
 
 if __name__ == "__main__":

@@ -295,12 +295,22 @@ def fit_config(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: l
     )
 
 
-def torchrun_command(recipe: Recipe, run_dir: Path) -> list[str]:
-    t = recipe.train
-    cmd = ["torchrun", f"--nproc_per_node={t.nproc_per_node}", f"--nnodes={t.nnodes}"]
-    if t.nnodes > 1:
-        cmd += ["--rdzv_backend=c10d", "--rdzv_endpoint=$MASTER_ADDR:29500"]
-    return cmd + ["-m", "harness.train.fit", str(run_dir)]
+def _fit_with_torchrun(recipe: Recipe, run_dir: Path, reporter: Reporter) -> tuple[dict[str, Any], list, list]:
+    """Start the dry run's torchrun command (recorded in launch.json) and read rank 0's results."""
+    import os
+
+    from harness.train.fit import TORCHRUN_RESULT
+    from harness.train.launch import launch_env, resolved_command, run_torchrun, torchrun_command
+
+    printed = torchrun_command(recipe, run_dir)
+    cmd = resolved_command(printed, dict(os.environ))
+    env = launch_env(dict(os.environ), recipe)
+    atomic_write_json(run_dir / "launch.json", {"dry_run_command": printed, "command": cmd,
+                                                "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS")})
+    reporter.log("$ " + " ".join(cmd))
+    run_torchrun(cmd, run_dir, env)
+    rank0 = json.loads((run_dir / TORCHRUN_RESULT).read_text())
+    return rank0["result"], rank0["train"], rank0["val"]
 
 
 def stage_fit(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: list[int],
@@ -314,15 +324,7 @@ def stage_fit(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: li
     val: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     if recipe.train.launcher == "torchrun":
-        import subprocess
-
-        cmd = torchrun_command(recipe, run_dir)
-        reporter.log("$ " + " ".join(cmd))
-        if subprocess.run(cmd).returncode != 0:
-            from harness.errors import InfraError
-
-            raise InfraError(f"torchrun training failed; see its output above (run folder {run_dir})")
-        result = json.loads(out.read_text())
+        result, curve, val = _fit_with_torchrun(recipe, run_dir, reporter)
     else:
         from harness.train.fit import run_fit
 

@@ -110,10 +110,13 @@ def _verifier_section(layout: VerifierLayout) -> dict[str, Any]:
 
 def _parallelism_section(recipe: Recipe) -> dict[str, Any]:
     e, t = recipe.engine, recipe.train
-    nodes = e.pipeline_parallel_size
+    workers = e.tensor_parallel_size * e.pipeline_parallel_size
+    gpu = e.device == "cuda"
+    nodes = e.pipeline_parallel_size if gpu else 1  # on CPU the stages are local workers (mp executor)
     return {
         "tensor_parallel_size": e.tensor_parallel_size, "pipeline_parallel_size": e.pipeline_parallel_size,
-        "expert_parallel": e.enable_expert_parallel, "gpus_for_serving": e.tensor_parallel_size * nodes,
+        "expert_parallel": e.enable_expert_parallel, "gpus_for_serving": workers if gpu else 0,
+        "cpu_workers": None if gpu else workers,
         "nodes_for_serving": nodes, "executor": e.distributed_executor_backend or ("ray" if nodes > 1 else "mp"),
         "training_processes": t.nproc_per_node * t.nnodes, "training_nodes": t.nnodes, "fsdp": t.fsdp,
     }
@@ -190,7 +193,7 @@ def _draft_and_memory_sections(recipe: Recipe, layout: VerifierLayout, aux: list
 
 
 def _training_section(recipe: Recipe, run_dir: Path) -> dict[str, Any]:
-    from harness.train.pipeline import torchrun_command
+    from harness.train.launch import torchrun_command
 
     t = recipe.train
     return {
@@ -211,7 +214,16 @@ def _bench_section(recipe: Recipe, cmds: _Commands, run_dir: Path) -> dict[str, 
         "engines": 1 + len(b.k), "repeats": b.repeats, "engine": b.engine,
         "baseline_command": " ".join(cmds.engine().server_command(cmds.python, "127.0.0.1", 8000)),
         "speculative_command_example": " ".join(spec.server_command(cmds.python, "127.0.0.1", 8000)),
+        # What the real run hands vLLM (and records in its manifest's `engines`), field for field.
+        "baseline_engine": engine_record(cmds.engine()),
+        "speculative_engine_example": engine_record(spec),
     }
+
+
+def engine_record(plan) -> dict[str, Any]:
+    """The part of an engine plan a run records and the dry run prints: model, arguments, environment."""
+    return {"model": plan.model, "engine_kwargs": plan.engine_kwargs, "env": plan.env,
+            "workarounds": list(plan.workarounds)}
 
 
 def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> dict[str, Any]:
