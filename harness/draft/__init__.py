@@ -1,0 +1,1 @@
+"""Drafts from any source: recognise their format, check they fit a verifier, convert them."""
