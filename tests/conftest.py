@@ -13,6 +13,10 @@ import pytest
 
 from harness.verifier.layout import resolve_layout
 
+# CI-sized training: small enough for a few minutes on 2 cores, large enough to show learning.
+CI_TRAIN = ["train.num_prompts=384", "train.max_new_tokens=96", "train.epochs=3", "train.total_seq_len=1024",
+            "train.lr=3e-3", "train.validation_fraction=0.1"]
+
 
 def _standin(arch: str, **overrides) -> Path:
     from harness.verifier.standins.build import ensure_standin
@@ -59,3 +63,16 @@ def kimi_offline_engine(kimi_layout):
         yield eng
     finally:
         eng.close()
+
+
+@pytest.fixture(scope="session")
+def kimi_trained_draft(tmp_path_factory, kimi_standin):
+    """The Kimi stand-in's CI-trained draft (a TrainResult), trained once per session; a test
+    that needs its own bench settings reuses the training folder (train/bench recipes differ only
+    in bench sections, which a training folder does not record)."""
+    from harness.recipe import REPO_ROOT, load_recipe
+    from harness.train.pipeline import run_train
+    from harness.ui import Reporter
+
+    recipe = load_recipe(REPO_ROOT / "train" / "tiny-kimi.toml", ["verifier.standin='kimi-k2.5'", *CI_TRAIN])
+    return run_train(recipe, tmp_path_factory.mktemp("kimi-ci") / "train", Reporter())

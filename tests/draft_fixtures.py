@@ -79,26 +79,31 @@ def specforge_draft(folder: Path, arch: str = "LlamaForCausalLMEagle3", *, aux_i
     return _write(folder, cfg, shapes, vocab_maps())
 
 
-def mla_draft(folder: Path, arch: str = "Eagle3DeepseekV3ForCausalLM") -> Path:
-    """An MLA EAGLE-3 draft: a DeepSeek-V3 config, one MLA + dense-MLP layer under midlayer.*."""
-    h, q, kv, rope, nope, v = HIDDEN, 8, 512, 64, 64, 64
+def mla_draft(folder: Path, arch: str = "Eagle3DeepseekV3ForCausalLM", text_config: dict | None = None,
+              aux_ids=(1, 2, 3), draft_vocab: int = DRAFT_VOCAB) -> Path:
+    """An MLA EAGLE-3 draft: a DeepSeek-V3 config, one MLA + dense-MLP layer under midlayer.*.
+    `text_config` (a verifier's) sets the widths; the default fits tests/synthetic.py."""
+    tc = text_config or {"hidden_size": HIDDEN, "vocab_size": VOCAB, "num_attention_heads": 2, "q_lora_rank": 8,
+                         "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 64, "v_head_dim": 64}
+    h, vocab, heads = tc["hidden_size"], tc["vocab_size"], tc["num_attention_heads"]
+    q, kv, rope, nope, v = (tc[k] for k in ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"))
     cfg = {"architectures": [arch], "model_type": "deepseek_v3", "hidden_size": h, "num_hidden_layers": 1,
-           "num_attention_heads": 2, "q_lora_rank": q, "kv_lora_rank": kv, "qk_rope_head_dim": rope,
-           "qk_nope_head_dim": nope, "v_head_dim": v, "intermediate_size": 2 * h, "hidden_act": "silu",
-           "rms_norm_eps": 1e-6, "vocab_size": VOCAB, "draft_vocab_size": DRAFT_VOCAB, "max_position_embeddings": 512,
-           "rope_theta": 50000.0, "tie_word_embeddings": False,
-           "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}}
+           "num_attention_heads": heads, "num_key_value_heads": heads, "q_lora_rank": q, "kv_lora_rank": kv,
+           "qk_rope_head_dim": rope, "qk_nope_head_dim": nope, "v_head_dim": v, "intermediate_size": 2 * h,
+           "hidden_act": "silu", "rms_norm_eps": 1e-6, "vocab_size": vocab, "draft_vocab_size": draft_vocab,
+           "max_position_embeddings": 4096, "rope_theta": 50000.0, "tie_word_embeddings": False,
+           "eagle_config": {"eagle_aux_hidden_state_layer_ids": list(aux_ids)}}
     p = "midlayer."
-    shapes = {"fc.weight": (h, 3 * h), "norm.weight": (h,), "lm_head.weight": (DRAFT_VOCAB, h),
+    shapes = {"fc.weight": (h, len(aux_ids) * h), "norm.weight": (h,), "lm_head.weight": (draft_vocab, h),
               f"{p}self_attn.q_a_proj.weight": (q, 2 * h), f"{p}self_attn.q_a_layernorm.weight": (q,),
-              f"{p}self_attn.q_b_proj.weight": (2 * (nope + rope), q),
+              f"{p}self_attn.q_b_proj.weight": (heads * (nope + rope), q),
               f"{p}self_attn.kv_a_proj_with_mqa.weight": (kv + rope, 2 * h),
-              f"{p}self_attn.kv_a_layernorm.weight": (kv,), f"{p}self_attn.kv_b_proj.weight": (2 * (nope + v), kv),
-              f"{p}self_attn.o_proj.weight": (h, 2 * v), f"{p}mlp.gate_proj.weight": (2 * h, h),
+              f"{p}self_attn.kv_a_layernorm.weight": (kv,), f"{p}self_attn.kv_b_proj.weight": (heads * (nope + v), kv),
+              f"{p}self_attn.o_proj.weight": (h, heads * v), f"{p}mlp.gate_proj.weight": (2 * h, h),
               f"{p}mlp.up_proj.weight": (2 * h, h), f"{p}mlp.down_proj.weight": (h, 2 * h),
               f"{p}input_layernorm.weight": (h,), f"{p}post_attention_layernorm.weight": (h,),
               f"{p}hidden_norm.weight": (h,)}
-    return _write(folder, cfg, shapes, vocab_maps())
+    return _write(folder, cfg, shapes, vocab_maps(vocab, draft_vocab) if draft_vocab < vocab else {})
 
 
 def mtp_verifier(folder: Path, nextn: int = 1, with_layers: bool = True) -> Path:

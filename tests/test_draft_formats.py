@@ -210,3 +210,47 @@ def test_bench_refuses_a_bad_draft_in_one_line_before_any_engine(tmp_path, capsy
     assert {"hidden": "draft hidden size 32", "d2t": "outside the verifier's vocabulary",
             "aux": "do not exist in a 4-layer verifier", "unknown": "unknown draft format"}[case] in lines[0]
     assert not (REPO / "results" / "runs" / run_id).exists()  # no run started, so no engine either
+
+
+# ----------------------------------------------------------------------------- warm start
+
+
+def _fresh_draft(layout, seed: int):
+    from transformers import LlamaConfig
+
+    from harness.verifier.loader import build_draft
+
+    torch.manual_seed(seed)
+    maps = vocab_maps()
+    return build_draft(layout, draft_layer_config=LlamaConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2, head_dim=8, max_position_embeddings=512), aux_layer_ids=[1, 2, 3],
+        draft_vocab_size=DRAFT_VOCAB, t2d=maps["t2d"], d2t=maps["d2t"])
+
+
+@pytest.mark.parametrize("fmt", ["speculators", "specforge"])
+def test_warm_start_loads_the_init_drafts_weights(tmp_path, kimi, fmt):
+    from harness.draft.warm_start import warm_start
+
+    trained = _fresh_draft(kimi, seed=1)
+    trained.save_pretrained(str(tmp_path / "spec"))
+    init = tmp_path / "spec" if fmt == "speculators" else to_specforge(tmp_path / "spec", tmp_path / "sf")
+    fresh = _fresh_draft(kimi, seed=2)
+    assert not torch.equal(fresh.fc.weight, trained.fc.weight)
+    done = warm_start(fresh, init, kimi)
+    assert done["format"] == fmt and done["lm_head_rows_from_init"] == DRAFT_VOCAB
+    for key in ("fc.weight", "layers.0.self_attn.q_proj.weight", "layers.0.mlp.down_proj.weight", "norm.weight",
+                "lm_head.weight"):
+        assert torch.equal(fresh.state_dict()[key], trained.state_dict()[key]), key
+
+
+@pytest.mark.parametrize("make, why", [
+    (lambda p: mla_draft(p), "speculators has no MLA draft layer"),
+    (lambda p: specforge_draft(p, "Eagle3Qwen3ForCausalLM"), "Qwen3 layer"),
+    (lambda p: speculators_draft(p, kind="peagle"), "parallel drafting"),
+])
+def test_formats_that_cannot_be_warm_started_say_why(tmp_path, kimi, make, why):
+    from harness.draft.warm_start import check_init_from
+
+    with pytest.raises(BadInput, match=f"cannot be warm-started: .*{why}"):
+        check_init_from(make(tmp_path / "d"), kimi)

@@ -14,12 +14,10 @@ from harness.recipe import REPO_ROOT, load_recipe
 from harness.results.table import load_run
 from harness.train.pipeline import resolve_verifier, run_train
 from harness.ui import Reporter
+from tests.conftest import CI_TRAIN
 
 pytestmark = pytest.mark.slow
 
-# CI-sized training: small enough for a few minutes on 2 cores, large enough to show learning.
-CI_TRAIN = ["train.num_prompts=384", "train.max_new_tokens=96", "train.epochs=3", "train.total_seq_len=1024",
-            "train.lr=3e-3", "train.validation_fraction=0.1"]
 CI_BENCH = ["bench.suites=['code','math']", "bench.num_prompts=8", "bench.max_tokens=64", "bench.k=[3]",
             "bench.concurrency=[1]", "bench.temperature=[0.0]", "bench.warmup_requests=1",
             "bench.reference_drafts=['random']", "bench.engine='offline'"]
@@ -45,12 +43,13 @@ def perturbed_copy(draft: Path, out: Path, scale: float = 2.0) -> Path:
     return out
 
 
-def _train_and_bench(tmp: Path, arch: str, extra: list[str], with_perturbed: bool = False):
+def _train_and_bench(tmp: Path, arch: str, extra: list[str], with_perturbed: bool = False,
+                     train_dir: Path | None = None):
     from dataclasses import replace
 
     recipe = load_recipe(REPO_ROOT / "train" / "tiny-kimi.toml",
                          [f"verifier.standin='{arch}'", *CI_TRAIN, *CI_BENCH, *extra])
-    trained = run_train(recipe, tmp / "train", Reporter())
+    trained = run_train(recipe, train_dir or tmp / "train", Reporter())
     layout = resolve_verifier(recipe)
     drafts = resolve_drafts(recipe, layout, trained.draft_dir)
     if with_perturbed:
@@ -64,8 +63,9 @@ def _train_and_bench(tmp: Path, arch: str, extra: list[str], with_perturbed: boo
 
 
 @pytest.fixture(scope="module")
-def kimi_trained(tmp_path_factory, kimi_standin):
-    return _train_and_bench(tmp_path_factory.mktemp("kimi"), "kimi-k2.5", [], with_perturbed=True)
+def kimi_trained(tmp_path_factory, kimi_trained_draft):
+    return _train_and_bench(tmp_path_factory.mktemp("kimi"), "kimi-k2.5", [], with_perturbed=True,
+                            train_dir=kimi_trained_draft.run_dir)  # the session's training, shared
 
 
 def _pooled_al(rows) -> float:

@@ -187,6 +187,10 @@ def run_fit(plan: dict[str, Any], on_train: Callable[[dict], None] | None = None
                         draft_vocab_size=plan["draft_vocab_size"], t2d=vocab["t2d"], d2t=vocab["d2t"],
                         ttt_steps=plan["ttt_steps"], attn_impl=plan["attn_impl"],
                         trust_remote_code=plan.get("trust_remote_code", False))
+    if plan.get("init_from"):  # warm start: an existing draft's weights (harness/draft/warm_start.py)
+        from harness.draft.warm_start import warm_start
+
+        warm_start(model, plan["init_from"], layout)
     dtype = getattr(torch, plan["hidden_states_dtype"])
     shards = sorted(Path(plan["hidden_dir"]).glob(SHARD_GLOB))
     train_idx, val_idx = split_indices(shards, plan["validation_fraction"])

@@ -332,7 +332,7 @@ def fit_plan(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: lis
         "attn_impl": t.attn_impl, "hidden_states_dtype": t.hidden_states_dtype,
         "validation_fraction": t.validation_fraction, "total_seq_len": t.total_seq_len,
         "lr": t.lr, "epochs": t.epochs, "max_steps": t.max_steps, "scheduler": t.scheduler,
-        "warmup_ratio": t.warmup_ratio, "seed": t.seed, "fsdp": t.fsdp,
+        "warmup_ratio": t.warmup_ratio, "seed": t.seed, "fsdp": t.fsdp, "init_from": t.init_from,
     }
 
 
@@ -450,6 +450,10 @@ def run_train(recipe: Recipe, run_dir: Path, reporter: Reporter, base: Path | No
     prepare_run_dir(run_dir, recipe, TRAIN_SECTIONS)
     layout = resolve_verifier(recipe, reporter)
     aux_ids = aux_layer_ids(recipe, layout)
+    if recipe.train.init_from:  # refuse an init draft that cannot start this training before any stage runs
+        from harness.draft.warm_start import check_init_from
+
+        check_init_from(recipe.train.init_from, layout)
     if recipe.draft.draft_vocab_size > layout.vocab_size:
         raise BadInput(f"draft.draft_vocab_size {recipe.draft.draft_vocab_size} exceeds the verifier's vocabulary "
                        f"({layout.vocab_size}); set it to at most {layout.vocab_size}")
