@@ -236,7 +236,7 @@ def train_cmd(
 def bench_cmd(
     recipe: RecipeArg = None,
     set_: SetOpt = None,
-    draft: Annotated[Path | None, typer.Option(help="EAGLE-3 draft folder to bench (speculators format).")] = None,
+    draft: Annotated[Path | None, typer.Option(help="Draft folder to bench, any format vLLM serves (see `harness draft inspect`).")] = None,
     run_id: Annotated[str | None, typer.Option(help="Run id (folder under results/runs/).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Complete an interrupted run (same recipe).")] = False,
     json_out: JsonOpt = False,
