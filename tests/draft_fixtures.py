@@ -87,7 +87,8 @@ def mla_draft(folder: Path, arch: str = "Eagle3DeepseekV3ForCausalLM", text_conf
                          "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 64, "v_head_dim": 64}
     h, vocab, heads = tc["hidden_size"], tc["vocab_size"], tc["num_attention_heads"]
     q, kv, rope, nope, v = (tc[k] for k in ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"))
-    cfg = {"architectures": [arch], "model_type": "deepseek_v3", "hidden_size": h, "num_hidden_layers": 1,
+    # deepseek_v2: vLLM 0.32 rewrites a deepseek_v3 draft config into its MTP model (fit_check.MLA_AS_MTP)
+    cfg = {"architectures": [arch], "model_type": "deepseek_v2", "hidden_size": h, "num_hidden_layers": 1,
            "num_attention_heads": heads, "num_key_value_heads": heads, "q_lora_rank": q, "kv_lora_rank": kv,
            "qk_rope_head_dim": rope, "qk_nope_head_dim": nope, "v_head_dim": v, "intermediate_size": 2 * h,
            "hidden_act": "silu", "rms_norm_eps": 1e-6, "vocab_size": vocab, "draft_vocab_size": draft_vocab,

@@ -254,3 +254,11 @@ def test_formats_that_cannot_be_warm_started_say_why(tmp_path, kimi, make, why):
 
     with pytest.raises(BadInput, match=f"cannot be warm-started: .*{why}"):
         check_init_from(make(tmp_path / "d"), kimi)
+
+
+def test_mla_draft_with_deepseek_v3_model_type_is_refused_with_vllms_reason(tmp_path, kimi):
+    d = mla_draft(tmp_path / "d")
+    assert draft_problems(inspect_draft(d), kimi) == []
+    cfg = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**cfg, "model_type": "deepseek_v3"}))
+    assert "Eagle3DeepSeekMTPModel" in draft_problems(inspect_draft(d), kimi)[-1]

@@ -34,7 +34,16 @@ def draft_problems(info: DraftInfo, layout: VerifierLayout, verifier_sha: str | 
     out += _width_problems(info, layout)
     out += _vocab_problems(info, layout)
     out += _aux_problems(info, layout)
+    if info.format == "mla-eagle3" and info.model_type in MTP_REWRITTEN_TYPES:
+        out.append(MLA_AS_MTP.format(path=info.path, model_type=info.model_type))
     return out
+
+
+# Seen on vLLM 0.32 (CPU): SpeculativeConfig.hf_config_override turns every deepseek_v3 config,
+# the draft's too, into its MTP model, so an MLA EAGLE-3 draft becomes "Eagle3DeepSeekMTPModel".
+MTP_REWRITTEN_TYPES = ("deepseek_v3", "deepseek_v32", "glm_moe_dsa")
+MLA_AS_MTP = ("{path}: vLLM 0.32 rewrites a model_type {model_type} draft config into its MTP model and then "
+              "refuses it ('Eagle3DeepSeekMTPModel are not supported'); set model_type to deepseek_v2 in its config.json")
 
 
 def _recorded_verifier_problems(info: DraftInfo, layout: VerifierLayout, verifier_sha: str | None) -> list[str]:

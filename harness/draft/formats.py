@@ -65,6 +65,7 @@ class DraftInfo:
     t2d_selected: int | None  # how many target ids t2d marks
     weights: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False)  # key -> shape
     harness_meta: dict[str, Any] = field(default_factory=dict, repr=False)  # harness.json, ours only
+    model_type: str = ""  # the draft layer's config model_type
 
     @property
     def method(self) -> str:
@@ -218,7 +219,7 @@ def _eagle_info(folder: Path, cfg: dict[str, Any], fmt: str) -> DraftInfo:
         has_d2t=d2t_key is not None, has_t2d=t2d_key is not None, norm_before_residual=nbr,
         verifier=verifier, content_hash=content_hash(folder),
         fc_shape=shapes.get(fc_key) if fc_key else None, d2t_target_range=d2t_range, t2d_selected=t2d_sel,
-        weights=shapes, harness_meta=meta,
+        weights=shapes, harness_meta=meta, model_type=str(layer.get("model_type") or ""),
     )
 
 
