@@ -23,7 +23,9 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Train EAGLE-3 drafts, serve them with vLLM, measure and gate acceptance.")
 verifier_app = typer.Typer(no_args_is_help=True, help="Verifier checkpoints: stand-ins, layout, agreement.")
 recipe_app = typer.Typer(no_args_is_help=True, help="Recipes.")
+draft_app = typer.Typer(no_args_is_help=True, help="Draft checkpoints in any format vLLM serves.")
 app.add_typer(verifier_app, name="verifier")
+app.add_typer(draft_app, name="draft")
 app.add_typer(recipe_app, name="recipe")
 
 
@@ -218,6 +220,33 @@ def inspect_cmd(
         render_layout(layout, _stdout())
 
 
+@draft_app.command("inspect")
+def draft_inspect_cmd(
+    path: Annotated[Path, typer.Argument(help="Draft folder (speculators, SpecForge/EAGLE-3, MLA EAGLE-3, P-EAGLE, or a checkpoint with MTP layers).")],
+    verifier: Annotated[Path | None, typer.Option(help="Verifier checkpoint: also check the draft fits it (exit 2 if not).")] = None,
+    json_out: JsonOpt = False,
+):
+    """Format, shape and recorded verifier of a draft, from its folder alone; with --verifier, whether it fits."""
+    from harness.draft.fit_check import aux_ids_in_use
+    from harness.draft.formats import inspect_draft
+    from harness.draft.guard import fit_problems
+    from harness.draft.inspect_view import render_draft
+    from harness.verifier.layout import resolve_layout
+
+    info, problems, aux = inspect_draft(path), None, None
+    if verifier is not None:
+        layout = resolve_layout(verifier)
+        info, problems = fit_problems(path, layout)
+        aux = aux_ids_in_use(info, layout)
+    if json_out:
+        extra = {} if verifier is None else {"verifier": str(verifier), "fits": not problems, "problems": problems}
+        print(json.dumps({**info.to_dict(), **extra}, indent=2))
+    else:
+        render_draft(info, _stdout(), str(verifier) if verifier else None, problems, aux)
+    if problems:
+        raise typer.Exit(2)
+
+
 # ----------------------------------------------------------------------------- train / bench
 
 
@@ -272,7 +301,7 @@ def train_cmd(
 def bench_cmd(
     recipe: RecipeArg = None,
     set_: SetOpt = None,
-    draft: Annotated[Path | None, typer.Option(help="EAGLE-3 draft folder to bench (speculators format).")] = None,
+    draft: Annotated[Path | None, typer.Option(help="Draft folder to bench, any format vLLM serves (see `harness draft inspect`).")] = None,
     run_id: Annotated[str | None, typer.Option(help="Run id (folder under results/runs/).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Complete an interrupted run (same recipe).")] = False,
     json_out: JsonOpt = False,

@@ -113,6 +113,7 @@ class TrainSection(_Strict):
     validation_fraction: float = Field(0.05, gt=0, lt=0.5, description="Held-out share of samples for per-TTT-step accuracy.")
     epochs: int = Field(3, ge=1, description="Training epochs over the hidden states.")
     max_steps: int | None = Field(None, ge=1, description="Stop after this many optimizer steps.")
+    init_from: str | None = Field(None, description="Warm start: an existing draft folder (speculators or SpecForge EAGLE-3) to start training from.")
     lr: float = Field(1e-3, gt=0, description="Peak learning rate (AdamW).")
     scheduler: Literal["linear", "cosine", "none"] = Field("cosine", description="LR schedule (speculators').")
     warmup_ratio: float = Field(0.02, ge=0, le=1, description="Warm-up share of the steps.")

@@ -82,3 +82,9 @@ def kimi_trained_run(tmp_path_factory, kimi_standin):
     folder = os.environ.get("HARNESS_TEST_TRAIN_DIR")
     run_dir = Path(folder) if folder else tmp_path_factory.mktemp("kimi-ci") / "train"
     return run_train(recipe, run_dir, Reporter())
+
+
+@pytest.fixture(scope="session")
+def kimi_trained_draft(kimi_trained_run):
+    """The same session training (a TrainResult), under the name the draft-format tests use."""
+    return kimi_trained_run

@@ -17,7 +17,7 @@ from harness.verifier.layout import VerifierLayout
 @dataclass(frozen=True)
 class DraftUnderTest:
     label: str
-    method: str  # eagle3 | ngram
+    method: str  # eagle3 | peagle | mtp | ngram (SpeculativeSpec)
     verifier: VerifierLayout
     path: str | None = None
     held_out_full_acc: tuple[float, ...] = ()
@@ -35,50 +35,12 @@ class DraftUnderTest:
         return 1.0 + sum(self.held_out_full_acc[:k])
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BadInput(f"{path}: not valid JSON ({e}); restore the file or re-export the draft") from e
-
-
-def _check_recorded_verifier(draft_dir: Path, cfg: dict[str, Any], meta: dict[str, Any],
-                             layout: VerifierLayout) -> None:
-    recorded = (meta.get("verifier") or {}).get("content_hash")
-    if recorded:
-        served = content_hash(layout.path)
-        if recorded.get("sha256") != served["sha256"]:
-            raise BadInput(
-                f"{draft_dir} was trained for verifier {meta['verifier'].get('name_or_path')} "
-                f"(content {recorded.get('sha256')}) but the served verifier {layout.path} has content "
-                f"{served['sha256']}; bench it against the verifier it was trained for, or retrain")
-        return
-    archs = ((cfg.get("speculators_config") or {}).get("verifier") or {}).get("architectures") or []
-    if archs and layout.architectures and list(archs) != list(layout.architectures):
-        raise BadInput(f"{draft_dir}: draft records verifier architectures {archs}, served verifier is "
-                       f"{list(layout.architectures)}; this draft was trained for another verifier")
-
-
 def check_draft_for_verifier(draft_dir: Path, layout: VerifierLayout) -> dict[str, Any]:
-    """Refuse a draft trained for another verifier; returns its harness metadata (may be empty)."""
-    cfg_path = draft_dir / "config.json"
-    if not cfg_path.is_file():
-        raise BadInput(f"{draft_dir}: not a draft checkpoint (no config.json)")
-    cfg = read_json(cfg_path)
-    if cfg.get("speculators_model_type") != "eagle3":
-        raise BadInput(f"{draft_dir}: not an EAGLE-3 speculators checkpoint (speculators_model_type="
-                       f"{cfg.get('speculators_model_type')!r})")
-    hidden = (cfg.get("transformer_layer_config") or {}).get("hidden_size")
-    if hidden is not None and hidden != layout.hidden_size:
-        raise BadInput(f"{draft_dir}: draft hidden size {hidden} does not match the verifier's {layout.hidden_size}; "
-                       "this draft was trained for another verifier")
-    meta_path = draft_dir / "harness.json"
-    meta = read_json(meta_path) if meta_path.is_file() else {}
-    _check_recorded_verifier(draft_dir, cfg, meta, layout)
-    ids = cfg.get("eagle_aux_hidden_state_layer_ids") or []
-    if ids and max(ids) >= layout.num_layers:
-        raise BadInput(f"{draft_dir}: aux layer ids {ids} do not exist in a {layout.num_layers}-layer verifier")
-    return meta
+    """Refuse a draft that cannot draft for this verifier (any format vLLM serves; the checks are
+    harness/draft/fit_check.py); returns its harness metadata (may be empty)."""
+    from harness.draft.guard import require_fit
+
+    return require_fit(draft_dir, layout).harness_meta
 
 
 def verifier_identity(path: str) -> str:
@@ -117,9 +79,12 @@ def resolve_drafts(recipe: Recipe, layout: VerifierLayout, draft_dir: Path | Non
     reference drafts."""
     out: list[DraftUnderTest] = []
     if draft_dir is not None:
-        meta = check_draft_for_verifier(draft_dir, layout)
-        out.append(DraftUnderTest(label, "eagle3", layout, str(draft_dir),
-                                  tuple(meta.get("held_out_full_acc") or ()), content_hash(draft_dir),
+        from harness.draft.guard import require_fit
+
+        info = require_fit(draft_dir, layout)  # any format vLLM serves, checked before any engine starts
+        meta = info.harness_meta
+        out.append(DraftUnderTest(label, info.method, layout, str(draft_dir),
+                                  tuple(meta.get("held_out_full_acc") or ()), info.content_hash,
                                   train_context_len=meta.get("train_context_len")))
     elif recipe.bench.method == "ngram":
         out.append(DraftUnderTest("ngram", "ngram", layout))

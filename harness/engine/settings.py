@@ -30,9 +30,10 @@ class ServedModel(Protocol):
 
 @dataclass(frozen=True)
 class SpeculativeSpec:
-    """What speculates: an EAGLE-3 draft folder, or vLLM's ngram method; k draft tokens."""
+    """What speculates: an EAGLE-3 draft folder (P-EAGLE: drafting in parallel), the verifier's own
+    MTP layers, or vLLM's ngram method; k draft tokens."""
 
-    method: Literal["eagle3", "ngram"]
+    method: Literal["eagle3", "peagle", "mtp", "ngram"]
     num_speculative_tokens: int
     draft: str | None = None
     rejection_sample_method: str = "standard"
@@ -43,10 +44,13 @@ class SpeculativeSpec:
         cfg: dict[str, Any] = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}
         if self.k_schedule:
             cfg["num_speculative_tokens_per_batch_size"] = [list(r) for r in self.k_schedule]
-        if self.method == "eagle3":
+        if self.method in ("eagle3", "peagle"):
             cfg["model"] = self.draft
-        else:
+            if self.method == "peagle":  # vLLM serves P-EAGLE as eagle3 with parallel drafting
+                cfg.update(method="eagle3", parallel_drafting=True)
+        elif self.method == "ngram":
             cfg.update(prompt_lookup_max=4, prompt_lookup_min=2)
+        # mtp: no model; vLLM loads the prediction layers from the verifier checkpoint itself
         if self.rejection_sample_method != "standard":
             cfg["rejection_sample_method"] = self.rejection_sample_method
         return cfg

@@ -190,6 +190,10 @@ def _draft_for(plan: FitConfig):
                         aux_layer_ids=plan.aux_layer_ids, draft_vocab_size=plan.draft_vocab_size,
                         t2d=vocab["t2d"], d2t=vocab["d2t"], ttt_steps=plan.ttt_steps,
                         attn_impl=plan.attn_impl, trust_remote_code=plan.trust_remote_code)
+    if plan.init_from:  # warm start: an existing draft's weights (harness/draft/warm_start.py)
+        from harness.draft.warm_start import warm_start
+
+        warm_start(model, plan.init_from, layout)
     return model, layout
 
 

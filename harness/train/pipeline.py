@@ -290,7 +290,7 @@ def fit_config(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: l
         attn_impl=t.attn_impl, hidden_states_dtype=t.hidden_states_dtype,
         validation_fraction=t.validation_fraction, total_seq_len=t.total_seq_len,
         lr=t.lr, epochs=t.epochs, max_steps=t.max_steps, scheduler=t.scheduler,
-        warmup_ratio=t.warmup_ratio, seed=t.seed, fsdp=t.fsdp,
+        warmup_ratio=t.warmup_ratio, seed=t.seed, fsdp=t.fsdp, init_from=t.init_from,
         device=recipe.engine.device,  # "cpu" trains on the CPU even beside an accelerator
     )
 
@@ -417,6 +417,10 @@ def run_train(recipe: Recipe, run_dir: Path, reporter: Reporter) -> TrainResult:
     prepare_run_dir(run_dir, recipe, TRAIN_SECTIONS)
     layout = resolve_verifier(recipe, reporter)
     aux_ids = aux_layer_ids(recipe, layout)
+    if recipe.train.init_from:  # refuse an init draft that cannot start this training before any stage runs
+        from harness.draft.warm_start import check_init_from
+
+        check_init_from(recipe.train.init_from, layout)
     check_draft_vocab(recipe, layout)
     rows = stage_prompts(recipe, run_dir)
     samples = stage_responses(recipe, layout, run_dir, rows, reporter)

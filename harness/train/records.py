@@ -33,6 +33,7 @@ class FitConfig:
     seed: int
     fsdp: bool = False
     device: str = "cpu"
+    init_from: str | None = None  # warm start from this draft (harness/draft/warm_start.py)
     weight_keys: dict[str, str] = field(default_factory=dict)
     trust_remote_code: bool = False
 
