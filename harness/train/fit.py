@@ -208,54 +208,80 @@ def _loaders(plan: FitConfig, hidden_size: int):
     return train_idx, val_idx, train, val
 
 
-def run_fit(plan: FitConfig, on_train: Callable[[dict], None] | None = None,
-            on_val: Callable[[dict], None] | None = None) -> dict[str, Any]:
-    """Train from a fit plan (written by the pipeline into the run folder)."""
+def _trainer(plan: FitConfig, model, loaders, cpu: bool, save_path: str, quiet: bool):
+    """speculators' Trainer for the plan (the harness's CPU-capable subclass), not yet run."""
     from speculators.models.eagle3 import Eagle3DraftModel
-    from speculators.train.distributed import get_rank, get_world_size, maybe_destroy_distributed
     from speculators.train.trainer import TrainerConfig
 
-    from harness.train.launch import setup_distributed
-
-    torch.manual_seed(plan.seed)
-    cpu = on_cpu(plan)
-    loss_implementation = "eager" if cpu else "fused"  # speculators' fused losses are Triton kernels
-    setup_distributed()
-    model, layout = _draft_for(plan)
-    train_idx, val_idx, train_loader, val_loader = _loaders(plan, layout.hidden_size)
-    dtype = getattr(torch, plan.hidden_states_dtype)
     train_kwargs, val_kwargs = Eagle3DraftModel.get_trainer_kwargs(
         ttt_steps=plan.ttt_steps, ttt_step_loss_decay=plan.ttt_step_loss_decay,
-        loss_fn=plan.loss, loss_implementation=loss_implementation)
+        # speculators' fused losses are Triton kernels: eager on the CPU
+        loss_fn=plan.loss, loss_implementation="eager" if cpu else "fused")
     config = TrainerConfig(
-        lr=plan.lr, num_epochs=plan.epochs, save_path=plan.checkpoint_dir,
+        lr=plan.lr, num_epochs=plan.epochs, save_path=save_path,
         resume_from_checkpoint=True, train_call_kwargs=train_kwargs, val_call_kwargs=val_kwargs,
         scheduler_type=plan.scheduler, scheduler_warmup_ratio=plan.warmup_ratio,
-        checkpoint_freq=1, hidden_states_dtype=dtype, log_freq=1, fsdp_shard=plan.fsdp,
-        max_steps=plan.max_steps,
+        checkpoint_freq=1, hidden_states_dtype=getattr(torch, plan.hidden_states_dtype), log_freq=1,
+        fsdp_shard=plan.fsdp, max_steps=plan.max_steps,
     )
-    quiet = on_train is not None
+    trainer_cls = _trainer_class(cpu)
+    trainer_cls.quiet = quiet
+    return trainer_cls(model, config, *loaders)
+
+
+@contextlib.contextmanager
+def _metrics_tap(on_train: Callable[[dict], None] | None, on_val: Callable[[dict], None] | None):
     tap = MetricsTap(on_train or (lambda m: None), on_val or (lambda m: None))
     mlog = logging.getLogger(METRICS_LOGGER)
     mlog.addHandler(tap)
     mlog.setLevel(logging.INFO)
     mlog.propagate = False
     try:
-        trainer_cls = _trainer_class(cpu)
-        trainer_cls.quiet = quiet
-        trainer = trainer_cls(model, config, train_loader, val_loader)
-        trainer.run_training()
+        yield
     finally:
         mlog.removeHandler(tap)
+
+
+def run_fit(plan: FitConfig, on_train: Callable[[dict], None] | None = None,
+            on_val: Callable[[dict], None] | None = None) -> dict[str, Any]:
+    """Train from a fit plan (written by the pipeline into the run folder)."""
+    from speculators.train.distributed import get_rank, get_world_size, maybe_destroy_distributed
+
+    from harness.train.launch import setup_distributed
+
+    torch.manual_seed(plan.seed)
+    cpu = on_cpu(plan)
+    setup_distributed()
+    model, layout = _draft_for(plan)
+    train_idx, val_idx, train_loader, val_loader = _loaders(plan, layout.hidden_size)
+    with _metrics_tap(on_train, on_val):
+        trainer = _trainer(plan, model, (train_loader, val_loader), cpu, plan.checkpoint_dir, on_train is not None)
+        trainer.run_training()
     result = {"num_train_samples": len(train_idx), "num_val_samples": len(val_idx),
               "train_tokens_per_epoch": sum(train_loader.dataset.approx_lengths),
               "global_step": trainer.global_step, "rank": get_rank(), "world_size": get_world_size(),
               # what actually ran: the draft's own attention setting, the loss kernels chosen here
               "device": "cpu" if cpu else f"{trainer.device_type}:{trainer.local_rank}",
               "attn_impl": getattr(model, "_attn_impl", plan.attn_impl),
-              "loss_implementation": loss_implementation}
+              "loss_implementation": "eager" if cpu else "fused"}
     maybe_destroy_distributed()
     return result
+
+
+def evaluate_draft(plan: FitConfig) -> dict[str, float]:
+    """The draft as the plan builds it (fresh, or warm-started from `plan.init_from`), scored on
+    the plan's held-out split before any training step: speculators' validation metrics
+    (`full_acc_<k>_epoch`, `cond_acc_<k>_epoch`, `loss_epoch`). Single process."""
+    import tempfile
+
+    torch.manual_seed(plan.seed)
+    cpu = on_cpu(plan)
+    model, layout = _draft_for(plan)
+    _, _, train_loader, val_loader = _loaders(plan, layout.hidden_size)
+    with tempfile.TemporaryDirectory(prefix="harness-eval-") as tmp, _metrics_tap(None, None):
+        trainer = _trainer(plan, model, (train_loader, val_loader), cpu, tmp, quiet=True)
+        with _swap_attr(sys.modules["speculators.train.trainer"], "tqdm", lambda it, **kw: it):
+            return trainer.val_epoch(0) or {}
 
 
 def _wait_for(path: Path, timeout_s: float = 3600) -> Path:
