@@ -322,6 +322,7 @@ def stage_fit(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: li
     atomic_write_json(run_dir / "fit_plan.json", plan.to_dict())
     curve: list[dict[str, Any]] = []
     val: list[dict[str, Any]] = []
+    init = _init_accuracy(plan, reporter) if plan.init_from else None
     t0 = time.perf_counter()
     if recipe.train.launcher == "torchrun":
         result, curve, val = _fit_with_torchrun(recipe, run_dir, reporter)
@@ -341,11 +342,24 @@ def stage_fit(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: li
         result = run_fit(plan, on_train=on_train, on_val=val.append)
         reporter.done()
     result["wall_s"] = round(time.perf_counter() - t0, 1)
+    result["init_held_out_full_acc"] = init
     result["train_tokens"] = result.get("train_tokens_per_epoch", 0) * recipe.train.epochs
     result["train_tok_per_s"] = result["train_tokens"] / result["wall_s"] if result["wall_s"] else None
     atomic_write_json(run_dir / "train_curve.json", {"train": curve, "val": val})
     atomic_write_json(out, result)
     return result
+
+
+def _init_accuracy(plan: FitConfig, reporter: Reporter) -> list[float]:
+    """A warm start's held-out full accuracy per TTT step before any training step: what the
+    init draft brings to this verifier and data."""
+    from harness.train.fit import evaluate_draft
+
+    reporter.stage("warm start: held-out accuracy at step 0", total=None)
+    metrics = evaluate_draft(plan)
+    accs = [metrics[f"full_acc_{k}_epoch"] for k in range(plan.ttt_steps) if f"full_acc_{k}_epoch" in metrics]
+    reporter.done(" ".join(f"{a:.2f}" for a in accs))
+    return accs
 
 
 def _last_checkpoint(ckpt_dir: Path) -> Path:
@@ -400,6 +414,7 @@ def build_report(recipe: Recipe, run_dir: Path, fit: dict[str, Any], agreement: 
         num_train_samples=fit.get("num_train_samples"), num_val_samples=fit.get("num_val_samples"),
         hidden_states=json.loads((run_dir / "hidden" / "done.json").read_text()),
         agreement=agreement.get("agreement"), vocab=vocab,
+        init_held_out_full_acc=fit.get("init_held_out_full_acc"),
         train_context_len=max((len(x.input_ids) for x in samples), default=None),
     )
 

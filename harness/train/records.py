@@ -68,6 +68,8 @@ class TrainReport:
     vocab: dict[str, Any]
     # The longest training sample (prompt + response tokens): the context the draft has seen.
     train_context_len: int | None = None
+    # A warm start's held-out full accuracy per TTT step before training (train.init_from); None otherwise.
+    init_held_out_full_acc: list[float] | None = None
     predicted_acceptance_length_definition: str = PREDICTED_AL_DEFINITION
 
     def to_dict(self) -> dict[str, Any]:
