@@ -422,3 +422,60 @@ def test_engine_start_failure_names_the_checkpoint_its_log_blames(tmp_path):
     assert failing_checkpoint(log, "/m/verifier", "/m/draft") == "the verifier /m/verifier"
     log.write_text("$ cmd /m/verifier /m/draft\nsegfault\n")
     assert failing_checkpoint(log, "/m/verifier", "/m/draft") == "verifier /m/verifier with draft /m/draft"
+
+
+class _DiesOnSecondCell:
+    """A real server engine whose vLLM server is killed (its whole process group, SIGKILL) just
+    before its second measured batch: a server that dies mid-run, after one finished cell."""
+
+    def __init__(self, engine):
+        self._e, self.kind, self.calls = engine, engine.kind, 0
+
+    def generate(self, requests, sampling, concurrency, timeout_s=None):
+        self.calls += 1
+        if self.calls == 2:
+            os.killpg(self._e._proc.pid, signal.SIGKILL)
+            self._e._proc.wait(30)
+        return self._e.generate(requests, sampling, concurrency, timeout_s)
+
+    def __getattr__(self, name):
+        return getattr(self._e, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._e.close()
+
+
+@pytest.mark.slow
+def test_server_dying_mid_run_is_infrastructure_naming_its_log_and_keeps_finished_cells(tmp_path, kimi_standin):
+    from harness.bench.run import default_engine_factory, run_bench
+    from harness.draft.under_test import resolve_drafts
+    from harness.draft.verifier import resolve_verifier
+    from harness.errors import InfraError
+    from harness.recipe import load_recipe
+    from harness.results.table import finished_cells
+    from harness.ui import Reporter
+
+    # warm-up off and one repeat: the speculative engine's 1st batch is cell 1's arm, its 2nd cell 2's
+    recipe = load_recipe(None, _TINY_SERVER_BENCH)
+    layout = resolve_verifier(recipe)
+    drafts = resolve_drafts(recipe, layout, None)
+    run_dir = tmp_path / "run"
+    real = default_engine_factory(recipe, run_dir)
+
+    def factory(plan, name):
+        eng = real(plan, name)
+        return _DiesOnSecondCell(eng) if plan.speculative else eng
+
+    with pytest.raises(InfraError) as e:
+        run_bench(recipe, drafts, run_dir, Reporter(), engine_factory=factory)
+    assert e.value.exit_code == 3
+    first = e.value.message.splitlines()[0]
+    assert "vLLM server" in first and "exited with code" in first and "--resume" in first, first
+    assert "last lines of" in first and "logs" in first
+    assert len(finished_cells(run_dir)) == 1  # the finished cell is kept
+    assert read_manifest(run_dir)["status"] == "failed"
+    run_bench(recipe, drafts, run_dir, Reporter(), resume=True)  # and the run completes on resume
+    assert len(finished_cells(run_dir)) == 2

@@ -176,11 +176,15 @@ class _OpenAIServer:
         self.request_timeout_s = request_timeout_s
         self.last_benchmark: dict[str, Any] | None = None
 
+    def died(self) -> str | None:
+        """Why the server is gone, when the harness can tell (it started it); None otherwise."""
+        return None
+
     def counters(self) -> tuple[SpecCounters, dict[str, float]]:
         try:
             status, text = _http_get(self.url + "/metrics")
         except ConnectionError as e:
-            raise InfraError(f"{self.url}/metrics unreachable ({e}); is the server still running?") from e
+            raise InfraError(self.died() or f"{self.url}/metrics unreachable ({e}); is the server still running?") from e
         if status != 200:
             raise InfraError(f"{self.url}/metrics answered HTTP {status}")
         return counters_from_prometheus(text)
@@ -218,7 +222,7 @@ class _OpenAIServer:
                     extra_headers=None, extra_body=extra, ready_check_timeout_sec=0,
                 ))
         except Exception as e:  # noqa: BLE001
-            raise InfraError(f"benchmark client failed against {self.url}: {type(e).__name__}: {e}") from e
+            raise InfraError(self.died() or f"benchmark client failed against {self.url}: {type(e).__name__}: {e}") from e
         finally:
             erf.ASYNC_REQUEST_FUNCS.pop(_FUNC_NAME, None)
         after, ta = self.counters()
@@ -325,6 +329,13 @@ class ServerEngine(_OpenAIServer):
                 "engine_kwargs": self.plan.engine_kwargs, "env": self.plan.env,
                 "workarounds": list(self.plan.workarounds), "log": str(self.log_path),
                 "startup_s": getattr(self, "startup_s", None), "command": " ".join(self.command)}
+
+    def died(self) -> str | None:
+        rc = self._proc.poll()
+        if rc is None:
+            return None
+        return (f"vLLM server for {self.plan.model} exited with code {rc} in the middle of a cell (finished cells "
+                f"are kept; rerun with --resume); last lines of {self.log_path}:\n{tail(self.log_path)}")
 
     def close(self) -> None:
         proc = getattr(self, "_proc", None)
