@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 TINY = ["bench.suites=['code']", "bench.num_prompts=3", "bench.max_tokens=24", "bench.k=[3]",
         "bench.concurrency=[2]", "bench.temperature=[0.0]", "bench.repeats=2", "bench.warmup_requests=1",
-        "bench.reference_drafts=['random','ngram']"]
+        "bench.reference_drafts=['ngram']"]  # one drafter that accepts: per-position sums are non-trivial
 
 
 @pytest.mark.parametrize("engine", ["offline", "server"])
@@ -31,7 +31,7 @@ def test_per_step_sums_equal_the_pooled_counters(tmp_path, kimi_standin, engine)
     _, df, missing = load_run(run_dir)
     assert not missing
     spec = df[df["mode"] == "speculative"]
-    assert len(spec) == 2 and spec["num_drafts"].sum() > 0
+    assert len(spec) == 1 and spec["num_accepted_tokens"].sum() > 0
     for _, row in spec.iterrows():
         records = load_cell_requests(run_dir, row["cell_id"])["speculative"]
         assert len(records) == 2 * 3 and all(r["steps"] for r in records)  # 2 repeats x 3 prompts
