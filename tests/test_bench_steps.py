@@ -22,25 +22,32 @@ TINY = ["bench.suites=['code']", "bench.num_prompts=3", "bench.max_tokens=24", "
         "bench.reference_drafts=['ngram']"]  # one drafter that accepts: per-position sums are non-trivial
 
 
-@pytest.mark.parametrize("engine", ["offline", "server"])
-def test_per_step_sums_equal_the_pooled_counters(tmp_path, kimi_standin, engine):
-    recipe = load_recipe(None, [*TINY, f"bench.engine='{engine}'"])
-    layout = resolve_verifier(recipe)
-    drafts = resolve_drafts(recipe, layout, None)
-    run_dir = run_bench(recipe, drafts, tmp_path / "run", Reporter())
-    _, df, missing = load_run(run_dir)
-    assert not missing
+def assert_steps_sum_to_counters(run_dir, df, requests_per_cell: dict[str, int], repeats: int) -> None:
+    """Every speculative cell's per-request per-step arrays, summed, equal its pooled counters."""
     spec = df[df["mode"] == "speculative"]
-    assert len(spec) == 1 and spec["num_accepted_tokens"].sum() > 0
+    assert len(spec) and spec["num_accepted_tokens"].sum() > 0
     for _, row in spec.iterrows():
         records = load_cell_requests(run_dir, row["cell_id"])["speculative"]
-        assert len(records) == 2 * 3 and all(r["steps"] for r in records)  # 2 repeats x 3 prompts
+        assert len(records) == repeats * requests_per_cell[row["suite"]] and all(r["steps"] for r in records)
         reqs = [steps.RequestSteps(tuple(r["accepted"]), tuple(r["drafted"]), r["prompt_tokens"]) for r in records]
-        pooled = steps.pooled_counters(reqs, k=3)
+        pooled = steps.pooled_counters(reqs, k=int(row["k"]))
         assert pooled.num_drafts == row["num_drafts"], row["cell_id"]
         assert pooled.num_draft_tokens == row["num_draft_tokens"]
         assert pooled.num_accepted_tokens == row["num_accepted_tokens"]
         assert list(pooled.accepted_per_pos) == list(row["accepted_per_pos"])
         assert sum(row["drafts_by_output_position"]) == row["num_drafts"] == sum(row["drafts_by_prompt_length"])
-        assert row["speedup_ci_low"] <= row["speedup"] <= row["speedup_ci_high"]
-        assert 0.0 <= row["repetition_share"] <= 1.0
+
+
+def test_per_step_sums_equal_the_pooled_counters_through_the_server(tmp_path, kimi_standin):
+    """The server's per-request record (`metrics.speculative_decoding`); the offline engine's is
+    checked on the benchmark-file run of tests/test_benchfiles.py."""
+    recipe = load_recipe(None, [*TINY, "bench.engine='server'"])
+    layout = resolve_verifier(recipe)
+    drafts = resolve_drafts(recipe, layout, None)
+    run_dir = run_bench(recipe, drafts, tmp_path / "run", Reporter())
+    _, df, missing = load_run(run_dir)
+    assert not missing
+    assert_steps_sum_to_counters(run_dir, df, requests_per_cell={"code": 3}, repeats=2)
+    row = df[df["mode"] == "speculative"].iloc[0]
+    assert row["speedup_ci_low"] <= row["speedup"] <= row["speedup_ci_high"]
+    assert 0.0 <= row["repetition_share"] <= 1.0

