@@ -476,6 +476,4 @@ def test_server_dying_mid_run_is_infrastructure_naming_its_log_and_keeps_finishe
     assert "vLLM server" in first and "exited with code" in first and "--resume" in first, first
     assert "last lines of" in first and "logs" in first
     assert len(finished_cells(run_dir)) == 1  # the finished cell is kept
-    assert read_manifest(run_dir)["status"] == "failed"
-    run_bench(recipe, drafts, run_dir, Reporter(), resume=True)  # and the run completes on resume
-    assert len(finished_cells(run_dir)) == 2
+    assert read_manifest(run_dir)["status"] == "failed"  # resuming such a run: the kill tests above

@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,9 @@ class BenchRun:
     make_engine: EngineFactory
     suites: dict[str, Suite]
     verifier_hash: dict[str, str]
+    # The baseline engine's numeric noise per (verifier, suite, concurrency): a property of the
+    # engine, prompts and batch shape, not of the draft, so measured once and shared by cells.
+    noise_nats: dict[tuple[str, str, int], float | None] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- planning
@@ -269,23 +272,29 @@ def measure_cell(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: 
         order = [(base_engine, barm), (spec_engine, sarm)]
         for eng, arm in order[::-1] if r % 2 else order:
             run_arm(eng, tokenizer, prompts, sampling, b.max_tokens, cell.concurrency, max_prompt, arm)
-    suite = run.suites[cell.suite]
-    identity = CellIdentity(
-        run_id=run.run_dir.name, cell_id=cell.id, draft=draft.label, method=draft.method,
-        suite=suite.name, suite_version=suite.version, suite_sha=suite.sha,
-        k=cell.k, concurrency=cell.concurrency, temperature=cell.temperature, top_p=b.top_p,
-        max_tokens=b.max_tokens, repeats=b.repeats, engine=spec_engine.kind,
-        rejection_sample_method=b.rejection_sample_method if cell.temperature > 0 else "greedy",
-        verifier_hash=run.verifier_hash[draft.verifier.path],
-        draft_hash=(draft.content_hash or {}).get("sha256"))
     missed = cell.temperature == 0 and any(sarm.outputs.get(k) != v for k, v in barm.outputs.items())
-    noise = engine_noise(base_engine, tokenizer, prompts, sampling, b.max_tokens, cell.concurrency,
-                         max_prompt, barm) if missed else None
-    rows = cell_rows(identity, barm, sarm, predicted_al=draft.predicted_al(cell.k),
+    key = (draft.verifier.path, cell.suite, cell.concurrency)
+    if missed and key not in run.noise_nats:
+        run.noise_nats[key] = engine_noise(base_engine, tokenizer, prompts, sampling, b.max_tokens,
+                                           cell.concurrency, max_prompt, barm)
+    noise = run.noise_nats.get(key) if missed else None
+    rows = cell_rows(cell_identity(run, cell, draft, spec_engine.kind), barm, sarm, predicted_al=draft.predicted_al(cell.k),
                      deterministic_verifier=draft.deterministic_verifier,
                      mismatch_tolerance=b.mismatch_tolerance, train_context_len=draft.train_context_len,
                      end_think_id=end_think_id(tokenizer), noise_nats=noise)
     return rows, {"baseline": [asdict(r) for r in barm.requests], "speculative": [asdict(r) for r in sarm.requests]}
+
+
+def cell_identity(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engine_kind: str) -> CellIdentity:
+    b, suite = run.recipe.bench, run.suites[cell.suite]
+    return CellIdentity(
+        run_id=run.run_dir.name, cell_id=cell.id, draft=draft.label, method=draft.method,
+        suite=suite.name, suite_version=suite.version, suite_sha=suite.sha,
+        k=cell.k, concurrency=cell.concurrency, temperature=cell.temperature, top_p=b.top_p,
+        max_tokens=b.max_tokens, repeats=b.repeats, engine=engine_kind,
+        rejection_sample_method=b.rejection_sample_method if cell.temperature > 0 else "greedy",
+        verifier_hash=run.verifier_hash[draft.verifier.path],
+        draft_hash=(draft.content_hash or {}).get("sha256"))
 
 
 def end_think_id(tokenizer) -> int | None:

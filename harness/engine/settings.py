@@ -132,10 +132,8 @@ def _cpu_env(settings: EngineSettings, cpus: Sequence[int] | None) -> tuple[dict
     return env, notes
 
 
-def engine_plan(settings: EngineSettings, layout: ServedModel,
-                speculative: SpeculativeSpec | None = None,
-                per_request_spec_metrics: bool = True, cpus: Sequence[int] | None = None) -> EnginePlan:
-    """`cpus`: the cores CPU workers may use (default: this process's affinity)."""
+def refuse_what_vllm_cpu_cannot_run(settings: EngineSettings) -> None:
+    """Parallel layouts vLLM-CPU cannot serve, refused before any engine starts."""
     if settings.device == "cpu" and settings.pipeline_parallel_size > 1 and settings.cpu_workarounds == "auto":
         # vLLM-CPU 0.32's second pipeline stage fails on its first step (`assert
         # self.intermediate_tensors is not None`, gpu_model_runner.sync_and_gather_intermediate_tensors),
@@ -144,6 +142,13 @@ def engine_plan(settings: EngineSettings, layout: ServedModel,
         raise BadInput("vLLM-CPU cannot run engine.pipeline_parallel_size > 1 (its second pipeline stage fails on "
                        "the first step, and with a draft at start-up); use engine.tensor_parallel_size on CPU "
                        "(engine.cpu_workarounds = 'off' starts it anyway, to reproduce the defect)")
+
+
+def engine_plan(settings: EngineSettings, layout: ServedModel,
+                speculative: SpeculativeSpec | None = None,
+                per_request_spec_metrics: bool = True, cpus: Sequence[int] | None = None) -> EnginePlan:
+    """`cpus`: the cores CPU workers may use (default: this process's affinity)."""
+    refuse_what_vllm_cpu_cannot_run(settings)
     kw: dict[str, Any] = {
         "dtype": settings.dtype,
         "max_model_len": settings.max_model_len,
