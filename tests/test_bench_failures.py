@@ -18,6 +18,7 @@ from harness.recipe import EngineSettings, load_recipe
 from harness.results.table import load_run
 from harness.ui import Reporter
 from harness.verifier.layout import resolve_layout
+from tests.engine_wrappers import WrappedEngine
 
 pytestmark = pytest.mark.slow
 
@@ -45,24 +46,11 @@ def test_server_that_fails_to_start_reports_its_log(tmp_path, kimi_standin):
     assert len(e.value.message.splitlines()) > 3  # the server's own last log lines are included
 
 
-class _TimeoutOnConcurrency:
+class _TimeoutOnConcurrency(WrappedEngine):
     """A real engine whose batches at concurrency 2 get an impossible per-request timeout."""
-
-    def __init__(self, engine):
-        self._e = engine
-        self.kind = engine.kind
 
     def generate(self, requests, sampling, concurrency, timeout_s=None):
         return self._e.generate(requests, sampling, concurrency, 0.001 if concurrency == 2 else timeout_s)
-
-    def __getattr__(self, name):
-        return getattr(self._e, name)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self._e.close()
 
 
 def test_timed_out_cell_is_marked_failed_and_the_others_continue(tmp_path, kimi_standin):

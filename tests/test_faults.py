@@ -31,6 +31,7 @@ from harness.results.manifest import (
 )
 from harness.results.table import ensure_tables, rebuild_table, tables_stale
 from harness.verifier.safetensors_index import TensorInfo, coverage_problem
+from tests.engine_wrappers import WrappedEngine
 
 PY = sys.executable
 
@@ -424,12 +425,11 @@ def test_engine_start_failure_names_the_checkpoint_its_log_blames(tmp_path):
     assert failing_checkpoint(log, "/m/verifier", "/m/draft") == "verifier /m/verifier with draft /m/draft"
 
 
-class _DiesOnSecondCell:
+class _DiesOnSecondCell(WrappedEngine):
     """A real server engine whose vLLM server is killed (its whole process group, SIGKILL) just
     before its second measured batch: a server that dies mid-run, after one finished cell."""
 
-    def __init__(self, engine):
-        self._e, self.kind, self.calls = engine, engine.kind, 0
+    calls = 0
 
     def generate(self, requests, sampling, concurrency, timeout_s=None):
         self.calls += 1
@@ -437,15 +437,6 @@ class _DiesOnSecondCell:
             os.killpg(self._e._proc.pid, signal.SIGKILL)
             self._e._proc.wait(30)
         return self._e.generate(requests, sampling, concurrency, timeout_s)
-
-    def __getattr__(self, name):
-        return getattr(self._e, name)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self._e.close()
 
 
 @pytest.mark.slow

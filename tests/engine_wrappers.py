@@ -1,0 +1,24 @@
+"""A real engine with one behaviour changed, for fault injection at the edge (tests only)."""
+
+from __future__ import annotations
+
+
+class WrappedEngine:
+    """Delegates everything to the real engine; subclasses override `generate`. Closing it
+    closes the real engine."""
+
+    def __init__(self, engine):
+        self._e = engine
+        self.kind = engine.kind
+
+    def generate(self, requests, sampling, concurrency, timeout_s=None):
+        return self._e.generate(requests, sampling, concurrency, timeout_s)
+
+    def __getattr__(self, name):
+        return getattr(self._e, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._e.close()
