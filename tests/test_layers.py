@@ -9,8 +9,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 from harness.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "harness"
@@ -77,14 +75,12 @@ def import_graph() -> dict[str, set[str]]:
     return {m: _imports(m, p, known) - {"harness"} for m, p in mods.items()}
 
 
-def test_no_module_imports_from_a_layer_above_it():
-    upward = [f"{m} (layer {layer_of(m)}) imports {d} (layer {layer_of(d)})"
-              for m, deps in import_graph().items() for d in deps if layer_of(d) > layer_of(m)]
-    assert not upward, "imports against the flow:\n" + "\n".join(sorted(upward))
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{m} (layer {layer_of(m)}) imports {d} (layer {layer_of(d)})"
+                  for m, deps in graph.items() for d in deps if layer_of(d) > layer_of(m))
 
 
-def test_the_import_graph_has_no_cycle():
-    graph = import_graph()
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     state: dict[str, int] = {}
     stack: list[str] = []
 
@@ -102,14 +98,28 @@ def test_the_import_graph_has_no_cycle():
 
     for m in sorted(graph):
         if m not in state and (cycle := visit(m)):
-            pytest.fail("import cycle: " + " -> ".join(cycle))
+            return cycle
+    return None
 
 
-def test_the_checker_sees_a_planted_upward_import_and_cycle():
+def test_no_module_imports_from_a_layer_above_it():
+    upward = upward_imports(import_graph())
+    assert not upward, "imports against the flow:\n" + "\n".join(upward)
+
+
+def test_the_import_graph_has_no_cycle():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_checkers_see_a_planted_upward_import_and_cycle():
     """The two checks above must be able to fail."""
-    graph = {"harness.paths": {"harness.cli"}, "harness.cli": {"harness.paths"}}
-    upward = [(m, d) for m, deps in graph.items() for d in deps if layer_of(d) > layer_of(m)]
-    assert upward == [("harness.paths", "harness.cli")]
+    graph = {"harness.paths": {"harness.cli"}, "harness.cli": {"harness.main_job"},
+             "harness.main_job": {"harness.cli"}}
+    assert upward_imports(graph) == ["harness.main_job (layer 6) imports harness.cli (layer 7)",
+                                     "harness.paths (layer 0) imports harness.cli (layer 7)"]
+    assert find_cycle(graph) == ["harness.cli", "harness.main_job", "harness.cli"]
+    assert find_cycle({"harness.cli": {"harness.paths"}, "harness.paths": set()}) is None
 
 
 def test_no_function_is_longer_than_a_screen():
