@@ -273,6 +273,9 @@ class AttachedEngine(_OpenAIServer):
         super().__init__(url, model_name, request_timeout_s)
 
 
+SERVER_GRACE_S = 10.0
+
+
 class ServerEngine(_OpenAIServer):
     """`python -m vllm.entrypoints.openai.api_server` on 127.0.0.1, with its log kept."""
 
@@ -343,7 +346,9 @@ class ServerEngine(_OpenAIServer):
             self._watchdog.kill()  # first: it ignores SIGTERM and would hold the group open
             self._watchdog.wait(10)
             # The whole group even when the server itself has exited: its EngineCore may not have.
-            stop_group(proc.pid, grace_s=30)
+            # Its results are in hand by now, so a server slow to shut down gets SIGKILL after
+            # SERVER_GRACE_S rather than holding up a Ctrl-C'd or finished run.
+            stop_group(proc.pid, grace_s=SERVER_GRACE_S)
             proc.wait(10)
         log = getattr(self, "_log", None)
         if log is not None and not log.closed:
