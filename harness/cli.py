@@ -307,34 +307,22 @@ def bench_cmd(
     json_out: JsonOpt = False,
 ):
     """Measure acceptance and tokens/s against the no-speculation baseline across the matrix."""
-    from harness.bench.run import new_run_id, run_bench
+    from harness.bench.run import bench_run_dir, run_bench
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
-    from harness.errors import BadInput
-    from harness.paths import RUNS_DIR
     from harness.recipe import load_recipe
-    from harness.results.manifest import free_unstarted_run, require_resumable
-    from harness.results.table import ensure_tables, finished_cells
+    from harness.results.table import ensure_tables
     from harness.verifier.safetensors_index import check_checkpoint_files
 
     r = load_recipe(recipe, set_ or [])
-    if resume and not run_id:
-        raise BadInput("--resume needs --run-id of the run to complete")
-    run_dir = RUNS_DIR / (run_id or new_run_id(r))
-    if resume:
-        require_resumable(run_dir)
-    else:
-        free_unstarted_run(run_dir, finished_cells(run_dir))
+    run_dir = bench_run_dir(r, run_id, resume)
     with _progress() as rep:
         if draft is not None:  # a broken draft is named now, not in an engine's log later
             check_checkpoint_files(draft, "draft")
-        layout = resolve_verifier(r, rep)
-        drafts = resolve_drafts(r, layout, draft)
+        drafts = resolve_drafts(r, resolve_verifier(r, rep), draft)
         run_bench(r, drafts, run_dir, rep, resume=resume)
-    if resume:
-        stale = ensure_tables(run_dir)  # a resumed run with nothing left to measure writes no cell
-        if stale:
-            _stderr().print(f"[dim]rebuilt {run_dir / 'results.parquet'} and results.csv from cells/ ({stale})[/]")
+    if resume and (stale := ensure_tables(run_dir)):  # a resume with nothing left to measure writes no cell
+        _stderr().print(f"[dim]rebuilt {run_dir / 'results.parquet'} and results.csv from cells/ ({stale})[/]")
     from harness.bench.summary import render_bench_summary
 
     render_bench_summary(run_dir, _stdout(), as_json=json_out)
