@@ -64,9 +64,11 @@ def test_oracle_exposes_vllm_cpu_sampling_defect_at_t_gt_0(reference_run):
     hot = df[(df["mode"] == "speculative") & (df["draft"] == "oracle") & (df["temperature"] > 0)]
     assert len(hot) == 1
     r = hot.iloc[0]
-    assert r["acceptance_length"] < r["k"] + 1
-    assert r["lossless_match_rate"] < 1.0
-    assert any("NOT LOSSLESS AT T>0" in f for f in r["flags"])
+    assert r["acceptance_length"] < r["k"] + 1  # drafts of a certain token rejected: the defect
+    # The rejected drafts' "recovered" tokens are random draws, so whether 4 prompts x 12 tokens
+    # show a wrong token varies run to run (seen: 1/4 and 0/4 differing); when one does, it is flagged.
+    if r["lossless_match_rate"] < 1.0:
+        assert any("NOT LOSSLESS AT T>0" in f for f in r["flags"])
 
 
 def test_random_draft_is_near_one(reference_run):
