@@ -37,7 +37,9 @@ class EngineSettings(BaseModel):
     tensor_parallel_size: int = Field(1, ge=1, description="vLLM tensor parallelism (GPUs per node).")
     pipeline_parallel_size: int = Field(1, ge=1, description="vLLM pipeline parallelism (nodes, with Ray).")
     enable_expert_parallel: bool = Field(False, description="vLLM expert parallelism for MoE verifiers.")
-    distributed_executor_backend: Literal["mp", "ray"] | None = Field(None, description="'ray' for several nodes.")
+    distributed_executor_backend: Literal["mp", "ray"] | None = Field(
+        None, description="'ray' for several nodes; 'mp' keeps vLLM's engine-core and worker processes on CPU, "
+                          "where the offline engine otherwise runs in one process.")
     max_model_len: int = Field(1024, ge=64, description="Context length the engine reserves per sequence.")
     max_num_seqs: int | None = Field(None, ge=1, description="Upper bound on concurrent sequences (vLLM default if unset).")
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="GPU only: vLLM memory fraction.")
@@ -199,6 +201,9 @@ class GateSection(_Strict):
     tolerance: float = Field(0.05, ge=0, lt=1, description="Allowed relative drop of acceptance length.")
     min_speedup: float | None = Field(None, gt=0, description="Fail cells whose speedup is below this.")
     noise_aware: bool = Field(False, description="Fail only when the AL confidence interval lies below the bound.")
+    max_crossover_drop: float | None = Field(
+        None, ge=0, lt=1, description="Fail when the crossover concurrency (speedup below 1.0x) falls by more than "
+                                      "this fraction of the baseline's (default: the baseline's own requirement).")
     lossless: Literal["exact", "numerics-only", "no-spec-bug", "none"] | None = Field(
         None, description="T=0 misses the gate accepts: none at all, only within engine noise, any but a "
                           "large-margin SPEC BUG (the default, also when the baseline names none), or not checked.")

