@@ -343,8 +343,9 @@ def test_resume_rebuilds_missing_or_stale_tables(tmp_path):
 
 # ----------------------------------------------------------------------------- real server engines
 
-_TINY_SERVER_BENCH = ["bench.engine='server'", "bench.suites=['code']", "bench.num_prompts=2", "bench.max_tokens=8",
-                      "bench.k=[1]", "bench.concurrency=[1,2]", "bench.warmup_requests=0", "bench.repeats=1",
+# Cells of a few seconds each: the test signals the run between two of them.
+_TINY_SERVER_BENCH = ["bench.engine='server'", "bench.suites=['code']", "bench.num_prompts=4", "bench.max_tokens=48",
+                      "bench.k=[1]", "bench.concurrency=[1,2,4]", "bench.warmup_requests=0", "bench.repeats=1",
                       "bench.reference_drafts=[]", "bench.method='ngram'"]
 
 
@@ -355,38 +356,55 @@ def _bench(run_id: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(args, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def _cells(run_dir: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in (run_dir / "cells").glob("*.json")}
+
+
+def _kill_after_next_cell(proc: subprocess.Popen, run_dir: Path, sig: signal.Signals, code: int) -> dict[str, bytes]:
+    """Wait for one more finished cell than the run had, send `sig`, and check that the harness
+    exits with `code`, that none of its processes (vLLM servers included) is alive 10 s later and
+    that the manifest reads `interrupted`. Returns the cells finished before the signal."""
+    had = len(_cells(run_dir)) if (run_dir / "cells").is_dir() else 0
+    seen: dict[int, int] = {}  # every process of the run, gathered while it runs
+    deadline = time.monotonic() + 900
+    while not (run_dir / "cells").is_dir() or len(_cells(run_dir)) <= had:
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        assert time.monotonic() < deadline
+        seen.update(_descendants(proc.pid))
+        time.sleep(0.2)
+    seen.update(_descendants(proc.pid))
+    assert any("api_server" in Path(f"/proc/{p}/cmdline").read_text(errors="replace") for p in seen
+               if process_alive(p, seen[p]))
+    done = _cells(run_dir)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err[-3000:]
+    time.sleep(10)
+    assert [p for p, t in seen.items() if process_alive(p, t)] == []
+    # SIGTERM writes "interrupted"; SIGKILL writes nothing, and the stale "running" reads so.
+    assert read_manifest(run_dir)["status"] == "interrupted"
+    return done
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGKILL, -signal.SIGKILL)])
-def test_killed_server_bench_leaves_no_process_and_resumes_byte_identical(kimi_standin, sig, code):
+def test_killed_server_bench_leaves_no_process_and_resumes_byte_identical(kimi_standin):
+    """One server-engine run, killed by SIGTERM after its first cell, resumed and killed by
+    SIGKILL after its next, then resumed to the end: both kills leave no process behind and
+    every cell finished before a kill is byte-identical at the end."""
     import shutil
 
-    run_id = f"faults-{sig.name.lower()}-{uuid.uuid4().hex[:8]}"
+    run_id = f"faults-kill-{uuid.uuid4().hex[:8]}"
     run_dir = REPO_ROOT / "results" / "runs" / run_id
     try:
-        proc = _bench(run_id)
-        seen: dict[int, int] = {}  # every process of the run, gathered while it runs
-        deadline = time.monotonic() + 900
-        while not list((run_dir / "cells").glob("*.json")):
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.monotonic() < deadline
-            seen.update(_descendants(proc.pid))
-            time.sleep(0.5)
-        seen.update(_descendants(proc.pid))
-        assert any("api_server" in Path(f"/proc/{p}/cmdline").read_text(errors="replace") for p in seen
-                   if process_alive(p, seen[p]))
-        first = {p.name: p.read_bytes() for p in (run_dir / "cells").glob("*.json")}
-        proc.send_signal(sig)
-        _, err = proc.communicate(timeout=120)
-        assert proc.returncode == code, err[-3000:]
-        time.sleep(10)
-        assert [p for p, t in seen.items() if process_alive(p, t)] == []
-        # SIGTERM writes "interrupted"; SIGKILL writes nothing, and the stale "running" reads so.
-        assert read_manifest(run_dir)["status"] == "interrupted"
+        first = _kill_after_next_cell(_bench(run_id), run_dir, signal.SIGTERM, 143)
+        second = _kill_after_next_cell(_bench(run_id, "--resume"), run_dir, signal.SIGKILL, -signal.SIGKILL)
+        assert {n: b for n, b in second.items() if n in first} == first
         resumed = _bench(run_id, "--resume")
         _, err = resumed.communicate(timeout=900)
         assert resumed.returncode == 0, err[-3000:]
-        assert {p.name: p.read_bytes() for p in (run_dir / "cells").glob("*.json") if p.name in first} == first
-        assert len(list((run_dir / "cells").glob("*.json"))) == 2
+        final = _cells(run_dir)
+        assert {n: b for n, b in final.items() if n in second} == second
+        assert len(final) == 3
         assert read_manifest(run_dir)["status"] == "complete" and tables_stale(run_dir) is None
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -450,7 +468,7 @@ def test_server_dying_mid_run_is_infrastructure_naming_its_log_and_keeps_finishe
     from harness.ui import Reporter
 
     # warm-up off and one repeat: the speculative engine's 1st batch is cell 1's arm, its 2nd cell 2's
-    recipe = load_recipe(None, _TINY_SERVER_BENCH)
+    recipe = load_recipe(None, [*_TINY_SERVER_BENCH, "bench.num_prompts=2", "bench.max_tokens=8"])
     layout = resolve_verifier(recipe)
     drafts = resolve_drafts(recipe, layout, None)
     run_dir = tmp_path / "run"
