@@ -117,6 +117,9 @@ def gate(
         help="Exit 2 when a gated cell cannot detect the tolerance with its prompts (power warning).")] = False,
     lossless: Annotated[str | None, typer.Option(
         help="T=0 misses accepted: exact | numerics-only | no-spec-bug (default) | none.")] = None,
+    max_crossover_drop: Annotated[float | None, typer.Option(
+        help="Fail when the crossover concurrency (speedup falls below 1.0x) moves down by more than this "
+             "fraction of the baseline's; with --update-baseline, store it as the baseline's requirement.")] = None,
 ):
     """Check a run against a baseline: exit 0 pass, 1 regression, 2 unusable input."""
     from harness.errors import BadInput, Regression
@@ -128,9 +131,12 @@ def gate(
         raise BadInput(f"--tolerance {tolerance:g}: must be a fraction in [0, 1), e.g. 0.05 for a 5 % drop")
     if min_speedup is not None and min_speedup <= 0:
         raise BadInput(f"--min-speedup {min_speedup:g}: must be positive, e.g. 1.0")
+    if max_crossover_drop is not None and not 0 <= max_crossover_drop < 1:
+        raise BadInput(f"--max-crossover-drop {max_crossover_drop:g}: must be a fraction in [0, 1), "
+                       "e.g. 0.25 for a crossover 25 % lower")
     if update_baseline:
         folder = g.update_baseline(run, baseline, g.DEFAULT_TOLERANCE if tolerance is None else tolerance,
-                                   allow_missing, draft)
+                                   allow_missing, draft, max_crossover_drop)
         _console().print(f"baseline written: {folder / g.BASELINE_FILE} (+ {g.MANIFEST_FILE})", highlight=False)
         return
     try:
@@ -141,7 +147,8 @@ def gate(
 
     if lossless is not None and lossless not in LOSSLESS_REQUIREMENTS:
         raise BadInput(f"--lossless {lossless!r}: choose one of {', '.join(LOSSLESS_REQUIREMENTS)}")
-    result = g.gate(run, baseline, tolerance, min_speedup, noise_aware, floor_list, allow_missing, draft, lossless)
+    result = g.gate(run, baseline, tolerance, min_speedup, noise_aware, floor_list, allow_missing, draft, lossless,
+                    max_crossover_drop)
     g.write_gate_files(result, markdown, junit)
     _console().print(g.to_rich(result))
     _notes(g.notes(result))

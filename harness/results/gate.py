@@ -9,6 +9,8 @@ Baseline folder, results/baselines/<name>/ (committed; what CI gates against):
                  one entry per speculative cell of the source run; per_position_floors are
                  per_position_rates × (1 − tolerance) when written — edit them by hand to pin
                  floors, as vLLM's CI does (tests/v1/spec_decode/test_acceptance_length.py).
+                 "crossovers": the run's crossover concurrency per (draft, suite, k, T), and
+                 "max_crossover_drop" when the baseline requires it not to move down.
   manifest.json  the manifest of the run the baseline came from (versions, hardware, hashes,
                  recipe). Written first; baseline.json last, and a folder whose two files name
                  different runs (an update killed midway) is refused.
@@ -18,6 +20,8 @@ temperature) — the draft label may differ between runs:
   acceptance_length     >= baseline AL × (1 − tolerance)
   per_position_rate[i]  >= floor[i], i = 1..k (unconditional rates, harness/metrics.py)
   speedup               >= min_speedup (only when given)
+  crossover concurrency >= baseline crossover × (1 − max_crossover_drop), per (suite, k, T), when
+                        the baseline or the argument sets max_crossover_drop (harness/results/gate_load.py)
   lossless (T = 0)      the cell's worst miss meets the requirement (harness/analysis/lossless.py):
                         "exact" no miss · "numerics-only" every miss within engine noise ·
                         "no-spec-bug" (default) no miss with a large margin · "none" not checked
@@ -49,6 +53,8 @@ from typing import Any
 
 from harness.analysis import power as pw
 from harness.errors import BadInput
+from harness.results import gate_load
+from harness.results.checks import Check
 from harness.results.runs import (
     COMPARABILITY,
     Run,
@@ -69,37 +75,6 @@ BASELINE_FIELDS = ("draft", "method", "suite", "suite_version", "suite_sha", "k"
 
 
 @dataclass(frozen=True)
-class Check:
-    suite: str
-    k: int
-    concurrency: int
-    temperature: float
-    metric: str
-    baseline: float | None
-    value: float | None
-    bound: float
-    passed: bool
-    compared: float | None = None  # what was held against the bound (CI upper end when noise-aware)
-    draft: str = ""
-    min_detectable_drop: float | None = None  # relative; AL checks only (module docstring: Power)
-    power_warning: str | None = None
-    detail: str | None = None  # a non-numeric check's own sentence (lossless)
-
-    @property
-    def where(self) -> str:
-        return describe_setting((self.suite, self.k, self.concurrency, self.temperature))
-
-    def message(self) -> str:
-        if self.detail:
-            return f"{self.where}: {self.metric}: {self.detail}"
-        op = ">=" if self.passed else "<"
-        ci = f" (CI upper end {fmt(self.compared)})" if self.compared not in (None, self.value) else ""
-        value = fmt(self.value) if self.value is not None else "none (no drafts: speculation off?)"
-        return (f"{self.where}: {self.metric} {value}{ci} {op} bound {fmt(self.bound)} "
-                f"(baseline {fmt(self.baseline)})")
-
-
-@dataclass(frozen=True)
 class GateResult:
     run_id: str
     baseline: str
@@ -111,6 +86,7 @@ class GateResult:
     not_gated: tuple[str, ...] = ()  # baseline cells left out (allow_missing), with why
     extra: tuple[str, ...] = ()  # run cells the baseline does not have
     incomplete: str | None = None  # what a killed run lacks
+    max_crossover_drop: float | None = None
 
     @property
     def failures(self) -> list[Check]:
@@ -231,27 +207,23 @@ def with_power(checks: list[Check], base: dict[str, Any], row: dict[str, Any], t
             if c.metric == "acceptance_length" else c for c in checks]
 
 
-def evaluate(run: Run, baseline: dict[str, Any], baseline_name: str, tolerance: float | None = None,
-             min_speedup: float | None = None, noise_aware: bool = False, floors: Sequence[float] | None = None,
-             allow_missing: bool = False, draft: str | None = None, lossless: str | None = None) -> GateResult:
-    """Match the run's speculative cells to the baseline's and check each (no I/O)."""
-    tol = float(baseline.get("tolerance", DEFAULT_TOLERANCE)) if tolerance is None else tolerance
-    requirement = lossless or baseline.get("lossless") or DEFAULT_LOSSLESS
-    rows = [r for r in run.rows if is_speculative(r)]
-    if draft is not None:
-        labels = sorted({str(r.get("draft")) for r in rows})
-        rows = [r for r in rows if r.get("draft") == draft]
-        if not rows:
-            raise BadInput(f"--draft {draft}: run {run.label} has no such draft; its drafts: {', '.join(labels)}")
-    by_setting: dict[tuple, list[dict]] = {}
-    for r in rows:
-        by_setting.setdefault(setting(r), []).append(r)
+@dataclass(frozen=True)
+class CellRules:
+    floors: Sequence[float] | None
+    use_stored_floors: bool
+    noise_aware: bool
+    min_speedup: float | None
+    lossless: str
+
+
+def _cell_checks(run: Run, baseline: dict[str, Any], by_setting: dict[tuple, list[dict]], tol: float,
+                 rules: CellRules) -> tuple[list[Check], list[str]]:
+    """Each baseline cell matched to the run's row at its setting and checked; what cannot be
+    matched or compared is a problem."""
     checks: list[Check] = []
     problems: list[str] = []
-    base_keys = set()
     for base in baseline.get("cells", []):
         key = setting(base)
-        base_keys.add(key)
         where, matched = describe_setting(key), by_setting.get(key, [])
         if len(matched) > 1:
             raise BadInput(f"run {run.label} has several drafts at {where} "
@@ -265,12 +237,40 @@ def evaluate(run: Run, baseline: dict[str, Any], baseline_name: str, tolerance: 
             problems.append(f"{where}: not comparable with the baseline ({'; '.join(diffs)})")
         elif row.get("status", "ok") != "ok":
             problems.append(f"{where}: the run's cell failed ({row.get('error')})")
-        elif min_speedup is not None and row.get("speedup") is None:
+        elif rules.min_speedup is not None and row.get("speedup") is None:
             problems.append(f"{where}: no speedup measured (no baseline arm); drop --min-speedup or rerun")
         else:
-            checks += with_power(check_cell(base, row, tol, cell_floors(base, tol, floors, tolerance is None),
-                                            noise_aware, min_speedup), base, row, tol, noise_aware)
-            checks += [c for c in [lossless_check(base, row, requirement)] if c is not None]
+            floors = cell_floors(base, tol, rules.floors, rules.use_stored_floors)
+            checks += with_power(check_cell(base, row, tol, floors, rules.noise_aware, rules.min_speedup),
+                                 base, row, tol, rules.noise_aware)
+            checks += [c for c in [lossless_check(base, row, rules.lossless)] if c is not None]
+    return checks, problems
+
+
+def evaluate(run: Run, baseline: dict[str, Any], baseline_name: str, tolerance: float | None = None,
+             min_speedup: float | None = None, noise_aware: bool = False, floors: Sequence[float] | None = None,
+             allow_missing: bool = False, draft: str | None = None, lossless: str | None = None,
+             max_crossover_drop: float | None = None) -> GateResult:
+    """Match the run's speculative cells to the baseline's and check each (no I/O)."""
+    tol = float(baseline.get("tolerance", DEFAULT_TOLERANCE)) if tolerance is None else tolerance
+    if max_crossover_drop is None:
+        max_crossover_drop = baseline.get("max_crossover_drop")
+    rows = [r for r in run.rows if is_speculative(r)]
+    if draft is not None:
+        labels = sorted({str(r.get("draft")) for r in rows})
+        rows = [r for r in rows if r.get("draft") == draft]
+        if not rows:
+            raise BadInput(f"--draft {draft}: run {run.label} has no such draft; its drafts: {', '.join(labels)}")
+    by_setting: dict[tuple, list[dict]] = {}
+    for r in rows:
+        by_setting.setdefault(setting(r), []).append(r)
+    checks, problems = _cell_checks(run, baseline, by_setting, tol, CellRules(
+        floors, tolerance is None, noise_aware, min_speedup, lossless or baseline.get("lossless") or DEFAULT_LOSSLESS))
+    if max_crossover_drop is not None:
+        load_checks, load_problems = gate_load.crossover_checks(baseline.get("crossovers", []), rows,
+                                                                float(max_crossover_drop), noise_aware)
+        checks += load_checks
+        problems += load_problems
     if problems and not allow_missing:
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
         killed = (f"; run {run.label} is {run.status} with {len(run.missing)} planned cells missing "
@@ -282,9 +282,10 @@ def evaluate(run: Run, baseline: dict[str, Any], baseline_name: str, tolerance: 
                        + (f" ({problems[0]})" if problems else ""))
     source = ("--floors" if floors is not None else "baseline.json per_position_floors" if tolerance is None
               else f"baseline rates × (1 − {tol:g})")
+    base_keys = {setting(base) for base in baseline.get("cells", [])}
     extra = tuple(describe_setting(k) for k in by_setting if k not in base_keys)
     return GateResult(run.label, baseline_name, tol, noise_aware, min_speedup, source, tuple(checks),
-                      tuple(problems), extra, run.incomplete_note())
+                      tuple(problems), extra, run.incomplete_note(), max_crossover_drop)
 
 
 # ----------------------------------------------------------------------------- I/O edge
@@ -336,14 +337,16 @@ def read_baseline(folder: Path) -> dict[str, Any]:
 
 def gate(run: str | Path, baseline_dir: str | Path, tolerance: float | None = None,
          min_speedup: float | None = None, noise_aware: bool = False, floors: Sequence[float] | None = None,
-         allow_missing: bool = False, draft: str | None = None, lossless: str | None = None) -> GateResult:
+         allow_missing: bool = False, draft: str | None = None, lossless: str | None = None,
+         max_crossover_drop: float | None = None) -> GateResult:
     folder = resolve_baseline_dir(baseline_dir)
     return evaluate(read_run(run), read_baseline(folder), folder.name, tolerance, min_speedup, noise_aware,
-                    floors, allow_missing, draft, lossless)
+                    floors, allow_missing, draft, lossless, max_crossover_drop)
 
 
 def update_baseline(run: str | Path, baseline_dir: str | Path, tolerance: float = DEFAULT_TOLERANCE,
-                    allow_missing: bool = False, draft: str | None = None) -> Path:
+                    allow_missing: bool = False, draft: str | None = None,
+                    max_crossover_drop: float | None = None) -> Path:
     """Write baseline_dir/{manifest,baseline}.json from a run (each file atomic, baseline last)."""
     from harness.provenance import atomic_write_json
 
@@ -364,9 +367,11 @@ def update_baseline(run: str | Path, baseline_dir: str | Path, tolerance: float 
         raise BadInput(f"run {r.label} has no finished speculative cell to make a baseline from")
     out = Path(baseline_dir)
     atomic_write_json(out / MANIFEST_FILE, r.manifest)
+    requirement = {} if max_crossover_drop is None else {"max_crossover_drop": max_crossover_drop}
     atomic_write_json(out / BASELINE_FILE, {
-        "format": FORMAT, "source_run_id": r.manifest.get("run_id"), "tolerance": tolerance,
-        "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "cells": cells})
+        "format": FORMAT, "source_run_id": r.manifest.get("run_id"), "tolerance": tolerance, **requirement,
+        "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "cells": cells,
+        "crossovers": gate_load.baseline_crossovers(rows)})
     return out
 
 
@@ -395,7 +400,9 @@ def _settings_line(res: GateResult) -> str:
     return (f"tolerance {res.tolerance:g} (AL bound = baseline AL × {1 - res.tolerance:g}); "
             f"per-position floors: {res.floors_source}; noise-aware: {'on' if res.noise_aware else 'off'}; "
             "detectable drop = smallest relative AL drop the cell's prompts detect (80 % power)"
-            + (f"; min speedup {res.min_speedup:g}x" if res.min_speedup is not None else ""))
+            + (f"; min speedup {res.min_speedup:g}x" if res.min_speedup is not None else "")
+            + (f"; crossover concurrency bound = baseline × {1 - res.max_crossover_drop:g}"
+               if res.max_crossover_drop is not None else ""))
 
 
 def to_rich(res: GateResult):

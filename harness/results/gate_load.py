@@ -1,0 +1,70 @@
+"""The gate's load check: a baseline may require that the crossover concurrency — where speedup
+falls below 1.0x, harness/analysis/load.py — does not move down by more than a fraction X.
+
+Per (suite, k, temperature) of the baseline's crossover lines, matched to the run's:
+  crossover  >= baseline crossover × (1 − X)
+A crossover's position on the concurrency axis: the interpolated concurrency when it crosses;
+the grid's top concurrency when it never falls below 1.0x ("above the grid": it pays at least that
+far); 0 when it is below 1.0x already at the grid's bottom (it never pays). A baseline that never
+pays holds nothing to regress from and is not checked. Noise-aware: the run's crossover counts as
+the upper end of its CI (from the speedup CIs' bounds). Pure functions; gate.py does the I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.analysis.load import ABOVE, CROSSES, Cross
+from harness.results import load_view
+from harness.results.checks import Check
+
+ACROSS = "all"  # a crossover check's concurrency column: it spans the grid
+
+
+def position(cross: Cross, concurrencies: tuple[int, ...] | list[int]) -> float:
+    """Where a crossover sits on the concurrency axis (module docstring)."""
+    if cross.where == CROSSES:
+        return float(cross.concurrency)
+    return float(max(concurrencies)) if cross.where == ABOVE else 0.0
+
+
+def baseline_crossovers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The run's crossover lines as baseline.json stores them."""
+    out = []
+    for line in load_view.crossovers(rows):
+        c = line.crossover
+        out.append({"draft": line.draft, "suite": line.suite, "k": line.k, "temperature": line.temperature,
+                    "concurrencies": list(line.concurrencies), "where": c.point.where,
+                    "crossover": position(c.point, line.concurrencies), "text": line.text()})
+    return out
+
+
+def crossover_checks(base_lines: list[dict[str, Any]], rows: list[dict[str, Any]], max_drop: float,
+                     noise_aware: bool = False) -> tuple[list[Check], list[str]]:
+    """One Check per baseline crossover line the run also has (rows: the gated speculative rows).
+    Returns (checks, problems): a baseline line without a run line is a problem, as for cells."""
+    lines = {(x.suite, x.k, x.temperature): x for x in load_view.crossovers(rows)}
+    checks, problems = [], []
+    for base in base_lines:
+        if base["where"] != CROSSES and base["where"] != ABOVE:
+            continue  # the baseline never paid: nothing to regress from
+        key = (base["suite"], int(base["k"]), float(base["temperature"]))
+        line = lines.get(key)
+        if line is None:
+            problems.append(f"{base['suite']} k={base['k']} T={base['temperature']:g}: no crossover in the run "
+                            "(no speedup measured at these settings)")
+            continue
+        c = line.crossover
+        value = position(c.point, line.concurrencies)
+        high = c.high if noise_aware and c.method != "none" else c.point
+        compared = position(high, line.concurrencies)
+        bound = base["crossover"] * (1 - max_drop)
+        passed = compared >= bound
+        checks.append(Check(suite=base["suite"], k=int(base["k"]), concurrency=ACROSS,
+                            temperature=float(base["temperature"]), metric="crossover concurrency",
+                            baseline=base["crossover"], value=value, bound=bound, passed=passed, compared=compared,
+                            draft=line.draft,
+                            detail=f"{line.text()} vs baseline {base['text']}: "
+                                   f"{'>=' if passed else '<'} bound {bound:.3g} (baseline × {1 - max_drop:g}"
+                                   f"{'; run CI upper end' if high is not c.point else ''})"))
+    return checks, problems
