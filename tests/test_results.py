@@ -493,3 +493,44 @@ def test_a_baseline_that_never_paid_holds_no_crossover_and_one_without_the_requi
     gate.update_baseline(_load_run(tmp_path, "pays", [1.8, 1.4, 1.1, 0.8]), tmp_path / "b2")
     res = gate.gate(_load_run(tmp_path, "r2", [1.5, 1.05, 0.9, 0.7]), tmp_path / "b2")
     assert not [c for c in res.checks if c.metric == "crossover concurrency"]  # no requirement stored
+
+
+# ----------------------------------------------------------------------------- gate per segment
+
+
+def _segment_run(root: Path, run_id: str, thinking: float | None, answer: float) -> Path:
+    """One cell whose speculative row splits AL into thinking and answer segments (no thinking
+    segment when `thinking` is None: a run with thinking off)."""
+    folder = make_run(root, run_id, [dict(MATRIX[0])])
+    rows = rows_for(run_id, **MATRIX[0])
+    segs = [("thinking", thinking), ("answer", answer)] if thinking is not None else [("answer", answer)]
+    rows[1].update(segments=[s for s, _ in segs], al_by_segment=[a for _, a in segs],
+                   al_by_segment_ci_high=[a + 0.2 for _, a in segs])
+    write_cell(folder, rows[1]["cell_id"], rows)
+    return folder
+
+
+def test_a_baseline_pins_floors_per_thinking_and_answer_segment(tmp_path):
+    base_dir = tmp_path / "base"
+    gate.update_baseline(_segment_run(tmp_path, "ref", 2.0, 3.0), base_dir, tolerance=0.1)
+    cell = json.loads((base_dir / "baseline.json").read_text())["cells"][0]
+    assert cell["segment_floors"] == pytest.approx({"thinking": 1.8, "answer": 2.7})
+
+    def seg_checks(run, **kw):
+        return {c.metric: c for c in gate.gate(run, base_dir, **kw).checks if "[" in c.metric and "rate" not in c.metric}
+
+    ok = seg_checks(_segment_run(tmp_path, "ok", 1.85, 2.9))
+    assert set(ok) == {"acceptance_length[thinking]", "acceptance_length[answer]"} and all(c.passed for c in ok.values())
+    worse = seg_checks(_segment_run(tmp_path, "worse", 1.7, 2.9))  # thinking fell 15 %, answer held
+    assert not worse["acceptance_length[thinking]"].passed and worse["acceptance_length[answer]"].passed
+    assert seg_checks(_segment_run(tmp_path, "worse2", 1.7, 2.9), noise_aware=True)[
+        "acceptance_length[thinking]"].passed  # its CI reaches the floor
+    off = seg_checks(_segment_run(tmp_path, "off", None, 2.9))
+    assert not off["acceptance_length[thinking]"].passed
+    assert "no thinking segment" in off["acceptance_length[thinking]"].message()
+    # floors pinned by hand in baseline.json hold unless a tolerance is given
+    data = json.loads((base_dir / "baseline.json").read_text())
+    data["cells"][0]["segment_floors"]["thinking"] = 1.6
+    (base_dir / "baseline.json").write_text(json.dumps(data))
+    assert seg_checks(tmp_path / "worse")["acceptance_length[thinking]"].passed
+    assert not seg_checks(tmp_path / "worse", tolerance=0.1)["acceptance_length[thinking]"].passed

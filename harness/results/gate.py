@@ -19,6 +19,9 @@ Checks, per speculative cell of the run matched to a baseline cell on (suite, k,
 temperature) — the draft label may differ between runs:
   acceptance_length     >= baseline AL × (1 − tolerance)
   per_position_rate[i]  >= floor[i], i = 1..k (unconditional rates, harness/metrics.py)
+  acceptance_length[s]  >= segment floor, s = thinking / answer when the baseline's outputs think
+                        (harness/bench/breakdown.py; floors stored as segment_floors, like
+                        per_position_floors)
   speedup               >= min_speedup (only when given)
   crossover concurrency >= baseline crossover × (1 − max_crossover_drop), per (suite, k, T), when
                         the baseline or the argument sets max_crossover_drop (harness/results/gate_load.py)
@@ -71,7 +74,7 @@ DEFAULT_TOLERANCE = 0.05
 DEFAULT_LOSSLESS = "no-spec-bug"
 BASELINE_FIELDS = ("draft", "method", "suite", "suite_version", "suite_sha", "k", "concurrency", "temperature",
                    "max_tokens", "verifier_hash", "acceptance_length", "per_position_rates", "al_ci_low",
-                   "al_ci_high", "speedup", "al_se", "num_prompts")
+                   "al_ci_high", "speedup", "al_se", "num_prompts", "segments", "al_by_segment")
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,8 @@ def baseline_cells(rows: list[dict[str, Any]], tolerance: float) -> list[dict[st
         if is_speculative(r) and r.get("status", "ok") == "ok" and r.get("acceptance_length") is not None:
             entry = {f: r.get(f) for f in BASELINE_FIELDS}
             entry["per_position_floors"] = [x * (1 - tolerance) for x in r.get("per_position_rates") or []]
+            if entry.get("segments"):
+                entry["segment_floors"] = _segment_floors(entry, tolerance)
             out.append(entry)
     return out
 
@@ -155,6 +160,35 @@ def check_cell(base: dict[str, Any], row: dict[str, Any], tolerance: float, floo
     if min_speedup is not None:
         checks.append(mk("speedup", base.get("speedup"), row.get("speedup"), min_speedup))
     return checks
+
+
+def _segment_floors(base: dict[str, Any], tolerance: float) -> dict[str, float]:
+    return {seg: al * (1 - tolerance) for seg, al in zip(base.get("segments") or [], base.get("al_by_segment") or [])
+            if al is not None}
+
+
+def segment_checks(base: dict[str, Any], row: dict[str, Any], tolerance: float, use_stored: bool,
+                   noise_aware: bool = False) -> list[Check]:
+    """AL per thinking/answer segment against its floor: the baseline's stored `segment_floors`
+    (pinned by hand, like per-position floors) unless a tolerance was given, else baseline
+    segment AL × (1 − tolerance). A segment the run's outputs lack fails, saying so."""
+    stored = base.get("segment_floors")
+    floors = stored if use_stored and stored is not None else _segment_floors(base, tolerance)
+    base_al = dict(zip(base.get("segments") or [], base.get("al_by_segment") or []))
+    run_al = dict(zip(row.get("segments") or [], row.get("al_by_segment") or []))
+    run_hi = dict(zip(row.get("segments") or [], row.get("al_by_segment_ci_high") or []))
+    out = []
+    for seg, floor in floors.items():
+        value = run_al.get(seg)
+        compared = run_hi.get(seg) if noise_aware and run_hi.get(seg) is not None else value
+        passed = compared is not None and compared >= floor
+        out.append(Check(suite=base["suite"], k=base["k"], concurrency=base["concurrency"],
+                         temperature=base["temperature"], draft=str(row.get("draft", "")),
+                         metric=f"acceptance_length[{seg}]", baseline=base_al.get(seg), value=value, bound=floor,
+                         passed=passed, compared=compared,
+                         detail=None if value is not None else f"the run's outputs have no {seg} segment "
+                                                               f"(baseline {fmt(base_al.get(seg))}, floor {fmt(floor)})"))
+    return out
 
 
 def lossless_check(base: dict[str, Any], row: dict[str, Any], requirement: str) -> Check | None:
@@ -243,6 +277,7 @@ def _cell_checks(run: Run, baseline: dict[str, Any], by_setting: dict[tuple, lis
             floors = cell_floors(base, tol, rules.floors, rules.use_stored_floors)
             checks += with_power(check_cell(base, row, tol, floors, rules.noise_aware, rules.min_speedup),
                                  base, row, tol, rules.noise_aware)
+            checks += segment_checks(base, row, tol, rules.use_stored_floors, rules.noise_aware)
             checks += [c for c in [lossless_check(base, row, rules.lossless)] if c is not None]
     return checks, problems
 
