@@ -69,17 +69,30 @@ def _summary_rows(run_dir: Path, gate_result) -> list[dict[str, Any]]:
     if not len(df):
         return []
     verdict = _gate_verdicts(gate_result)
+    spec = df[df["mode"] == "speculative"]
+
+    def pooled(g) -> SpecCounters:
+        return SpecCounters(int(g["num_drafts"].sum()), int(g["num_draft_tokens"].sum()),
+                            int(g["num_accepted_tokens"].sum()))
+
+    # The ngram reference's AL per suite: how much the workload repeats itself (a draft's AL
+    # over it is what the draft adds beyond copying from the context).
+    ngram = {suite: metrics.acceptance_length(pooled(g))
+             for suite, g in spec[spec["method"] == "ngram"].groupby("suite", sort=False)}
     rows = []
-    for (draft, suite), g in df[df["mode"] == "speculative"].groupby(["draft", "suite"], sort=False):
-        pooled = SpecCounters(int(g["num_drafts"].sum()), int(g["num_draft_tokens"].sum()),
-                              int(g["num_accepted_tokens"].sum()))
-        speedups = g["speedup"].dropna()
+    for (draft, suite), g in spec.groupby(["draft", "suite"], sort=False):
+        al, speedups = metrics.acceptance_length(pooled(g)), g["speedup"].dropna()
+        rep = g[["repetition_share", "num_output_tokens"]].dropna() if "repetition_share" in g else g.iloc[:0]
         rows.append({
             "draft": draft, "suite": suite, "cells": len(g),
-            "acceptance_length": metrics.acceptance_length(pooled),
-            "draft_acceptance_rate": metrics.draft_acceptance_rate(pooled),
+            "acceptance_length": al,
+            "draft_acceptance_rate": metrics.draft_acceptance_rate(pooled(g)),
             "speedup_median": float(speedups.median()) if len(speedups) else None,
             "speedup_min": float(speedups.min()) if len(speedups) else None,
+            "repetition_share": float((rep["repetition_share"] * rep["num_output_tokens"]).sum()
+                                      / rep["num_output_tokens"].sum()) if rep["num_output_tokens"].sum() else None,
+            "ngram_al": ngram.get(suite),
+            "margin_over_ngram": al - ngram[suite] if suite in ngram and al is not None else None,
             "gate": verdict.get(suite, "-") if draft == "draft" else "-",
         })
     return rows
@@ -145,15 +158,23 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
 def render_summary(res: MainJobResult, console) -> None:
     from rich.table import Table
 
+    with_ngram = any(r.get("ngram_al") is not None for r in res.summary_rows)
     t = Table(title="train-and-bench summary  (AL = 1 + accepted/drafts incl. bonus token, pooled per suite; "
-                    "rate = accepted/draft tokens; speedup = spec/baseline output tok/s per cell)", title_justify="left")
-    for c in ("draft", "suite", "cells", "AL", "accept rate", "speedup (median)", "speedup (min)", "gate"):
+                    "rate = accepted/draft tokens; speedup = spec/baseline output tok/s per cell; repeat = share "
+                    "of the verifier's output tokens repeating an 8-gram of its context: how much the workload "
+                    "loops" + ("; vs ngram = AL − the ngram reference's AL on the suite" if with_ngram else "") + ")",
+              title_justify="left")
+    cols = ["draft", "suite", "cells", "AL", "accept rate", "repeat", *(["vs ngram"] if with_ngram else []),
+            "speedup (median)", "speedup (min)", "gate"]
+    for c in cols:
         t.add_column(c, justify="left" if c in ("draft", "suite", "gate") else "right")
     for r in res.summary_rows:
         gate = r["gate"]
+        vs = [fmt(r.get("margin_over_ngram"), "{:+.2f}")] if with_ngram else []
         t.add_row(r["draft"], r["suite"], str(r["cells"]), fmt(r["acceptance_length"], "{:.2f}"),
-                  fmt(r["draft_acceptance_rate"], "{:.2f}"), fmt(r["speedup_median"], "{:.2f}x"),
-                  fmt(r["speedup_min"], "{:.2f}x"), "[red]FAIL[/]" if gate == "FAIL" else gate)
+                  fmt(r["draft_acceptance_rate"], "{:.2f}"), fmt(r.get("repetition_share"), "{:.0%}"), *vs,
+                  fmt(r["speedup_median"], "{:.2f}x"), fmt(r["speedup_min"], "{:.2f}x"),
+                  "[red]FAIL[/]" if gate == "FAIL" else gate)
     console.print(t)
     tr = res.train_report
     if tr:

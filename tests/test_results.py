@@ -534,3 +534,22 @@ def test_a_baseline_pins_floors_per_thinking_and_answer_segment(tmp_path):
     (base_dir / "baseline.json").write_text(json.dumps(data))
     assert seg_checks(tmp_path / "worse")["acceptance_length[thinking]"].passed
     assert not seg_checks(tmp_path / "worse", tolerance=0.1)["acceptance_length[thinking]"].passed
+
+
+# ----------------------------------------------------------------------------- main job summary
+
+
+def test_main_job_summary_prints_repetitiveness_and_the_margin_over_ngram(tmp_path):
+    from harness.main_job import _summary_rows
+
+    folder = make_run(tmp_path, "sum", [])
+    for draft, per_pos, c, share in (("draft", GOOD, 1, 0.5), ("draft", GOOD, 4, 0.1), ("ngram", BAD, 1, 0.5)):
+        rows = rows_for("sum", draft=draft, per_pos=per_pos, c=c, spec_tok_s=100.0 * c)
+        rows[1].update(method="ngram" if draft == "ngram" else "eagle3", repetition_share=share)
+        write_cell(folder, rows[1]["cell_id"], rows)
+    by_draft = {r["draft"]: r for r in _summary_rows(folder, None)}
+    # draft: cells of 1000 and 4000 output tokens loop 50 % and 10 %: token-weighted 18 %
+    assert by_draft["draft"]["repetition_share"] == pytest.approx((0.5 * 1000 + 0.1 * 4000) / 5000)
+    assert by_draft["draft"]["ngram_al"] == pytest.approx(2.40)
+    assert by_draft["draft"]["margin_over_ngram"] == pytest.approx(2.85 - 2.40)
+    assert by_draft["ngram"]["margin_over_ngram"] == pytest.approx(0.0)
