@@ -112,7 +112,7 @@ def _run_gate(recipe: Recipe, run_dir: Path, paths: dict[str, str], notes: list[
     g = recipe.gate
     result = gate_mod.gate(run_dir, folder, tolerance=g.tolerance, min_speedup=g.min_speedup,
                            noise_aware=g.noise_aware, draft="draft", lossless=g.lossless,
-                           max_crossover_drop=g.max_crossover_drop)
+                           max_crossover_drop=g.max_crossover_drop, sampling_p_floor=g.sampling_p_floor)
     notes += [f"gate power: {w}" for w in result.power_warnings]
     gate_dir = run_dir / "gate"
     gate_mod.write_gate_files(result, gate_dir / "gate.md", gate_dir / "junit.xml")

@@ -168,8 +168,8 @@ class BenchSection(_Strict):
         "(draft label '<draft>-dynamic', vLLM's num_speculative_tokens_per_batch_size)."))
     mismatch_tolerance: float = Field(0.10, ge=0, description="Flag a served AL this far (relative) from the training prediction.")
     lossless_logprobs: int = Field(2, ge=0, le=20, description=(
-        "Top-N logprobs both arms return at T=0, to locate each miss and read the verifier's margin there "
-        "(0: count matches only)."))
+        "Top-N logprobs both arms return: at T=0 to locate each miss and read the verifier's margin there, "
+        "at T>0 to test the sampled tokens against the verifier's distribution (0: count matches only)."))
 
     @model_validator(mode="after")
     def _checks(self):
@@ -204,6 +204,9 @@ class GateSection(_Strict):
     max_crossover_drop: float | None = Field(
         None, ge=0, lt=1, description="Fail when the crossover concurrency (speedup below 1.0x) falls by more than "
                                       "this fraction of the baseline's (default: the baseline's own requirement).")
+    sampling_p_floor: float | None = Field(
+        None, gt=0, lt=1, description="Fail T>0 cells whose distribution test has a p-value below this "
+                                      "(default: the baseline's sampling_p_floor, else not checked).")
     lossless: Literal["exact", "numerics-only", "no-spec-bug", "none"] | None = Field(
         None, description="T=0 misses the gate accepts: none at all, only within engine noise, any but a "
                           "large-margin SPEC BUG (the default, also when the baseline names none), or not checked.")

@@ -250,3 +250,47 @@ def test_server_logprobs_are_read_by_token_id():
              "top_logprobs": [{"token_id:7": -0.1, "token_id:12": -2.4}]}
     assert token_logprobs(chunk) == [{7: -0.1, 12: -2.4}]
     assert token_logprobs(None) == []
+
+
+# ----------------------------------------------------------------------------- T > 0 in a cell's rows
+
+
+def _arm_from(samples: list[SampledToken], per_request: int = 50):
+    from harness.bench.rows import ArmResult
+
+    arm = ArmResult()
+    for i in range(0, len(samples), per_request):
+        chunk = samples[i:i + per_request]
+        arm.outputs[f"r{i}"] = [s.token for s in chunk]
+        arm.logprobs[f"r{i}"] = [dict(s.logprobs) for s in chunk]
+        arm.num_output_tokens += len(chunk)
+    arm.wall_s = 1.0
+    return arm
+
+
+@pytest.mark.parametrize("distort, flagged", [(None, False), (_junk, True)])
+def test_a_t_gt_0_cell_tests_both_arms_and_flags_a_sampler_that_departs(distort, flagged):
+    from harness.bench.rows import CellIdentity, cell_rows
+
+    ident = CellIdentity("run", "cell", "d", "eagle3", "chat", "1", "sha", 3, 1, 0.8, 1.0, 64, 1, "offline",
+                         "standard", "vh", "dh")
+    base, spec = _arm_from(_synthetic(3, 2000)), _arm_from(_synthetic(4, 2000, distort=distort))
+    rb, rs = cell_rows(ident, base, spec, predicted_al=None, deterministic_verifier=False, mismatch_tolerance=0.1,
+                       num_top_logprobs=5)
+    assert rb.sampling_num_tokens == rs.sampling_num_tokens == 2000
+    assert rb.sampling_p_value > 0.001  # the baseline arm calibrates the test
+    flags = [f for f in rs.flags if f.startswith("NOT LOSSLESS AT T>0")]
+    assert bool(flags) == flagged and (rs.sampling_p_value < 1e-4) == flagged
+    if flagged:
+        assert f"divergence TV {rs.sampling_tv:.3f}" in flags[0] and "baseline arm p = " in flags[0]
+
+
+def test_gate_holds_t_gt_0_cells_to_a_p_value_floor():
+    from harness.results.gate import sampling_check
+
+    base = {"suite": "chat", "k": 3, "concurrency": 1, "temperature": 0.8}
+    row = {**base, "sampling_p_value": 0.002, "sampling_num_tokens": 900, "sampling_tv": 0.05}
+    assert sampling_check(base, row, None) is None  # no floor, no check
+    assert not sampling_check(base, row, 0.01).passed and sampling_check(base, row, 0.001).passed
+    assert "p = 0.002 over 900 tokens" in sampling_check(base, row, 0.01).message()
+    assert sampling_check({**base, "temperature": 0.0}, {**row, "temperature": 0.0}, 0.01) is None

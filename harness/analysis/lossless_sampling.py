@@ -184,6 +184,13 @@ def sampling_fidelity(samples: Sequence[SampledToken], num_top: int, num_bins: i
     )
 
 
+def arm_samples(outputs: dict[str, list[int]], logprobs: dict[str, list[dict[int, float]]]) -> list[SampledToken]:
+    """Every output token of an arm with the verifier's distribution at its position (requests
+    without logprobs, and positions past the logprobs returned, are left out)."""
+    return [SampledToken(int(tok), lps) for rid, toks in outputs.items() for tok, lps in
+            zip(toks, logprobs.get(rid) or [], strict=False) if lps]
+
+
 def _ks_statistic(u: np.ndarray) -> float:
     x = np.sort(u)
     n = len(x)

@@ -131,6 +131,12 @@ class CellRow:
     lossless_first_position: int | None = None
     lossless_noise_nats: float | None = None
     lossless_divergences: str | None = None
+    # T > 0: does the arm's sampled output follow the verifier's processed distribution at each of
+    # its positions (harness/analysis/lossless_sampling.py; both arms: the baseline calibrates)
+    sampling_p_value: float | None = None
+    sampling_tv: float | None = None
+    sampling_min_detectable_tv: float | None = None
+    sampling_num_tokens: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON edge: identity columns first, then this arm's columns."""
@@ -192,6 +198,29 @@ def _lossless(row: CellRow, base: ArmResult, spec: ArmResult, temperature: float
     return [cell.flag()]
 
 
+def _sampling(rb: CellRow, rs: CellRow, base: ArmResult, spec: ArmResult, num_top: int) -> list[str]:
+    """The T > 0 distribution test on both arms; a flag when the speculative arm fails it (and
+    says so when the baseline arm fails too: then the test, not the sampler, is in doubt)."""
+    from harness.analysis.lossless_sampling import ALPHA, arm_samples, sampling_fidelity
+
+    if num_top <= 0 or not spec.logprobs:
+        return []
+    results = []
+    for row, arm in ((rb, base), (rs, spec)):
+        f = sampling_fidelity(arm_samples(arm.outputs, arm.logprobs), num_top=num_top)
+        row.sampling_p_value, row.sampling_tv = f.p_value, f.tv_pit
+        row.sampling_min_detectable_tv, row.sampling_num_tokens = f.min_detectable_tv, f.num_samples
+        results.append(f)
+    fb, fs = results
+    if fs.passes(ALPHA):
+        return []
+    calib = ("; the baseline arm fails it too (p = {:.2g}): the logprobs, not the sampler, are in doubt".format(fb.p_value)
+             if not fb.passes(ALPHA) else f"; baseline arm p = {fb.p_value:.2g}" if fb.p_value is not None else "")
+    return [f"NOT LOSSLESS AT T>0: sampled tokens do not follow the verifier's distribution (p = {fs.p_value:.2g} "
+            f"over {fs.num_samples} tokens, divergence TV {fs.tv_pit:.3f}, detectable >= {fs.min_detectable_tv:.3f})"
+            + calib]
+
+
 def _prediction(row: CellRow, predicted: float | None, temperature: float) -> None:
     row.predicted_acceptance_length = predicted
     if predicted and row.acceptance_length and temperature == 0:
@@ -201,7 +230,7 @@ def _prediction(row: CellRow, predicted: float | None, temperature: float) -> No
 def cell_rows(identity: CellIdentity, base: ArmResult, spec: ArmResult, *, predicted_al: float | None,
               deterministic_verifier: bool, mismatch_tolerance: float,
               train_context_len: int | None = None, end_think_id: int | None = None,
-              noise_nats: float | None = None) -> tuple[CellRow, CellRow]:
+              noise_nats: float | None = None, num_top_logprobs: int = 0) -> tuple[CellRow, CellRow]:
     """The (baseline, speculative) rows of one cell, with the speculative row's flags."""
     rb, rs = arm_row(identity, BASELINE, base), arm_row(identity, SPECULATIVE, spec)
     rs.speedup = metrics.speedup(rs.output_tok_per_s, rb.output_tok_per_s)
@@ -209,6 +238,8 @@ def cell_rows(identity: CellIdentity, base: ArmResult, spec: ArmResult, *, predi
     flags: list[str] = []
     if t == 0 or deterministic_verifier:
         flags += _lossless(rs, base, spec, t, noise_nats)
+    if t > 0:
+        flags += _sampling(rb, rs, base, spec, num_top_logprobs)
     if spec.counters.num_drafts == 0 and spec.num_output_tokens > 0:
         flags.append("ZERO DRAFTS: speculation was silently off in this cell")
     _prediction(rs, predicted_al, t)

@@ -108,13 +108,15 @@ def render_requests(tokenizer, suite: Suite, max_prompt: int) -> Prompts:
 
 
 def sampling_for(recipe: Recipe, temperature: float, layout: VerifierLayout) -> Sampling:
-    # At T = 0 both arms return the verifier's top-N logprobs, so a miss can be located and its
-    # margin read (harness/analysis/lossless.py); off with bench.lossless_logprobs = 0.
+    # Both arms return the verifier's top-N logprobs (after temperature and top-p: the engines run
+    # with logprobs_mode = processed_logprobs). At T = 0 a miss is located and its margin read
+    # (harness/analysis/lossless.py); at T > 0 the sampled tokens are tested against those
+    # distributions (harness/analysis/lossless_sampling.py). Off with bench.lossless_logprobs = 0.
     n = recipe.bench.lossless_logprobs
     return Sampling(temperature=temperature, top_p=recipe.bench.top_p if temperature > 0 else 1.0,
                     seed=recipe.engine.seed, ignore_eos=recipe.bench.ignore_eos,
                     stop_token_ids=tuple(layout.eos_token_ids),
-                    logprobs=n if temperature == 0 and n > 0 else None)
+                    logprobs=n if n > 0 else None)
 
 
 def engine_noise(engine: Engine, tokenizer, prompts: Prompts, sampling: Sampling, max_tokens: int,
@@ -281,7 +283,7 @@ def measure_cell(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: 
     rows = cell_rows(cell_identity(run, cell, draft, spec_engine.kind), barm, sarm, predicted_al=draft.predicted_al(cell.k),
                      deterministic_verifier=draft.deterministic_verifier,
                      mismatch_tolerance=b.mismatch_tolerance, train_context_len=draft.train_context_len,
-                     end_think_id=end_think_id(tokenizer), noise_nats=noise)
+                     end_think_id=end_think_id(tokenizer), noise_nats=noise, num_top_logprobs=b.lossless_logprobs)
     return rows, {"baseline": [asdict(r) for r in barm.requests], "speculative": [asdict(r) for r in sarm.requests]}
 
 

@@ -163,6 +163,9 @@ def engine_plan(settings: EngineSettings, layout: ServedModel,
         "tensor_parallel_size": settings.tensor_parallel_size,
         "trust_remote_code": settings.trust_remote_code,
         "disable_log_stats": False,  # spec-decode counters live in the stats
+        # Returned logprobs after temperature and top-p: the distribution each token was sampled
+        # from (the T > 0 lossless test); at T = 0 they equal the raw logprobs (vllm/v1/sample/sampler.py).
+        "logprobs_mode": "processed_logprobs",
     }
     if settings.pipeline_parallel_size > 1:
         kw["pipeline_parallel_size"] = settings.pipeline_parallel_size

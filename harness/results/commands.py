@@ -120,6 +120,9 @@ def gate(
     max_crossover_drop: Annotated[float | None, typer.Option(
         help="Fail when the crossover concurrency (speedup falls below 1.0x) moves down by more than this "
              "fraction of the baseline's; with --update-baseline, store it as the baseline's requirement.")] = None,
+    sampling_p_floor: Annotated[float | None, typer.Option(
+        help="Fail T>0 cells whose distribution test (sampled tokens vs the verifier's distribution) has a "
+             "p-value below this, e.g. 0.01.")] = None,
 ):
     """Check a run against a baseline: exit 0 pass, 1 regression, 2 unusable input."""
     from harness.errors import BadInput, Regression
@@ -134,6 +137,8 @@ def gate(
     if max_crossover_drop is not None and not 0 <= max_crossover_drop < 1:
         raise BadInput(f"--max-crossover-drop {max_crossover_drop:g}: must be a fraction in [0, 1), "
                        "e.g. 0.25 for a crossover 25 % lower")
+    if sampling_p_floor is not None and not 0 < sampling_p_floor < 1:
+        raise BadInput(f"--sampling-p-floor {sampling_p_floor:g}: must be a p-value in (0, 1), e.g. 0.01")
     if update_baseline:
         folder = g.update_baseline(run, baseline, g.DEFAULT_TOLERANCE if tolerance is None else tolerance,
                                    allow_missing, draft, max_crossover_drop)
@@ -148,7 +153,7 @@ def gate(
     if lossless is not None and lossless not in LOSSLESS_REQUIREMENTS:
         raise BadInput(f"--lossless {lossless!r}: choose one of {', '.join(LOSSLESS_REQUIREMENTS)}")
     result = g.gate(run, baseline, tolerance, min_speedup, noise_aware, floor_list, allow_missing, draft, lossless,
-                    max_crossover_drop)
+                    max_crossover_drop, sampling_p_floor)
     g.write_gate_files(result, markdown, junit)
     _console().print(g.to_rich(result))
     _notes(g.notes(result))

@@ -28,6 +28,8 @@ temperature) — the draft label may differ between runs:
   lossless (T = 0)      the cell's worst miss meets the requirement (harness/analysis/lossless.py):
                         "exact" no miss · "numerics-only" every miss within engine noise ·
                         "no-spec-bug" (default) no miss with a large margin · "none" not checked
+  T>0 sampling p-value  >= sampling_p_floor (argument or baseline.json), T > 0 cells with a
+                        distribution test (harness/analysis/lossless_sampling.py)
 Precedence (flag > file > default): tolerance = the argument, else the baseline's; floors = the
 argument, else the baseline's stored floors when no tolerance was given, else baseline
 rates × (1 − tolerance).
@@ -74,7 +76,7 @@ DEFAULT_TOLERANCE = 0.05
 DEFAULT_LOSSLESS = "no-spec-bug"
 BASELINE_FIELDS = ("draft", "method", "suite", "suite_version", "suite_sha", "k", "concurrency", "temperature",
                    "max_tokens", "verifier_hash", "acceptance_length", "per_position_rates", "al_ci_low",
-                   "al_ci_high", "speedup", "al_se", "num_prompts", "segments", "al_by_segment")
+                   "al_ci_high", "speedup", "al_se", "num_prompts", "segments", "al_by_segment", "sampling_p_value")
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,20 @@ def lossless_check(base: dict[str, Any], row: dict[str, Any], requirement: str) 
                         f"({'meets' if passed else 'fails'} {requirement})")
 
 
+def sampling_check(base: dict[str, Any], row: dict[str, Any], p_floor: float | None) -> Check | None:
+    """A T > 0 cell's distribution test (harness/analysis/lossless_sampling.py) against a p-value
+    floor; None at T = 0, without a floor, or when the cell has no test result."""
+    p = row.get("sampling_p_value")
+    if p_floor is None or float(row.get("temperature") or 0) == 0 or p is None:
+        return None
+    passed = p >= p_floor
+    return Check(suite=base["suite"], k=base["k"], concurrency=base["concurrency"], temperature=base["temperature"],
+                 draft=str(row.get("draft", "")), metric="T>0 sampling p-value", baseline=base.get("sampling_p_value"),
+                 value=p, bound=p_floor, passed=passed,
+                 detail=f"p = {p:.3g} over {row.get('sampling_num_tokens')} tokens, divergence TV "
+                        f"{fmt(row.get('sampling_tv'))} ({'>=' if passed else '<'} floor {p_floor:g})")
+
+
 def _se(row: dict[str, Any]) -> float | None:
     if row.get("al_se") is not None:
         return float(row["al_se"])
@@ -248,6 +264,7 @@ class CellRules:
     noise_aware: bool
     min_speedup: float | None
     lossless: str
+    sampling_p_floor: float | None = None
 
 
 def _cell_checks(run: Run, baseline: dict[str, Any], by_setting: dict[tuple, list[dict]], tol: float,
@@ -278,14 +295,15 @@ def _cell_checks(run: Run, baseline: dict[str, Any], by_setting: dict[tuple, lis
             checks += with_power(check_cell(base, row, tol, floors, rules.noise_aware, rules.min_speedup),
                                  base, row, tol, rules.noise_aware)
             checks += segment_checks(base, row, tol, rules.use_stored_floors, rules.noise_aware)
-            checks += [c for c in [lossless_check(base, row, rules.lossless)] if c is not None]
+            checks += [c for c in [lossless_check(base, row, rules.lossless),
+                                   sampling_check(base, row, rules.sampling_p_floor)] if c is not None]
     return checks, problems
 
 
 def evaluate(run: Run, baseline: dict[str, Any], baseline_name: str, tolerance: float | None = None,
              min_speedup: float | None = None, noise_aware: bool = False, floors: Sequence[float] | None = None,
              allow_missing: bool = False, draft: str | None = None, lossless: str | None = None,
-             max_crossover_drop: float | None = None) -> GateResult:
+             max_crossover_drop: float | None = None, sampling_p_floor: float | None = None) -> GateResult:
     """Match the run's speculative cells to the baseline's and check each (no I/O)."""
     tol = float(baseline.get("tolerance", DEFAULT_TOLERANCE)) if tolerance is None else tolerance
     if max_crossover_drop is None:
@@ -300,7 +318,8 @@ def evaluate(run: Run, baseline: dict[str, Any], baseline_name: str, tolerance: 
     for r in rows:
         by_setting.setdefault(setting(r), []).append(r)
     checks, problems = _cell_checks(run, baseline, by_setting, tol, CellRules(
-        floors, tolerance is None, noise_aware, min_speedup, lossless or baseline.get("lossless") or DEFAULT_LOSSLESS))
+        floors, tolerance is None, noise_aware, min_speedup, lossless or baseline.get("lossless") or DEFAULT_LOSSLESS,
+        sampling_p_floor if sampling_p_floor is not None else baseline.get("sampling_p_floor")))
     if max_crossover_drop is not None:
         load_checks, load_problems = gate_load.crossover_checks(baseline.get("crossovers", []), rows,
                                                                 float(max_crossover_drop), noise_aware)
@@ -373,10 +392,10 @@ def read_baseline(folder: Path) -> dict[str, Any]:
 def gate(run: str | Path, baseline_dir: str | Path, tolerance: float | None = None,
          min_speedup: float | None = None, noise_aware: bool = False, floors: Sequence[float] | None = None,
          allow_missing: bool = False, draft: str | None = None, lossless: str | None = None,
-         max_crossover_drop: float | None = None) -> GateResult:
+         max_crossover_drop: float | None = None, sampling_p_floor: float | None = None) -> GateResult:
     folder = resolve_baseline_dir(baseline_dir)
     return evaluate(read_run(run), read_baseline(folder), folder.name, tolerance, min_speedup, noise_aware,
-                    floors, allow_missing, draft, lossless, max_crossover_drop)
+                    floors, allow_missing, draft, lossless, max_crossover_drop, sampling_p_floor)
 
 
 def update_baseline(run: str | Path, baseline_dir: str | Path, tolerance: float = DEFAULT_TOLERANCE,
