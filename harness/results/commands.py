@@ -101,6 +101,27 @@ def report(
                      + "\n        ".join(str(p) for p in files.plots), highlight=False)
 
 
+def _check_gate_options(tolerance: float | None, min_speedup: float | None, max_crossover_drop: float | None,
+                        sampling_p_floor: float | None, lossless: str | None) -> None:
+    """Out-of-range gate options are bad input (exit 2), never a verdict."""
+    from harness.analysis.lossless import LOSSLESS_REQUIREMENTS
+    from harness.errors import BadInput
+
+    # A relative drop: 0 allows none, 1 would allow AL to fall to nothing (and < 0 or > 1 turn
+    # the bound into nonsense that passes or fails everything).
+    if tolerance is not None and not 0 <= tolerance < 1:
+        raise BadInput(f"--tolerance {tolerance:g}: must be a fraction in [0, 1), e.g. 0.05 for a 5 % drop")
+    if min_speedup is not None and min_speedup <= 0:
+        raise BadInput(f"--min-speedup {min_speedup:g}: must be positive, e.g. 1.0")
+    if max_crossover_drop is not None and not 0 <= max_crossover_drop < 1:
+        raise BadInput(f"--max-crossover-drop {max_crossover_drop:g}: must be a fraction in [0, 1), "
+                       "e.g. 0.25 for a crossover 25 % lower")
+    if sampling_p_floor is not None and not 0 < sampling_p_floor < 1:
+        raise BadInput(f"--sampling-p-floor {sampling_p_floor:g}: must be a p-value in (0, 1), e.g. 0.01")
+    if lossless is not None and lossless not in LOSSLESS_REQUIREMENTS:
+        raise BadInput(f"--lossless {lossless!r}: choose one of {', '.join(LOSSLESS_REQUIREMENTS)}")
+
+
 def gate(
     run: RunArg,
     baseline: Annotated[Path, typer.Option(help="Baseline folder (or a name under results/baselines/).")],
@@ -128,17 +149,7 @@ def gate(
     from harness.errors import BadInput, Regression
     from harness.results import gate as g
 
-    # A relative drop: 0 allows none, 1 would allow AL to fall to nothing (and < 0 or > 1 turn
-    # the bound into nonsense that passes or fails everything).
-    if tolerance is not None and not 0 <= tolerance < 1:
-        raise BadInput(f"--tolerance {tolerance:g}: must be a fraction in [0, 1), e.g. 0.05 for a 5 % drop")
-    if min_speedup is not None and min_speedup <= 0:
-        raise BadInput(f"--min-speedup {min_speedup:g}: must be positive, e.g. 1.0")
-    if max_crossover_drop is not None and not 0 <= max_crossover_drop < 1:
-        raise BadInput(f"--max-crossover-drop {max_crossover_drop:g}: must be a fraction in [0, 1), "
-                       "e.g. 0.25 for a crossover 25 % lower")
-    if sampling_p_floor is not None and not 0 < sampling_p_floor < 1:
-        raise BadInput(f"--sampling-p-floor {sampling_p_floor:g}: must be a p-value in (0, 1), e.g. 0.01")
+    _check_gate_options(tolerance, min_speedup, max_crossover_drop, sampling_p_floor, lossless)
     if update_baseline:
         folder = g.update_baseline(run, baseline, g.DEFAULT_TOLERANCE if tolerance is None else tolerance,
                                    allow_missing, draft, max_crossover_drop)
@@ -148,10 +159,6 @@ def gate(
         floor_list = [float(x) for x in floors.split(",")] if floors else None
     except ValueError as e:
         raise BadInput(f"--floors {floors!r}: expected comma-separated numbers like 0.73,0.52,0.35") from e
-    from harness.analysis.lossless import LOSSLESS_REQUIREMENTS
-
-    if lossless is not None and lossless not in LOSSLESS_REQUIREMENTS:
-        raise BadInput(f"--lossless {lossless!r}: choose one of {', '.join(LOSSLESS_REQUIREMENTS)}")
     result = g.gate(run, baseline, tolerance, min_speedup, noise_aware, floor_list, allow_missing, draft, lossless,
                     max_crossover_drop, sampling_p_floor)
     g.write_gate_files(result, markdown, junit)
