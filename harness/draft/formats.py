@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
+from harness.jsonfiles import read_checkpoint_config
 from harness.provenance import content_hash
 from harness.verifier.safetensors_index import TensorInfo, read_header, read_weight_map
 
@@ -85,19 +86,8 @@ class DraftInfo:
 
 
 def read_draft_config(folder: Path) -> dict[str, Any]:
-    cfg_path = folder / "config.json"
-    if not folder.is_dir():
-        raise BadInput(f"{folder}: not a folder; point --draft at a draft checkpoint folder")
-    if not cfg_path.is_file():
-        raise BadInput(f"{folder}: not a draft checkpoint (no config.json)")
-    try:
-        cfg = json.loads(cfg_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        where = f":{e.lineno}" if isinstance(e, json.JSONDecodeError) else ""
-        raise BadInput(f"{cfg_path}{where}: malformed JSON ({e}); fix or re-download config.json") from e
-    if not isinstance(cfg, dict):
-        raise BadInput(f"{cfg_path}: expected a JSON object; fix or re-download config.json")
-    return cfg
+    return read_checkpoint_config(folder, "point --draft at a draft checkpoint folder",
+                                  "not a draft checkpoint (a draft folder holds config.json and its weights)")
 
 
 def detect_format(cfg: dict[str, Any], where: str) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
+from harness.jsonfiles import read_checkpoint_config
 from harness.verifier.safetensors_index import check_shards, read_header, read_weight_map
 
 DEEPSEEK_FAMILY = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2"})
@@ -85,20 +86,8 @@ class VerifierLayout:
 
 
 def load_config(folder: Path) -> dict[str, Any]:
-    cfg_path = folder / "config.json"
-    if not folder.is_dir():
-        raise BadInput(f"{folder}: not a folder; point the verifier at a checkpoint folder (config.json + safetensors)")
-    if not cfg_path.is_file():
-        raise BadInput(f"{cfg_path}: missing; a verifier folder needs config.json next to its safetensors weights")
-    try:
-        cfg = json.loads(cfg_path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        if isinstance(e, UnicodeDecodeError):
-            raise BadInput(f"{cfg_path}: not UTF-8 JSON; fix or re-download config.json") from e
-        raise BadInput(f"{cfg_path}:{e.lineno}: malformed JSON ({e.msg}); fix or re-download config.json") from e
-    if not isinstance(cfg, dict):
-        raise BadInput(f"{cfg_path}: expected a JSON object")
-    return cfg
+    return read_checkpoint_config(folder, "point the verifier at a checkpoint folder (config.json + safetensors)",
+                                  "a verifier folder needs config.json next to its safetensors weights")
 
 
 def text_config_of(cfg: dict[str, Any]) -> tuple[dict[str, Any], bool]:

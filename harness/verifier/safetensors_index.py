@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import BadInput
+from harness.jsonfiles import read_json_file
 
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"
@@ -118,18 +119,6 @@ def check_shards(folder: Path, wm: WeightMap) -> None:
             raise BadInput(f"{folder / shard}: the index places {missing[0]} here but the shard does not hold it"
                            f"{f' (nor {len(missing) - 1} more)' if len(missing) > 1 else ''}; fix the index or "
                            "re-download the shard")
-
-
-def read_json_file(path: Path, fix: str) -> object:
-    """A JSON file, or BadInput naming file:line and `fix`."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as e:
-        raise BadInput(f"{path}: not UTF-8 text (byte {e.start}); {fix}") from e
-    except json.JSONDecodeError as e:
-        raise BadInput(f"{path}:{e.lineno}: malformed JSON ({e.msg}); {fix}") from e
-    except OSError as e:
-        raise BadInput(f"{path}: cannot read ({e.strerror}); {fix}") from e
 
 
 def check_checkpoint_files(folder: Path, what: str) -> None:
