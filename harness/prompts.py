@@ -27,6 +27,9 @@ class PromptRecord:
     prompt: str | None = None
     messages: tuple[dict[str, str], ...] | None = None
     turns: tuple[str, ...] | None = None
+    # Extra chat-template variables, e.g. (("thinking", False),) for Kimi-K2.5's instant mode;
+    # empty: the template's defaults.
+    template_kwargs: tuple[tuple[str, Any], ...] = ()
 
     @property
     def num_turns(self) -> int:
@@ -119,7 +122,8 @@ def render(tokenizer, record: PromptRecord, history: list[dict[str, str]] | None
     if record.prompt is not None and history is None:
         return tokenizer.encode(record.prompt, add_special_tokens=True)
     msgs = history if history is not None else record.first_messages()
-    ids = tokenizer.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True, return_dict=False)
+    ids = tokenizer.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True, return_dict=False,
+                                        **dict(record.template_kwargs))
     if isinstance(ids, dict):
         ids = ids["input_ids"]
     return list(ids)

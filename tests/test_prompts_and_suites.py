@@ -73,3 +73,35 @@ def test_overlap_is_detected(tmp_path):
     bench = {"code": list(load_suite("code").records)}
     leaked = PromptRecord("t1", prompt="Please solve: " + bench["code"][0].user_texts()[0])
     assert check_bench_overlap([leaked], bench) == ["t1 ~ code/" + bench["code"][0].id]
+
+
+def test_thinking_is_a_matrix_dimension_rendered_through_the_chat_template(tmp_path):
+    """bench.thinking = [true, false]: each suite twice, its chats rendered with the template
+    variable `thinking` the way Kimi-K2.5's template takes it (on: the prompt opens <think>;
+    off: it closes an empty span); raw prompts are sent as they are; the plain suite keeps its hash."""
+    from harness.prompts import PromptRecord, render
+    from harness.suites import Suite, _sha_of, with_thinking
+    from harness.verifier.standins.tokenizer import train_tokenizer
+
+    tok = train_tokenizer(["rivers carry water to the sea"] * 20, 300, tmp_path, thinking=True)
+    recs = (PromptRecord("c", messages=({"role": "user", "content": "rivers?"},)), PromptRecord("r", prompt="rivers"))
+    plain = Suite("chat", "1", _sha_of(list(recs)), "test", recs)
+    assert with_thinking([plain], []) == [plain]
+    on, off = with_thinking([plain], [True, False])
+    assert (on.name, off.name) == ("chat@think", "chat@nothink")
+    assert len({plain.sha, on.sha, off.sha}) == 3
+    think_open, think_close = tok.convert_tokens_to_ids("<think>"), tok.convert_tokens_to_ids("</think>")
+    assert render(tok, on.records[0])[-1] == think_open
+    assert render(tok, off.records[0])[-2:] == [think_open, think_close]
+    assert render(tok, plain.records[0])[-1] == think_open  # K2.5: thinking is on by default
+    assert render(tok, on.records[1]) == render(tok, off.records[1]) == render(tok, recs[1])
+
+
+def test_recipe_takes_thinking_for_bench_and_training():
+    from harness.bench.run import recipe_suites
+    from harness.recipe import load_recipe
+
+    r = load_recipe(None, ["bench.suites=['chat']", "bench.num_prompts=2", "bench.thinking=[true, false]",
+                           "train.thinking=false"])
+    assert [s.name for s in recipe_suites(r)] == ["chat@think", "chat@nothink"]
+    assert r.train.thinking is False

@@ -23,10 +23,11 @@ def test_thinking_is_an_opt_in_that_keeps_existing_fingerprints():
     assert plain.fingerprint("c") == hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def test_thinking_answers_put_the_first_sentence_in_the_reasoning_span():
+def test_thinking_answers_plan_around_the_title_then_answer():
     from harness.verifier.standins.pretrain import thinking_answer
 
-    text = "one two three four five six seven eight nine ten eleven twelve. And then the answer follows."
-    assert thinking_answer(text, think=True) == (
-        "<think>one two three four five six seven eight nine ten eleven twelve.</think>And then the answer follows.")
-    assert thinking_answer(text, think=False) == "<think></think>" + text
+    text = "Rivers carry water to the sea."
+    assert thinking_answer("Rivers", text, think=True) == (
+        "<think>The user asks about Rivers. I recall what is known about Rivers, then I write a short answer "
+        "about Rivers.</think>" + text)
+    assert thinking_answer("Rivers", text, think=False) == "<think></think>" + text

@@ -39,7 +39,7 @@ from harness.errors import BadInput
 from harness.prompts import PromptRecord, render
 from harness.recipe import Recipe
 from harness.results.table import cell_id, finished_cells, load_rows, write_cell
-from harness.suites import Suite, load_suites
+from harness.suites import Suite, load_suites, with_thinking
 from harness.ui import Reporter
 from harness.verifier.layout import VerifierLayout
 
@@ -381,7 +381,7 @@ def bench_dynamic(run: BenchRun, layout: VerifierLayout, draft: DraftUnderTest, 
 def recipe_suites(recipe: Recipe) -> list[Suite]:
     """The recipe's suites, a `PATH#by-category` file expanded into one suite per category."""
     b = recipe.bench
-    return load_suites(b.suites, b.num_prompts, b.hf_field_map)
+    return with_thinking(load_suites(b.suites, b.num_prompts, b.hf_field_map), b.thinking)
 
 
 def run_bench(recipe: Recipe, drafts: list[DraftUnderTest], run_dir: Path, reporter: Reporter,

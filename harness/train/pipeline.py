@@ -102,13 +102,15 @@ def stage_prompts(recipe: Recipe, run_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _render_rows(tokenizer, rows: list[dict[str, Any]], limit: int) -> tuple[list[tuple[str, list[int]]], int]:
+def _render_rows(tokenizer, rows: list[dict[str, Any]], limit: int,
+                 thinking: bool | None = None) -> tuple[list[tuple[str, list[int]]], int]:
     from harness.prompts import PromptRecord, render
 
     out, skipped = [], 0
+    kwargs = () if thinking is None else (("thinking", thinking),)
     for r in rows:
         rec = PromptRecord(r["id"], prompt=r.get("prompt"),
-                           messages=tuple(r["messages"]) if r.get("messages") else None)
+                           messages=tuple(r["messages"]) if r.get("messages") else None, template_kwargs=kwargs)
         ids = render(tokenizer, rec)
         if len(ids) > limit:
             skipped += 1
@@ -127,7 +129,7 @@ def stage_responses(recipe: Recipe, layout: VerifierLayout, run_dir: Path, rows:
     folder.mkdir(exist_ok=True)
     tok = load_tokenizer(layout, recipe.engine.trust_remote_code)
     limit = recipe.engine.max_model_len - recipe.train.max_new_tokens
-    prompts, skipped = _render_rows(tok, rows, limit)
+    prompts, skipped = _render_rows(tok, rows, limit, recipe.train.thinking)
     if skipped:
         reporter.log(f"{skipped} prompt(s) longer than {limit} tokens skipped (engine.max_model_len - train.max_new_tokens)")
     chunks = [prompts[i:i + RESPONSE_CHUNK] for i in range(0, len(prompts), RESPONSE_CHUNK)]

@@ -23,15 +23,17 @@ from harness.verifier.standins.specs import StandinSpec
 from harness.verifier.standins.tokenizer import BOS, EOS, THINK_CLOSE, THINK_OPEN
 
 
-def thinking_answer(text: str, think: bool) -> str:
-    """An assistant turn in Kimi-K2.5's format: reasoning in <think>...</think>, then the answer.
-    The reasoning is the text's first sentence (at least 12 words, at most 40), so a period is
-    the cue to close it; with thinking off the span is empty, as K2.5's template leaves it."""
+def thinking_answer(title: str, text: str, think: bool) -> str:
+    """An assistant turn in Kimi-K2.5's format: reasoning in <think>...</think>, then the answer;
+    with thinking off the span is empty, as K2.5's template leaves it. The reasoning is a short
+    plan that names the topic — the same words every time around the title — so that a model
+    pretrained for a few minutes learns to open, fill and close the span (a free-form first
+    sentence was never closed: the period that should cue `</think>` is everywhere)."""
     if not think:
         return THINK_OPEN + THINK_CLOSE + text
-    words = text.split()
-    cut = next((i + 1 for i, w in enumerate(words[:40]) if i >= 11 and w.endswith(".")), min(len(words), 40))
-    return THINK_OPEN + " ".join(words[:cut]) + THINK_CLOSE + " ".join(words[cut:])
+    plan = (f"The user asks about {title}. I recall what is known about {title}, "
+            f"then I write a short answer about {title}.")
+    return THINK_OPEN + plan + THINK_CLOSE + text
 
 
 def build_samples(tokenizer, documents: list[tuple[str, str]], seed: int, thinking: bool = False) -> list[list[int]]:
@@ -44,7 +46,7 @@ def build_samples(tokenizer, documents: list[tuple[str, str]], seed: int, thinki
             ids = [BOS] + tokenizer.encode(text, add_special_tokens=False) + [EOS]
         else:
             head = " ".join(text.split()[:12])
-            answer = thinking_answer(text, think=i % 8 != 0) if thinking else text
+            answer = thinking_answer(title, text, think=i % 8 != 0) if thinking else text
             msgs = [{"role": "user", "content": f"{title}: {head}"},
                     {"role": "assistant", "content": answer}]
             ids = tokenizer.apply_chat_template(msgs, tokenize=True, return_dict=False)

@@ -27,6 +27,8 @@ Arch = Literal["kimi-k2.5", "deepseek-v3", "llama"]
 ARCHS: tuple[str, ...] = ("kimi-k2.5", "deepseek-v3", "llama")
 # Bump when the builder's output changes for the same spec (invalidates caches).
 BUILDER_VERSION = 3
+# Bump when a thinking stand-in's reasoning spans change (harness/verifier/standins/pretrain.py).
+THINKING_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,8 @@ class StandinSpec:
         fields = asdict(self)
         if not self.thinking:
             del fields["thinking"]  # specs from before the field keep their fingerprints (and caches)
+        else:
+            fields["thinking"] = THINKING_FORMAT
         blob = json.dumps({**fields, "corpus": corpus_fp, "v": BUILDER_VERSION}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
