@@ -92,10 +92,28 @@ def _summary_rows(run_dir: Path, gate_result) -> list[dict[str, Any]]:
             "repetition_share": float((rep["repetition_share"] * rep["num_output_tokens"]).sum()
                                       / rep["num_output_tokens"].sum()) if rep["num_output_tokens"].sum() else None,
             "ngram_al": ngram.get(suite),
+            "al_by_segment": _pooled_segments(g),
             "margin_over_ngram": al - ngram[suite] if suite in ngram and al is not None else None,
             "gate": verdict.get(suite, "-") if draft == "draft" else "-",
         })
     return rows
+
+
+def _pooled_segments(g) -> dict[str, float]:
+    """AL per thinking/answer segment pooled over a suite's cells (each cell's segment AL back to
+    its accepted tokens and drafts, summed, then 1 + accepted / drafts as everywhere)."""
+    acc: dict[str, float] = {}
+    drafts: dict[str, int] = {}
+    def seq(v) -> list:  # a list column: a list (cells), an array (parquet), NaN or None (absent)
+        return [] if v is None or isinstance(v, float) else list(v)
+
+    for _, r in g.iterrows():
+        for seg, al, n in zip(seq(r.get("segments")), seq(r.get("al_by_segment")), seq(r.get("drafts_by_segment")),
+                              strict=False):
+            if al is not None and n:
+                acc[seg] = acc.get(seg, 0.0) + (al - 1) * n
+                drafts[seg] = drafts.get(seg, 0) + int(n)
+    return {seg: 1 + acc[seg] / drafts[seg] for seg in drafts}
 
 
 def _run_gate(recipe: Recipe, run_dir: Path, paths: dict[str, str], notes: list[str]):
@@ -164,14 +182,18 @@ def render_summary(res: MainJobResult, console) -> None:
                     "of the verifier's output tokens repeating an 8-gram of its context: how much the workload "
                     "loops" + ("; vs ngram = AL − the ngram reference's AL on the suite" if with_ngram else "") + ")",
               title_justify="left")
-    cols = ["draft", "suite", "cells", "AL", "accept rate", "repeat", *(["vs ngram"] if with_ngram else []),
+    with_segments = any(r.get("al_by_segment") for r in res.summary_rows)
+    cols = ["draft", "suite", "cells", "AL", *(["AL think / answer"] if with_segments else []), "accept rate",
+            "repeat", *(["vs ngram"] if with_ngram else []),
             "speedup (median)", "speedup (min)", "gate"]
     for c in cols:
         t.add_column(c, justify="left" if c in ("draft", "suite", "gate") else "right")
     for r in res.summary_rows:
         gate = r["gate"]
         vs = [fmt(r.get("margin_over_ngram"), "{:+.2f}")] if with_ngram else []
-        t.add_row(r["draft"], r["suite"], str(r["cells"]), fmt(r["acceptance_length"], "{:.2f}"),
+        seg = r.get("al_by_segment") or {}
+        segs = [" / ".join(fmt(seg.get(s), "{:.2f}") for s in ("thinking", "answer"))] if with_segments else []
+        t.add_row(r["draft"], r["suite"], str(r["cells"]), fmt(r["acceptance_length"], "{:.2f}"), *segs,
                   fmt(r["draft_acceptance_rate"], "{:.2f}"), fmt(r.get("repetition_share"), "{:.0%}"), *vs,
                   fmt(r["speedup_median"], "{:.2f}x"), fmt(r["speedup_min"], "{:.2f}x"),
                   "[red]FAIL[/]" if gate == "FAIL" else gate)
