@@ -236,8 +236,8 @@ def test_bench_runs_mt_bench_and_gsm8k_files_as_released(tmp_path, kimi_standin)
         assert (spec["status"] == "ok").all() and (spec["num_failed"] == 0).all()
         assert manifest["suites"]["gsm8k"]["source"].startswith("gsm8k:")
         # the offline engine's per-step record sums to the cell's pooled counters (issue 13; the
-        # server's is checked in tests/test_bench_steps.py): one run serves both checks in CI
-        from tests.test_bench_steps import assert_steps_sum_to_counters
+        # server's in tests/test_faults.py): one run serves both checks in CI
+        from tests.step_sums import assert_steps_sum_to_counters
 
         assert_steps_sum_to_counters(run_dir, df, requests_per_cell={"mt-bench": 4, "gsm8k": 2}, repeats=1)
         rep = subprocess.run([sys.executable, "-m", "harness", "report", str(run_dir)], check=False,

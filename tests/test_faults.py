@@ -343,9 +343,9 @@ def test_resume_rebuilds_missing_or_stale_tables(tmp_path):
 
 # ----------------------------------------------------------------------------- real server engines
 
-# Cells of a few seconds each: the test signals the run between two of them.
-_TINY_SERVER_BENCH = ["bench.engine='server'", "bench.suites=['code']", "bench.num_prompts=4", "bench.max_tokens=48",
-                      "bench.k=[1]", "bench.concurrency=[1,2,4]", "bench.warmup_requests=0", "bench.repeats=1",
+# Six small cells: the test signals the run after a cell, with cells still to run.
+_TINY_SERVER_BENCH = ["bench.engine='server'", "bench.suites=['code']", "bench.num_prompts=3", "bench.max_tokens=24",
+                      "bench.k=[3]", "bench.concurrency=[1,2,3,4,5,6]", "bench.warmup_requests=0", "bench.repeats=1",
                       "bench.reference_drafts=[]", "bench.method='ngram'"]
 
 
@@ -379,8 +379,10 @@ def _kill_after_next_cell(proc: subprocess.Popen, run_dir: Path, sig: signal.Sig
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == code, err[-3000:]
-    time.sleep(10)
-    assert [p for p, t in seen.items() if process_alive(p, t)] == []
+    deadline = time.monotonic() + 10  # every process gone within 10 s of the harness's end
+    while (alive := [p for p, t in seen.items() if process_alive(p, t)]) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert alive == []
     # SIGTERM writes "interrupted"; SIGKILL writes nothing, and the stale "running" reads so.
     assert read_manifest(run_dir)["status"] == "interrupted"
     return done
@@ -390,8 +392,12 @@ def _kill_after_next_cell(proc: subprocess.Popen, run_dir: Path, sig: signal.Sig
 def test_killed_server_bench_leaves_no_process_and_resumes_byte_identical(kimi_standin):
     """One server-engine run, killed by SIGTERM after its first cell, resumed and killed by
     SIGKILL after its next, then resumed to the end: both kills leave no process behind and
-    every cell finished before a kill is byte-identical at the end."""
+    every cell finished before a kill is byte-identical at the end. The finished run (cells from
+    three server pairs) also carries the server's per-step check (tests/step_sums.py)."""
     import shutil
+
+    from harness.results.table import load_run
+    from tests.step_sums import assert_steps_sum_to_counters
 
     run_id = f"faults-kill-{uuid.uuid4().hex[:8]}"
     run_dir = REPO_ROOT / "results" / "runs" / run_id
@@ -404,8 +410,13 @@ def test_killed_server_bench_leaves_no_process_and_resumes_byte_identical(kimi_s
         assert resumed.returncode == 0, err[-3000:]
         final = _cells(run_dir)
         assert {n: b for n, b in final.items() if n in second} == second
-        assert len(final) == 3
+        assert len(final) == 6
         assert read_manifest(run_dir)["status"] == "complete" and tables_stale(run_dir) is None
+        _, df, _ = load_run(run_dir)
+        assert_steps_sum_to_counters(run_dir, df, requests_per_cell={"code": 3}, repeats=1)
+        spec = df[df["mode"] == "speculative"]
+        assert ((spec["speedup_ci_low"] <= spec["speedup"]) & (spec["speedup"] <= spec["speedup_ci_high"])).all()
+        assert spec["repetition_share"].between(0.0, 1.0).all()
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
 
@@ -468,7 +479,7 @@ def test_server_dying_mid_run_is_infrastructure_naming_its_log_and_keeps_finishe
     from harness.ui import Reporter
 
     # warm-up off and one repeat: the speculative engine's 1st batch is cell 1's arm, its 2nd cell 2's
-    recipe = load_recipe(None, [*_TINY_SERVER_BENCH, "bench.num_prompts=2", "bench.max_tokens=8"])
+    recipe = load_recipe(None, [*_TINY_SERVER_BENCH, "bench.num_prompts=2", "bench.max_tokens=8", "bench.concurrency=[1,2]"])
     layout = resolve_verifier(recipe)
     drafts = resolve_drafts(recipe, layout, None)
     run_dir = tmp_path / "run"
