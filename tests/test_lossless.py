@@ -260,10 +260,8 @@ def _arm_from(samples: list[SampledToken], per_request: int = 50):
 
     arm = ArmResult()
     for i in range(0, len(samples), per_request):
-        chunk = samples[i:i + per_request]
-        arm.outputs[f"r{i}"] = [s.token for s in chunk]
-        arm.logprobs[f"r{i}"] = [dict(s.logprobs) for s in chunk]
-        arm.num_output_tokens += len(chunk)
+        arm.outputs[f"r{i}"] = [s.token for s in samples[i:i + per_request]]
+        arm.num_output_tokens += len(samples[i:i + per_request])
     arm.wall_s = 1.0
     return arm
 
@@ -274,15 +272,38 @@ def test_a_t_gt_0_cell_tests_both_arms_and_flags_a_sampler_that_departs(distort,
 
     ident = CellIdentity("run", "cell", "d", "eagle3", "chat", "1", "sha", 3, 1, 0.8, 1.0, 64, 1, "offline",
                          "standard", "vh", "dh")
-    base, spec = _arm_from(_synthetic(3, 2000)), _arm_from(_synthetic(4, 2000, distort=distort))
-    rb, rs = cell_rows(ident, base, spec, predicted_al=None, deterministic_verifier=False, mismatch_tolerance=0.1,
-                       num_top_logprobs=5)
+    base_s, spec_s = _synthetic(3, 2000), _synthetic(4, 2000, distort=distort)
+    rb, rs = cell_rows(ident, _arm_from(base_s), _arm_from(spec_s), predicted_al=None, deterministic_verifier=False,
+                       mismatch_tolerance=0.1, num_top_logprobs=5, sampling_samples=(base_s, spec_s))
     assert rb.sampling_num_tokens == rs.sampling_num_tokens == 2000
     assert rb.sampling_p_value > 0.001  # the baseline arm calibrates the test
     flags = [f for f in rs.flags if f.startswith("NOT LOSSLESS AT T>0")]
     assert bool(flags) == flagged and (rs.sampling_p_value < 1e-4) == flagged
     if flagged:
         assert f"divergence TV {rs.sampling_tv:.3f}" in flags[0] and "baseline arm p = " in flags[0]
+
+
+def test_the_sampling_distribution_is_rebuilt_from_raw_logprobs_and_rescored_outputs_are_tested():
+    from harness.analysis.lossless_sampling import processed, rescored_samples
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(0, 2, 50)
+    raw = dict(enumerate((logits - np.log(np.exp(logits).sum())).tolist()))
+    t = 0.7
+    q = np.exp(logits / t) / np.exp(logits / t).sum()
+    got = processed(raw, t)
+    assert np.allclose([math.exp(got[i]) for i in range(50)], q)
+    nucleus = processed(raw, t, top_p=0.5)
+    order = np.argsort(-q)
+    inside = order[: int(np.searchsorted(np.cumsum(q[order]), 0.5)) + 1]  # the smallest set reaching 0.5
+    assert {i for i, lp in nucleus.items() if lp > -math.inf} == set(inside.tolist())
+    assert math.isclose(sum(math.exp(lp) for lp in nucleus.values()), 1.0)
+    # tokens drawn from q pass; tokens drawn uniformly (the vLLM-CPU defect's shape) fail
+    draws = rng.choice(50, size=600, p=q)
+    ok = rescored_samples([draws.tolist()], [[raw] * 600], t, 1.0, num_top=5)
+    junk = rescored_samples([rng.integers(0, 50, 600).tolist()], [[raw] * 600], t, 1.0, num_top=5)
+    assert sampling_fidelity(ok, num_top=5).p_value > 0.001
+    assert sampling_fidelity(junk, num_top=5).p_value < 1e-6
 
 
 def test_gate_holds_t_gt_0_cells_to_a_p_value_floor():

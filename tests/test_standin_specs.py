@@ -23,11 +23,9 @@ def test_thinking_is_an_opt_in_that_keeps_existing_fingerprints():
     assert plain.fingerprint("c") == hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def test_thinking_answers_plan_around_the_title_then_answer():
-    from harness.verifier.standins.pretrain import thinking_answer
+def test_thinking_answers_reason_in_a_fixed_plan_then_answer():
+    from harness.verifier.standins.pretrain import THINKING_PLAN, thinking_answer
 
     text = "Rivers carry water to the sea."
-    assert thinking_answer("Rivers", text, think=True) == (
-        "<think>The user asks about Rivers. I recall what is known about Rivers, then I write a short answer "
-        "about Rivers.</think>" + text)
-    assert thinking_answer("Rivers", text, think=False) == "<think></think>" + text
+    assert thinking_answer(text, think=True) == "<think>" + THINKING_PLAN + "</think>" + text
+    assert thinking_answer(text, think=False) == "<think></think>" + text

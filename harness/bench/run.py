@@ -280,11 +280,31 @@ def measure_cell(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: 
         run.noise_nats[key] = engine_noise(base_engine, tokenizer, prompts, sampling, b.max_tokens,
                                            cell.concurrency, max_prompt, barm)
     noise = run.noise_nats.get(key) if missed else None
+    samples = rescored_arms(base_engine, prompts, (barm, sarm), sampling) if cell.temperature > 0 else None
     rows = cell_rows(cell_identity(run, cell, draft, spec_engine.kind), barm, sarm, predicted_al=draft.predicted_al(cell.k),
                      deterministic_verifier=draft.deterministic_verifier,
                      mismatch_tolerance=b.mismatch_tolerance, train_context_len=draft.train_context_len,
-                     end_think_id=end_think_id(tokenizer), noise_nats=noise, num_top_logprobs=b.lossless_logprobs)
+                     end_think_id=end_think_id(tokenizer), noise_nats=noise, num_top_logprobs=b.lossless_logprobs,
+                     sampling_samples=samples)
     return rows, {"baseline": [asdict(r) for r in barm.requests], "speculative": [asdict(r) for r in sarm.requests]}
+
+
+def rescored_arms(base_engine: Engine, prompts: Prompts, arms: tuple[ArmResult, ArmResult],
+                  sampling: Sampling) -> tuple[list, list] | None:
+    """For the T > 0 test: each arm's first-turn outputs with the verifier's sampling distribution
+    at every output position, from the no-speculation engine re-scoring prompt + output over its
+    whole vocabulary. None when the engine cannot re-score (server, attach) or logprobs are off."""
+    from harness.analysis.lossless_sampling import rescored_samples
+
+    if sampling.logprobs is None or not hasattr(base_engine, "rescore"):
+        return None
+    out = []
+    for arm in arms:
+        ids = [(list(p_ids), arm.outputs[f"{rec.id}#0"]) for rec, p_ids in prompts if f"{rec.id}#0" in arm.outputs]
+        dists = base_engine.rescore([(p + o, len(p)) for p, o in ids])
+        out.append(rescored_samples([o for _, o in ids], dists, sampling.temperature, sampling.top_p,
+                                    sampling.logprobs))
+    return out[0], out[1]
 
 
 def cell_identity(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engine_kind: str) -> CellIdentity:

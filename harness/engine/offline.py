@@ -119,6 +119,23 @@ def _layer_states(llm, token_ids: list[int], layer_ids: list[int]) -> dict[int, 
     return states
 
 
+def _rescore(llm, sequences: list[tuple[list[int], int]]) -> list[list[dict[int, float]]]:
+    """The verifier's raw log-probabilities over its whole vocabulary at every position from
+    `start` on of each token sequence (one prefill with prompt_logprobs = -1, nothing sampled):
+    what the model assigns to each token given exactly the prefix before it."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=-1)
+    outs = llm.generate([TokensPrompt(prompt_token_ids=list(ids)) for ids, _ in sequences], params, use_tqdm=False)
+    result = []
+    for (ids, start), o in zip(sequences, outs, strict=True):
+        # prompt_logprobs[i] is the distribution of token i given tokens < i (None at i = 0)
+        result.append([{int(t): float(lp.logprob) for t, lp in (o.prompt_logprobs[i] or {}).items()}
+                       for i in range(max(start, 1), len(ids))])
+    return result
+
+
 def single_process(plan: EnginePlan) -> EnginePlan:
     """The plan with vLLM's engine core and worker in the host process (see the module's note)."""
     if not plan.single_process:
@@ -249,6 +266,8 @@ def _serve(conn, llm, timeout_s: float) -> None:
             if msg[0] == "generate":
                 _, requests, sampling, concurrency, call_timeout = msg
                 conn.send(("ok", _run_batch(llm, requests, sampling, concurrency, call_timeout or timeout_s)))
+            elif msg[0] == "rescore":
+                conn.send(("ok", _rescore(llm, msg[1])))
             elif msg[0] == "layer_states":
                 _, token_ids, layer_ids = msg
                 conn.send(("ok", _layer_states(llm, token_ids, layer_ids)))
@@ -372,6 +391,11 @@ class OfflineEngine:
 
     def counters(self) -> tuple[SpecCounters, dict[str, float]]:
         return self._call("counters")
+
+    def rescore(self, sequences: list[tuple[list[int], int]]) -> list[list[dict[int, float]]]:
+        """Per sequence, from position `start` on: the verifier's raw logprob of every vocabulary
+        token given the tokens before it (the engine needs max_logprobs = -1)."""
+        return self._call("rescore", [(list(ids), int(start)) for ids, start in sequences])
 
     def layer_states(self, token_ids: list[int], layer_ids: list[int]) -> dict[int, Any]:
         """vLLM's own residual stream entering each of `layer_ids` (aux-id semantics), [T, H]."""

@@ -22,18 +22,17 @@ import torch
 from harness.verifier.standins.specs import StandinSpec
 from harness.verifier.standins.tokenizer import BOS, EOS, THINK_CLOSE, THINK_OPEN
 
+# The reasoning span of a thinking stand-in: the same short plan every time, so that a model
+# pretrained for a few minutes learns to open, fill and close it. Free-form spans (a document's
+# first sentence; a plan naming the topic) were not closed after 150 steps: their ends are not
+# predictable for so small a model.
+THINKING_PLAN = "Let me think step by step. I recall the facts, then I answer."
 
-def thinking_answer(title: str, text: str, think: bool) -> str:
+
+def thinking_answer(text: str, think: bool) -> str:
     """An assistant turn in Kimi-K2.5's format: reasoning in <think>...</think>, then the answer;
-    with thinking off the span is empty, as K2.5's template leaves it. The reasoning is a short
-    plan that names the topic — the same words every time around the title — so that a model
-    pretrained for a few minutes learns to open, fill and close the span (a free-form first
-    sentence was never closed: the period that should cue `</think>` is everywhere)."""
-    if not think:
-        return THINK_OPEN + THINK_CLOSE + text
-    plan = (f"The user asks about {title}. I recall what is known about {title}, "
-            f"then I write a short answer about {title}.")
-    return THINK_OPEN + plan + THINK_CLOSE + text
+    with thinking off the span is empty, as K2.5's template leaves it."""
+    return THINK_OPEN + (THINKING_PLAN if think else "") + THINK_CLOSE + text
 
 
 def build_samples(tokenizer, documents: list[tuple[str, str]], seed: int, thinking: bool = False) -> list[list[int]]:
@@ -46,7 +45,7 @@ def build_samples(tokenizer, documents: list[tuple[str, str]], seed: int, thinki
             ids = [BOS] + tokenizer.encode(text, add_special_tokens=False) + [EOS]
         else:
             head = " ".join(text.split()[:12])
-            answer = thinking_answer(title, text, think=i % 8 != 0) if thinking else text
+            answer = thinking_answer(text, think=i % 8 != 0) if thinking else text
             msgs = [{"role": "user", "content": f"{title}: {head}"},
                     {"role": "assistant", "content": answer}]
             ids = tokenizer.apply_chat_template(msgs, tokenize=True, return_dict=False)

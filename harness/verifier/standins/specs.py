@@ -28,7 +28,7 @@ ARCHS: tuple[str, ...] = ("kimi-k2.5", "deepseek-v3", "llama")
 # Bump when the builder's output changes for the same spec (invalidates caches).
 BUILDER_VERSION = 3
 # Bump when a thinking stand-in's reasoning spans change (harness/verifier/standins/pretrain.py).
-THINKING_FORMAT = 2
+THINKING_FORMAT = 3
 
 
 @dataclass(frozen=True)
