@@ -151,8 +151,8 @@ def test_t_gt_0_distribution_test_fails_vllm_cpus_sampler_and_passes_its_baselin
     from harness.results.table import load_run
     from harness.ui import Reporter
 
-    recipe = load_recipe(None, ["bench.suites=['code']", "bench.num_prompts=8", "bench.max_tokens=64",
-                                "bench.k=[3]", "bench.concurrency=[4]", "bench.temperature=[0.8]",
+    recipe = load_recipe(None, ["bench.suites=['code']", "bench.num_prompts=6", "bench.max_tokens=48",
+                                "bench.k=[3]", "bench.concurrency=[6]", "bench.temperature=[0.8]",
                                 "bench.warmup_requests=0", "bench.reference_drafts=['random']",
                                 "bench.lossless_logprobs=5", "bench.engine='offline'"])
     layout = resolve_verifier(recipe)
@@ -161,7 +161,7 @@ def test_t_gt_0_distribution_test_fails_vllm_cpus_sampler_and_passes_its_baselin
     rb, rs = (df[df["mode"] == m].iloc[0] for m in ("baseline", "speculative"))
     print("baseline p", rb["sampling_p_value"], "spec p", rs["sampling_p_value"], "TV", rs["sampling_tv"],
           "tokens", rs["sampling_num_tokens"])
-    assert rb["sampling_num_tokens"] >= 400 and rs["sampling_num_tokens"] >= 400
+    assert rb["sampling_num_tokens"] >= 250 and rs["sampling_num_tokens"] >= 250
     assert rb["sampling_p_value"] > 1e-3, rb["sampling_p_value"]
     assert rs["sampling_p_value"] < 1e-6 and rs["sampling_tv"] > rs["sampling_min_detectable_tv"]
     assert any(f.startswith("NOT LOSSLESS AT T>0: sampled tokens do not follow") for f in rs["flags"])
