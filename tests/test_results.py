@@ -559,3 +559,16 @@ def test_main_job_summary_prints_repetitiveness_and_the_margin_over_ngram(tmp_pa
     assert by_draft["draft"]["al_by_segment"] == pytest.approx({"thinking": 1 + (10 + 5) / 20,
                                                                 "answer": 1 + (60 + 15) / 40})
     assert by_draft["ngram"]["al_by_segment"] == {}
+
+
+def test_report_explains_acceptance_per_thinking_and_answer_segment(tmp_path):
+    folder = make_run(tmp_path, "think", [])
+    rows = rows_for("think", suite="chat@think")
+    rows[1].update(output_position_buckets=["0-63"], al_by_output_position=[2.85], drafts_by_output_position=[100],
+                   segments=["thinking", "answer"], al_by_segment=[3.9, 2.4], al_by_segment_ci_low=[3.8, 2.2],
+                   al_by_segment_ci_high=[4.0, 2.6], drafts_by_segment=[40, 60])
+    write_cell(folder, rows[1]["cell_id"], rows)
+    files = report.write_report(folder, tmp_path / "out")
+    md = files.markdown.read_text()
+    assert "thinking: 3.90 [3.80, 4.00]; answer: 2.40 [2.20, 2.60]" in md
+    assert any(p.name == "acceptance_breakdown.png" for p in files.plots)

@@ -190,26 +190,46 @@ def _concurrency_axis(ax, concs: list[int]) -> None:
     ax.grid(alpha=0.3)
 
 
+# A row's breakdown columns: the bucket names' column per breakdown (harness/bench/breakdown.py)
+BUCKET_NAMES = {"output_position": "output_position_buckets", "prompt_length": "prompt_length_buckets",
+                "segment": "segments"}
+
+
+def buckets(r: Row, what: str) -> list[tuple[str, float, float | None, float | None]]:
+    """(bucket, AL, CI low, CI high) of one breakdown of a row, buckets without drafts left out."""
+    def seq(v) -> list:  # a list column: a list (cells), an array (parquet), NaN or None (absent)
+        return [] if v is None or isinstance(v, float) else list(v)
+
+    names, al = seq(r.get(BUCKET_NAMES[what])), seq(r.get(f"al_by_{what}"))
+    lo, hi = seq(r.get(f"al_by_{what}_ci_low")), seq(r.get(f"al_by_{what}_ci_high"))
+    return [(str(n), float(v), lo[i] if i < len(lo) else None, hi[i] if i < len(hi) else None)
+            for i, (n, v) in enumerate(zip(names, al)) if v is not None]
+
+
 def plot_al_breakdown(rows: list[Row], path: Path, note: str | None = None) -> str | None:
-    """AL by output position and by prompt length (reference cells); None when no cell has them."""
-    cells = {lab: r for lab, r in reference_cells(rows).items() if r.get("al_by_output_position")}
+    """AL by output position, by prompt length and (when outputs think) by thinking/answer
+    segment, reference cells; None when no cell has them."""
+    cells = {lab: r for lab, r in reference_cells(rows).items() if buckets(r, "output_position")}
     if not cells:
         return None
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(10, 4.4), dpi=110, layout="constrained")
-    axes = fig.subplots(1, 2)
-    for ax, what in zip(axes, ("output_position", "prompt_length")):
+    whats = ["output_position", "prompt_length"] + (["segment"] if any(buckets(r, "segment") for r in cells.values())
+                                                     else [])
+    fig = Figure(figsize=(5 * len(whats), 4.4), dpi=110, layout="constrained")
+    axes = fig.subplots(1, len(whats))
+    for ax, what in zip(axes, whats):
         for i, (label, r) in enumerate(cells.items()):
-            names, al = r.get(f"{what}_buckets") or [], r.get(f"al_by_{what}") or []
-            pts = [(n, v) for n, v in zip(names, al) if v is not None]
-            ax.plot([n for n, _ in pts], [v for _, v in pts], marker="o", color=_color(i), label=f"{label} (k={r['k']})")
-        ax.set_xlabel(what.replace("_", " ") + (" (output tokens)" if what == "output_position" else " (tokens)"))
+            pts = buckets(r, what)
+            ax.plot([n for n, *_ in pts], [v for _, v, *_ in pts], marker="o", color=_color(i),
+                    label=f"{label} (k={r['k']})")
+        ax.set_xlabel({"output_position": "output position (output tokens)", "prompt_length": "prompt length (tokens)",
+                       "segment": "segment (thinking / answer, split at </think>)"}[what])
         ax.set_ylabel("acceptance length")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     t, c = reference(rows)
-    title = (f"Acceptance length along the output and by prompt length ({_setting(t, c)})\n"
+    title = (f"Acceptance length along the output, by prompt length and by segment ({_setting(t, c)})\n"
              "AL = 1 + accepted / drafts of the verify steps in each bucket (vLLM's per-step record)")
     fig.suptitle(title + (f"\n{note}" if note else ""), fontsize=10.5)
     fig.savefig(path, format="png")

@@ -154,14 +154,8 @@ def _pct(v) -> str:
 
 
 def _bucket_text(r: dict[str, Any], what: str) -> str:
-    names, al = r.get(f"{what}_buckets") or [], r.get(f"al_by_{what}") or []
-    lo, hi = r.get(f"al_by_{what}_ci_low") or [], r.get(f"al_by_{what}_ci_high") or []
-    parts = []
-    for i, (n, v) in enumerate(zip(names, al)):
-        if v is not None:
-            ci = f" [{lo[i]:.2f}, {hi[i]:.2f}]" if i < len(lo) and lo[i] is not None and hi[i] is not None else ""
-            parts.append(f"{n}: {v:.2f}{ci}")
-    return "; ".join(parts) or "—"
+    return "; ".join(f"{n}: {v:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else "")
+                     for n, v, lo, hi in plots.buckets(r, what)) or "—"
 
 
 def _explained_blocks(run: Run) -> list[tuple]:
