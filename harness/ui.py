@@ -89,7 +89,10 @@ class RichReporter(Reporter):
             self.task = None
 
     def log(self, message: str) -> None:
-        self.progress.console.print(f"[dim]{message}[/]", highlight=False)
+        from rich.markup import escape
+
+        # escaped: a cell's log line starts with "[<cell id>]", which rich would take for a style
+        self.progress.console.print(f"[dim]{escape(message)}[/]", highlight=False)
 
     def close(self) -> None:
         self.done()

@@ -497,3 +497,18 @@ def test_server_dying_mid_run_is_infrastructure_naming_its_log_and_keeps_finishe
     assert "last lines of" in first and "logs" in first
     assert len(finished_cells(run_dir)) == 1  # the finished cell is kept
     assert read_manifest(run_dir)["status"] == "failed"  # resuming such a run: the kill tests above
+
+
+def test_a_cells_log_line_keeps_its_cell_id():
+    """A flag is logged as "[<cell id>] <flag>"; rich would read the bracket as a style and drop it,
+    and two cells' identical flags then read as one flag printed twice."""
+    import io
+
+    from harness.ui import RichReporter
+
+    rep = RichReporter()
+    buf = io.StringIO()
+    rep.progress.console.file = buf
+    rep.log("[draft__chat__k3__c1__t0] LOOPING OUTPUTS (68%)")
+    rep.close()
+    assert "[draft__chat__k3__c1__t0] LOOPING OUTPUTS (68%)" in buf.getvalue()
