@@ -175,8 +175,8 @@ class BenchSection(_Strict):
         "(draft label '<draft>-dynamic', vLLM's num_speculative_tokens_per_batch_size)."))
     mismatch_tolerance: float = Field(0.10, ge=0, description="Flag a served AL this far (relative) from the training prediction.")
     lossless_logprobs: int = Field(2, ge=0, le=20, description=(
-        "Top-N logprobs both arms return: at T=0 to locate each miss and read the verifier's margin there, "
-        "at T>0 to test the sampled tokens against the verifier's distribution (0: count matches only)."))
+        "Top-N logprobs both arms return at T=0, to locate each miss and read the verifier's margin there; "
+        "at T>0 the buckets of the distribution test (0: count matches only, no T>0 test)."))
 
     @model_validator(mode="after")
     def _checks(self):

