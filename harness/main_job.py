@@ -102,15 +102,13 @@ def _summary_rows(run_dir: Path, gate_result) -> list[dict[str, Any]]:
 def _pooled_segments(g) -> dict[str, float]:
     """AL per thinking/answer segment pooled over a suite's cells (each cell's segment AL back to
     its accepted tokens and drafts, summed, then 1 + accepted / drafts as everywhere)."""
+    from harness.results.runs import buckets
+
     acc: dict[str, float] = {}
     drafts: dict[str, int] = {}
-    def seq(v) -> list:  # a list column: a list (cells), an array (parquet), NaN or None (absent)
-        return [] if v is None or isinstance(v, float) else list(v)
-
     for _, r in g.iterrows():
-        for seg, al, n in zip(seq(r.get("segments")), seq(r.get("al_by_segment")), seq(r.get("drafts_by_segment")),
-                              strict=False):
-            if al is not None and n:
+        for seg, al, _lo, _hi, n in buckets(r, "segment"):
+            if n:
                 acc[seg] = acc.get(seg, 0.0) + (al - 1) * n
                 drafts[seg] = drafts.get(seg, 0) + int(n)
     return {seg: 1 + acc[seg] / drafts[seg] for seg in drafts}

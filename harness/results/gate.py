@@ -63,6 +63,7 @@ from harness.results.checks import Check
 from harness.results.runs import (
     COMPARABILITY,
     Run,
+    buckets,
     describe_setting,
     fmt,
     is_speculative,
@@ -165,8 +166,7 @@ def check_cell(base: dict[str, Any], row: dict[str, Any], tolerance: float, floo
 
 
 def _segment_floors(base: dict[str, Any], tolerance: float) -> dict[str, float]:
-    return {seg: al * (1 - tolerance) for seg, al in zip(base.get("segments") or [], base.get("al_by_segment") or [])
-            if al is not None}
+    return {seg: al * (1 - tolerance) for seg, al, *_ in buckets(base, "segment")}
 
 
 def segment_checks(base: dict[str, Any], row: dict[str, Any], tolerance: float, use_stored: bool,
@@ -176,9 +176,9 @@ def segment_checks(base: dict[str, Any], row: dict[str, Any], tolerance: float, 
     segment AL × (1 − tolerance). A segment the run's outputs lack fails, saying so."""
     stored = base.get("segment_floors")
     floors = stored if use_stored and stored is not None else _segment_floors(base, tolerance)
-    base_al = dict(zip(base.get("segments") or [], base.get("al_by_segment") or []))
-    run_al = dict(zip(row.get("segments") or [], row.get("al_by_segment") or []))
-    run_hi = dict(zip(row.get("segments") or [], row.get("al_by_segment_ci_high") or []))
+    base_al = {seg: al for seg, al, *_ in buckets(base, "segment")}
+    run_al = {seg: al for seg, al, *_ in buckets(row, "segment")}
+    run_hi = {seg: hi for seg, _, _, hi, _ in buckets(row, "segment")}
     out = []
     for seg, floor in floors.items():
         value = run_al.get(seg)

@@ -10,7 +10,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from harness.results.runs import BASELINE, is_speculative
+from harness.results.runs import BASELINE, buckets, is_speculative
 
 Row = dict[str, Any]
 
@@ -188,22 +188,6 @@ def _concurrency_axis(ax, concs: list[int]) -> None:
         ax.minorticks_off()
     ax.set_xlabel("concurrency (requests in flight)")
     ax.grid(alpha=0.3)
-
-
-# A row's breakdown columns: the bucket names' column per breakdown (harness/bench/breakdown.py)
-BUCKET_NAMES = {"output_position": "output_position_buckets", "prompt_length": "prompt_length_buckets",
-                "segment": "segments"}
-
-
-def buckets(r: Row, what: str) -> list[tuple[str, float, float | None, float | None]]:
-    """(bucket, AL, CI low, CI high) of one breakdown of a row, buckets without drafts left out."""
-    def seq(v) -> list:  # a list column: a list (cells), an array (parquet), NaN or None (absent)
-        return [] if v is None or isinstance(v, float) else list(v)
-
-    names, al = seq(r.get(BUCKET_NAMES[what])), seq(r.get(f"al_by_{what}"))
-    lo, hi = seq(r.get(f"al_by_{what}_ci_low")), seq(r.get(f"al_by_{what}_ci_high"))
-    return [(str(n), float(v), lo[i] if i < len(lo) else None, hi[i] if i < len(hi) else None)
-            for i, (n, v) in enumerate(zip(names, al)) if v is not None]
 
 
 def plot_al_breakdown(rows: list[Row], path: Path, note: str | None = None) -> str | None:

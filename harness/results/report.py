@@ -13,7 +13,7 @@ from typing import Any
 
 from harness.results import load_view, plots
 from harness.results import published as pub
-from harness.results.runs import Run, fmt, read_run
+from harness.results.runs import Run, buckets, fmt, read_run
 
 DEFINITIONS = [
     "acceptance length (AL, τ) = 1 + num_accepted_tokens / num_drafts, pooled over every draft of the cell "
@@ -155,7 +155,7 @@ def _pct(v) -> str:
 
 def _bucket_text(r: dict[str, Any], what: str) -> str:
     return "; ".join(f"{n}: {v:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else "")
-                     for n, v, lo, hi in plots.buckets(r, what)) or "—"
+                     for n, v, lo, hi, _ in buckets(r, what)) or "—"
 
 
 def _explained_blocks(run: Run) -> list[tuple]:

@@ -81,5 +81,30 @@ def is_speculative(row: dict[str, Any]) -> bool:
     return row.get("mode") == SPECULATIVE
 
 
+def list_column(value: Any) -> list:
+    """A row's list column as a list: a list (cells/*.json), an array (results.parquet), or absent
+    (None, or NaN where pandas filled a missing column)."""
+    return [] if value is None or isinstance(value, float) else list(value)
+
+
+# A row's breakdown columns: the bucket names' column per breakdown (harness/bench/breakdown.py)
+BUCKET_NAMES = {"output_position": "output_position_buckets", "prompt_length": "prompt_length_buckets",
+                "segment": "segments"}
+
+
+def buckets(r: dict[str, Any], what: str) -> list[tuple[str, float, float | None, float | None, int | None]]:
+    """(bucket, AL, CI low, CI high, drafts) of one breakdown of a row (`what`: a BUCKET_NAMES
+    key), buckets without an AL left out."""
+    names, al = list_column(r.get(BUCKET_NAMES[what])), list_column(r.get(f"al_by_{what}"))
+    lo, hi = list_column(r.get(f"al_by_{what}_ci_low")), list_column(r.get(f"al_by_{what}_ci_high"))
+    n = list_column(r.get(f"drafts_by_{what}"))
+
+    def at(xs: list, i: int):
+        return xs[i] if i < len(xs) else None
+
+    return [(str(name), float(v), at(lo, i), at(hi, i), at(n, i))
+            for i, (name, v) in enumerate(zip(names, al)) if v is not None]
+
+
 def fmt(value: Any, digits: int = 3) -> str:
     return ui_fmt(value, f"{{:.{digits}f}}" if isinstance(value, float) else "{}", none="—")
