@@ -110,12 +110,11 @@ def with_thinking(suites: list[Suite], modes: list[bool]) -> list[Suite]:
     its chat records rendered with the template variable `thinking` (Kimi-K2.5's switch between
     thinking and instant mode, on by default); raw-text prompts have no template and are sent as
     they are. No modes: the suites unchanged (the template's default)."""
+    if not modes:
+        return suites
     out = []
     for s in suites:
-        for mode in modes or [None]:
-            if mode is None:
-                out.append(s)
-                continue
+        for mode in modes:
             records = tuple(replace(r, template_kwargs=(("thinking", mode),)) for r in s.records)
             out.append(replace(s, name=f"{s.name}@{THINKING_SUFFIX[mode]}", sha=_sha_of(list(records)),
                                records=records))

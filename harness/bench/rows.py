@@ -215,8 +215,10 @@ def _sampling(rb: CellRow, rs: CellRow, samples: tuple[list, list] | None, num_t
     fb, fs = results
     if fs.passes(ALPHA):
         return []
-    calib = ("; the baseline arm fails it too (p = {:.2g}): the logprobs, not the sampler, are in doubt".format(fb.p_value)
-             if not fb.passes(ALPHA) else f"; baseline arm p = {fb.p_value:.2g}" if fb.p_value is not None else "")
+    if not fb.passes(ALPHA):
+        calib = f"; the baseline arm fails it too (p = {fb.p_value:.2g}): the reference, not the sampler, is in doubt"
+    else:
+        calib = f"; baseline arm p = {fb.p_value:.2g}" if fb.p_value is not None else ""
     return [f"NOT LOSSLESS AT T>0: sampled tokens do not follow the verifier's distribution (p = {fs.p_value:.2g} "
             f"over {fs.num_samples} tokens, divergence TV {fs.tv_pit:.3f}, detectable >= {fs.min_detectable_tv:.3f})"
             + calib]

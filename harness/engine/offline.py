@@ -136,11 +136,15 @@ def _rescore(llm, sequences: list[tuple[list[int], int]]) -> list[list[dict[int,
     return result
 
 
+SINGLE_PROCESS_ENV = ("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+
+
 def single_process(plan: EnginePlan) -> EnginePlan:
-    """The plan with vLLM's engine core and worker in the host process (see the module's note)."""
+    """The plan with vLLM's engine core and worker in the host process (see the module's note);
+    its environment says so to the host (SINGLE_PROCESS_ENV)."""
     if not plan.single_process:
         return plan
-    return replace(plan, env={**plan.env, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
+    return replace(plan, env={**plan.env, SINGLE_PROCESS_ENV[0]: SINGLE_PROCESS_ENV[1]},
                    engine_kwargs={**plan.engine_kwargs, "distributed_executor_backend": "uni"},
                    workarounds=(*plan.workarounds, "VLLM_ENABLE_V1_MULTIPROCESSING=0 + uni executor: the CPU engine "
                                 "runs in one process (offline engine only; ~12 s less per start)"))
@@ -215,7 +219,8 @@ def _host(conn, env: dict[str, str], probe: bool) -> None:  # runs in the child
         return
     start_watchdog(os.getpgrp(), harness_pid)
     os.environ.update(env)
-    if env.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0":
+    single = env.get(SINGLE_PROCESS_ENV[0]) == SINGLE_PROCESS_ENV[1]  # every engine of this host is
+    if single:
         _threads_like_vllms_cpu_worker()
     if probe:
         # apply_model ships our probe functions to vLLM's worker, which needs pickle; the
@@ -238,7 +243,7 @@ def _host(conn, env: dict[str, str], probe: bool) -> None:  # runs in the child
         try:
             from vllm import LLM
 
-            if plan.single_process:
+            if single:
                 _guard_kernel_rebind()
             llm = LLM(model=plan.model, **plan.engine_kwargs)
         except BaseException as e:  # noqa: BLE001 - report any start failure to the parent

@@ -46,7 +46,7 @@ def crossover_checks(base_lines: list[dict[str, Any]], rows: list[dict[str, Any]
     lines = {(x.suite, x.k, x.temperature): x for x in load_view.crossovers(rows)}
     checks, problems = [], []
     for base in base_lines:
-        if base["where"] != CROSSES and base["where"] != ABOVE:
+        if base["where"] not in (CROSSES, ABOVE):
             continue  # the baseline never paid: nothing to regress from
         key = (base["suite"], int(base["k"]), float(base["temperature"]))
         line = lines.get(key)
