@@ -161,6 +161,10 @@ class BenchSection(_Strict):
         "<suite>@nothink, its chats rendered with the chat-template variable `thinking` (Kimi-K2.5's "
         "instant mode is thinking = false). Empty: the template's default."))
     repeats: int = Field(1, ge=1, description="A/B repeats per cell (baseline and speculative interleaved).")
+    shared_baseline: bool = Field(True, description="Measure the no-speculation arm once per (verifier, suite, "
+                                  "concurrency, temperature) and pair it with every draft and k (one denominator "
+                                  "for all of them; the row's baseline_cell names where it was measured). false: "
+                                  "measure it again beside every speculative arm, A/B interleaved per cell.")
     warmup_requests: int = Field(2, ge=0, description="Unmeasured requests before each engine's first cell.")
     engine: Literal["offline", "server", "attach"] = Field("server", description="How vLLM is driven.")
     url: str | None = Field(None, description="attach: the speculative server's URL.")

@@ -110,3 +110,24 @@ def test_baselines_pair_every_cell(reference_run):
         b = base.loc[r["cell_id"]]
         assert r["speedup"] == pytest.approx(r["output_tok_per_s"] / b["output_tok_per_s"])
         assert b["num_requests"] == r["num_requests"]
+
+
+def test_baseline_arm_is_measured_once_per_suite_concurrency_temperature(reference_run):
+    """bench.shared_baseline: every draft and k of a verifier pairs with one baseline arm per
+    (suite, c, T), measured in the first cell that needs it, and each row says which cell that
+    was. (The oracle serves its own verifier copy, so it has baselines of its own.)"""
+    _, df, _ = reference_run
+    base = df[df["mode"] == "baseline"]
+    groups = base.groupby(["verifier_hash", "suite", "concurrency", "temperature"])
+    assert groups.ngroups == 2 * (3 * 2 + 1)
+    cell_ids = set(df["cell_id"])
+    for (vh, suite, c, t), g in groups:
+        assert g["baseline_cell"].nunique() == 1 and g["output_tok_per_s"].nunique() == 1, (vh, suite, c, t)
+        first = g["baseline_cell"].iloc[0]
+        owner = "oracle" if "standin:" not in vh else "random"  # the verifier's first draft in the plan
+        assert first in cell_ids and first.startswith(f"{owner}__{suite}__k"), first
+        spec = df[(df["mode"] == "speculative") & (df["verifier_hash"] == vh) & (df["suite"] == suite)
+                  & (df["concurrency"] == c) & (df["temperature"] == t)]
+        assert (spec["baseline_cell"] == first).all()
+        assert spec["speedup"].tolist() == pytest.approx(
+            (spec["output_tok_per_s"] / g["output_tok_per_s"].iloc[0]).tolist())

@@ -124,6 +124,7 @@ class CellRow:
     looping_requests: int | None = None
     max_prompt_tokens: int | None = None
     train_context_len: int | None = None
+    baseline_cell: str | None = None  # the cell whose run measured this cell's baseline arm (bench.shared_baseline)
     k_schedule: str | None = None  # the dynamic arm's num_speculative_tokens_per_batch_size (JSON)
     # T = 0 misses, located and classified (harness/analysis/lossless.py): the worst verdict,
     # the earliest diverging output position, the engine noise measured, one record per miss (JSON)

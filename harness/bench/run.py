@@ -1,7 +1,10 @@
 """`harness bench`: the matrix suites x k x concurrency x temperature, every speculative cell
-paired with a baseline cell on the same prompts, max tokens, sampling, concurrency and
+paired with a baseline arm on the same prompts, max tokens, sampling, concurrency and
 parallelism, the pair run A/B interleaved (the order alternates between repeats so drift
-cancels), warm-up excluded. Rows are written cell by cell (harness/results/table.py).
+cancels), warm-up excluded. The baseline arm is measured once per (verifier, suite,
+concurrency, temperature) and shared by every draft and k (bench.shared_baseline): one
+denominator for all of them, and no engine time spent measuring it again. Rows are written
+cell by cell (harness/results/table.py).
 
 Engines: one baseline engine per verifier stays up for the whole run; one speculative engine
 per (draft, k) — k is an engine setting in vLLM — runs all of its cells, then stops.
@@ -73,6 +76,9 @@ class BenchRun:
     # The baseline engine's numeric noise per (verifier, suite, concurrency): a property of the
     # engine, prompts and batch shape, not of the draft, so measured once and shared by cells.
     noise_nats: dict[tuple[str, str, int], float | None] = field(default_factory=dict)
+    # The baseline arm per (verifier, suite, concurrency, temperature) and the cell it was
+    # measured in, when bench.shared_baseline: every draft and k of the run pairs with it.
+    baselines: dict[tuple[str, str, int, float], tuple[ArmResult, str]] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- planning
@@ -262,17 +268,13 @@ def default_engine_factory(recipe: Recipe, run_dir: Path) -> EngineFactory:
 
 def measure_cell(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: tuple[Engine, Engine],
                  tokenizer, prompts: Prompts) -> tuple[tuple[CellRow, CellRow], dict]:
-    """Both arms of a cell, A/B interleaved over the repeats: the cell's two rows, and its
-    per-request records by arm (the side file beside the cell)."""
+    """Both arms of a cell (_measure_arms): the cell's two rows, and its per-request records by
+    arm (the side file beside the cell)."""
     b = run.recipe.bench
     base_engine, spec_engine = engines
-    barm, sarm = ArmResult(), ArmResult()
     sampling = sampling_for(run.recipe, cell.temperature, draft.verifier)
     max_prompt = run.recipe.engine.max_model_len - b.max_tokens
-    for r in range(b.repeats):
-        order = [(base_engine, barm), (spec_engine, sarm)]
-        for eng, arm in order[::-1] if r % 2 else order:
-            run_arm(eng, tokenizer, prompts, sampling, b.max_tokens, cell.concurrency, max_prompt, arm)
+    barm, sarm, baseline_cell = _measure_arms(run, cell, draft, engines, (tokenizer, prompts, sampling, max_prompt))
     missed = cell.temperature == 0 and any(sarm.outputs.get(k) != v for k, v in barm.outputs.items())
     key = (draft.verifier.path, cell.suite, cell.concurrency)
     if missed and key not in run.noise_nats:
@@ -286,7 +288,28 @@ def measure_cell(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: 
                      mismatch_tolerance=b.mismatch_tolerance, train_context_len=draft.train_context_len,
                      end_think_id=end_think_id(tokenizer), noise_nats=noise, num_top_logprobs=b.lossless_logprobs,
                      sampling_samples=samples)
+    for r in rows:
+        r.baseline_cell = baseline_cell
     return rows, {"baseline": [asdict(r) for r in barm.requests], "speculative": [asdict(r) for r in sarm.requests]}
+
+
+def _measure_arms(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: tuple[Engine, Engine],
+                  shared: tuple[Any, Prompts, Sampling, int]) -> tuple[ArmResult, ArmResult, str]:
+    """The cell's (baseline, speculative) arms and the id of the cell that measured the baseline:
+    both measured here, A/B interleaved over the repeats (the order alternates so drift cancels),
+    unless bench.shared_baseline holds an arm for this (verifier, suite, concurrency, temperature)."""
+    b = run.recipe.bench
+    tokenizer, prompts, sampling, max_prompt = shared
+    key = (draft.verifier.path, cell.suite, cell.concurrency, cell.temperature)
+    measured = run.baselines.get(key) if b.shared_baseline else None
+    barm, sarm = measured[0] if measured else ArmResult(), ArmResult()
+    for r in range(b.repeats):
+        order = [(engines[0], barm), (engines[1], sarm)][1 if measured else 0:]
+        for eng, arm in order[::-1] if r % 2 else order:
+            run_arm(eng, tokenizer, prompts, sampling, b.max_tokens, cell.concurrency, max_prompt, arm)
+    if measured is None and b.shared_baseline:
+        run.baselines[key] = (barm, cell.id)
+    return barm, sarm, measured[1] if measured else cell.id
 
 
 def rescored_arms(base_engine: Engine, prompts: Prompts, arms: tuple[ArmResult, ArmResult],
@@ -355,6 +378,10 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
     max_prompt = recipe.engine.max_model_len - recipe.bench.max_tokens
     prompts = {name: render_requests(tok, s, max_prompt) for name, s in run.suites.items()}
     first = next(iter(prompts.values()))
+    if recipe.bench.engine == "offline":  # the baseline and the first speculative engine, side by side
+        from harness.engine.offline import prespawn
+
+        prespawn(engine_plan(recipe.engine, layout), 2)
     with run.make_engine(engine_plan(recipe.engine, layout), f"baseline-{Path(layout.path).name}") as base_engine:
         record_engine(run.run_dir, "baseline", base_engine)
         warm_up(base_engine, first, recipe)
