@@ -61,7 +61,7 @@ def _gate_verdicts(gate_result) -> dict[str, str]:
     return verdict
 
 
-def _summary_rows(run_dir: Path, gate_result) -> list[dict[str, Any]]:
+def _summary_rows(run_dir: Path, gate_result, end_think_id: int | None = None) -> list[dict[str, Any]]:
     """Per (draft, suite): counters pooled over the suite's cells, then the metrics.py formulas."""
     from harness.results.table import load_run
 
@@ -92,26 +92,37 @@ def _summary_rows(run_dir: Path, gate_result) -> list[dict[str, Any]]:
             "repetition_share": float((rep["repetition_share"] * rep["num_output_tokens"]).sum()
                                       / rep["num_output_tokens"].sum()) if rep["num_output_tokens"].sum() else None,
             "ngram_al": ngram.get(suite),
-            "al_by_segment": _pooled_segments(g),
+            "al_by_segment": _pooled_segments(run_dir, g, end_think_id),
             "margin_over_ngram": al - ngram[suite] if suite in ngram and al is not None else None,
             "gate": verdict.get(suite, "-") if draft == "draft" else "-",
         })
     return rows
 
 
-def _pooled_segments(g) -> dict[str, float]:
-    """AL per thinking/answer segment pooled over a suite's cells (each cell's segment AL back to
-    its accepted tokens and drafts, summed, then 1 + accepted / drafts as everywhere)."""
-    from harness.results.runs import buckets
+def _pooled_segments(run_dir: Path, g, end_think_id: int | None) -> dict[str, list[float | None]]:
+    """AL per thinking/answer segment over a suite's cells, [AL, CI low, CI high]: every step of
+    the suite's speculative requests (their per-step records, cells/requests/), pooled and
+    bootstrapped over requests the way each cell's own segment columns are (harness/analysis/steps.py)."""
+    from harness.analysis import steps
+    from harness.bench.breakdown import RequestRecord, request_steps
+    from harness.results.table import load_cell_requests
 
-    acc: dict[str, float] = {}
-    drafts: dict[str, int] = {}
-    for _, r in g.iterrows():
-        for seg, al, _lo, _hi, n in buckets(r, "segment"):
-            if n:
-                acc[seg] = acc.get(seg, 0.0) + (al - 1) * n
-                drafts[seg] = drafts.get(seg, 0) + int(n)
-    return {seg: 1 + acc[seg] / drafts[seg] for seg in drafts}
+    if end_think_id is None or not any(len(s) for s in g.get("segments", [])):
+        return {}
+    records = [RequestRecord(**{**r, "output_token_ids": tuple(r["output_token_ids"])})
+               for cid in g["cell_id"] for r in (load_cell_requests(run_dir, cid) or {}).get("speculative", [])]
+    reqs = request_steps(records, end_think_id)
+    if not reqs or any(r.answer_start is None for r in reqs):
+        return {}
+    return {s.label: [s.acceptance_length, *(s.ci or (None, None))]
+            for s in steps.by_segment(reqs, k=int(g["k"].max())) if s.acceptance_length is not None}
+
+
+def _end_think_id(layout, recipe: Recipe) -> int | None:
+    from harness.bench.run import end_think_id
+    from harness.draft.verifier import load_tokenizer
+
+    return end_think_id(load_tokenizer(layout, recipe.engine.trust_remote_code))
 
 
 def _run_gate(recipe: Recipe, run_dir: Path, paths: dict[str, str], notes: list[str]):
@@ -146,7 +157,10 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
     t0 = time.perf_counter()
     run_dir = run_dir or default_run_dir(recipe)
     run_dir.mkdir(parents=True, exist_ok=True)
-    trained = run_train(recipe, run_dir / "train", reporter)
+    # The bench's speculative engine starts while its baseline engine is up: one more host, its
+    # vLLM imported during the responses stage (harness/engine/offline.py prespawn).
+    spare = 1 if recipe.bench.engine == "offline" and recipe.engine.device == "cpu" else 0
+    trained = run_train(recipe, run_dir / "train", reporter, spare_hosts=spare)
     drafts = resolve_drafts(recipe, trained.layout, trained.draft_dir, label="draft")
     run_bench(recipe, drafts, run_dir, reporter, resume=(run_dir / MANIFEST).is_file())
     ensure_tables(run_dir)  # a rerun with every cell already finished writes no cell, so no table
@@ -160,7 +174,7 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
     notes: list[str] = []
     gate_result = _run_gate(recipe, run_dir, paths, notes)
     gate_exit = gate_result.exit_code if gate_result is not None else None
-    rows = _summary_rows(run_dir, gate_result)
+    rows = _summary_rows(run_dir, gate_result, _end_think_id(trained.layout, recipe))
     result = MainJobResult(run_dir, rows, paths, time.perf_counter() - t0, gate_exit, notes, trained.report,
                            [(n, round(s, 1)) for n, s in reporter.timings], _engine_startups(run_dir))
     atomic_write_json(run_dir / "summary.json", {"rows": rows, "paths": paths, "wall_s": result.wall_s,
@@ -190,7 +204,7 @@ def render_summary(res: MainJobResult, console) -> None:
         gate = r["gate"]
         vs = [fmt(r.get("margin_over_ngram"), "{:+.2f}")] if with_ngram else []
         seg = r.get("al_by_segment") or {}
-        segs = [" / ".join(fmt(seg.get(s), "{:.2f}") for s in ("thinking", "answer"))] if with_segments else []
+        segs = [" / ".join(_al_ci(seg.get(s)) for s in ("thinking", "answer"))] if with_segments else []
         t.add_row(r["draft"], r["suite"], str(r["cells"]), fmt(r["acceptance_length"], "{:.2f}"), *segs,
                   fmt(r["draft_acceptance_rate"], "{:.2f}"), fmt(r.get("repetition_share"), "{:.0%}"), *vs,
                   fmt(r["speedup_median"], "{:.2f}x"), fmt(r["speedup_min"], "{:.2f}x"),
@@ -211,6 +225,14 @@ def render_summary(res: MainJobResult, console) -> None:
                       + ("  (bench engine startups: " + ", ".join(f"{n} {s:.0f} s" for n, s in res.engine_startup_s.items())
                          + ")" if res.engine_startup_s else ""))
     console.print(f"wall time {res.wall_s:.0f} s")
+
+
+def _al_ci(v: list[float | None] | None) -> str:
+    """'3.98 [3.93, 4.00]': a segment's pooled AL and its 95 % CI over requests."""
+    if not v:
+        return "-"
+    al, lo, hi = v
+    return fmt(al, "{:.2f}") + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else "")
 
 
 def exit_for(res: MainJobResult) -> None:

@@ -165,7 +165,7 @@ class BenchSection(_Strict):
                                   "concurrency, temperature) and pair it with every draft and k (one denominator "
                                   "for all of them; the row's baseline_cell names where it was measured). false: "
                                   "measure it again beside every speculative arm, A/B interleaved per cell.")
-    warmup_requests: int = Field(2, ge=0, description="Unmeasured requests before each engine's first cell.")
+    warmup_requests: int = Field(2, ge=0, description="Unmeasured requests before each engine's first cell, under each temperature's sampling settings.")
     engine: Literal["offline", "server", "attach"] = Field("server", description="How vLLM is driven.")
     url: str | None = Field(None, description="attach: the speculative server's URL.")
     baseline_url: str | None = Field(None, description="attach: the no-speculation server's URL.")

@@ -546,18 +546,27 @@ def test_main_job_summary_prints_repetitiveness_and_the_margin_over_ngram(tmp_pa
     for draft, per_pos, c, share in (("draft", GOOD, 1, 0.5), ("draft", GOOD, 4, 0.1), ("ngram", BAD, 1, 0.5)):
         rows = rows_for("sum", draft=draft, per_pos=per_pos, c=c, spec_tok_s=100.0 * c)
         rows[1].update(method="ngram" if draft == "ngram" else "eagle3", repetition_share=share)
-        if draft == "draft":  # thinking 2.0 over 10 drafts and 3.0 over 30 in c=1; 1.5 / 2.5 over 10 / 10 in c=4
-            segs = ([2.0, 3.0], [10, 30]) if c == 1 else ([1.5, 2.5], [10, 10])
-            rows[1].update(segments=["thinking", "answer"], al_by_segment=segs[0], drafts_by_segment=segs[1])
-        write_cell(folder, rows[1]["cell_id"], rows)
-    by_draft = {r["draft"]: r for r in _summary_rows(folder, None)}
+        side = None
+        if draft == "draft":  # per-step records with a real </think> (id 99): thinking steps, then answer steps
+            rows[1].update(segments=["thinking", "answer"], al_by_segment=[0.0, 0.0], drafts_by_segment=[0, 0])
+            pattern = [((3, 3, 0, 0), 8), ((3, 3, 1, 1), 8)] if c == 1 else [((2, 2, 0, 0), 6)]
+            side = {"baseline": [], "speculative": [
+                {"request_id": f"p{i}#0", "repeat": 0, "prompt_tokens": 20, "latency_s": 1.0,
+                 "output_token_ids": [1] * before + [99] + [2] * (sum(acc) + len(acc) - before),
+                 "accepted": list(acc), "drafted": [3] * len(acc), "num_spec_tokens": 3, "steps": True}
+                for i, (acc, before) in enumerate(pattern)]}
+        write_cell(folder, rows[1]["cell_id"], rows, side)
+    by_draft = {r["draft"]: r for r in _summary_rows(folder, None, end_think_id=99)}
     # draft: cells of 1000 and 4000 output tokens loop 50 % and 10 %: token-weighted 18 %
     assert by_draft["draft"]["repetition_share"] == pytest.approx((0.5 * 1000 + 0.1 * 4000) / 5000)
     assert by_draft["draft"]["ngram_al"] == pytest.approx(2.40)
     assert by_draft["draft"]["margin_over_ngram"] == pytest.approx(2.85 - 2.40)
     assert by_draft["ngram"]["margin_over_ngram"] == pytest.approx(0.0)
-    assert by_draft["draft"]["al_by_segment"] == pytest.approx({"thinking": 1 + (10 + 5) / 20,
-                                                                "answer": 1 + (60 + 15) / 40})
+    # pooled over both cells' requests: thinking steps accept 3+3, 3+3, 2+2 of 6 drafts; answer 0+0, 1+1, 0+0
+    seg = by_draft["draft"]["al_by_segment"]
+    assert seg["thinking"][0] == pytest.approx(1 + 16 / 6) and seg["answer"][0] == pytest.approx(1 + 2 / 6)
+    for al, lo, hi in seg.values():  # with its bootstrap CI over the three requests
+        assert lo <= al <= hi and lo < hi
     assert by_draft["ngram"]["al_by_segment"] == {}
 
 

@@ -232,13 +232,18 @@ def collect_output(acc: ArmResult, o: GenOutput, repeat: int = 0) -> None:
 # ----------------------------------------------------------------------------- engines
 
 
-def warm_up(engine: Engine, prompts: Prompts, recipe: Recipe) -> None:
+def warm_up(engine: Engine, prompts: Prompts, recipe: Recipe, layout: VerifierLayout) -> None:
+    """Unmeasured requests under each temperature's sampling settings: the first request that asks
+    for logprobs (or samples) pays a one-time cost in vLLM (measured: +2-4 s on the first arm
+    when the warm-up asked for neither, which read as a 1.0x random draft)."""
     n = recipe.bench.warmup_requests
     if n <= 0:
         return
-    reqs = [GenRequest(f"warmup-{i}", tuple(prompts[i % len(prompts)][1]), min(16, recipe.bench.max_tokens))
-            for i in range(n)]
-    engine.generate(reqs, Sampling(), max(recipe.bench.concurrency))
+    temps = sorted(set(recipe.bench.temperature) | {x.temperature for x in recipe.bench.extra_cells})
+    for t in temps:
+        reqs = [GenRequest(f"warmup-t{t:g}-{i}", tuple(prompts[i % len(prompts)][1]), min(16, recipe.bench.max_tokens))
+                for i in range(n)]
+        engine.generate(reqs, sampling_for(recipe, t, layout), max(recipe.bench.concurrency))
 
 
 def default_engine_factory(recipe: Recipe, run_dir: Path) -> EngineFactory:
@@ -384,7 +389,7 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
         prespawn(engine_plan(recipe.engine, layout), 2)
     with run.make_engine(engine_plan(recipe.engine, layout), f"baseline-{Path(layout.path).name}") as base_engine:
         record_engine(run.run_dir, "baseline", base_engine)
-        warm_up(base_engine, first, recipe)
+        warm_up(base_engine, first, recipe, layout)
         for d in drafts:
             for k in recipe.bench.k:
                 kcells = [c for c in cells if c.draft == d.label and c.k == k]
@@ -394,7 +399,7 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
                 name = f"{d.label}-k{k}"
                 with run.make_engine(engine_plan(recipe.engine, layout, spec), name) as spec_engine:
                     record_engine(run.run_dir, name, spec_engine)
-                    warm_up(spec_engine, first, recipe)
+                    warm_up(spec_engine, first, recipe, layout)
                     for cell in kcells:
                         rows = measure_cell(run, cell, d, (base_engine, spec_engine), tok, prompts[cell.suite])
                         record_cell(run, cell, rows)
@@ -418,7 +423,7 @@ def bench_dynamic(run: BenchRun, layout: VerifierLayout, draft: DraftUnderTest, 
     dyn = replace(draft, label=dynamic_label(draft.label), held_out_full_acc=())  # k varies: no prediction
     with run.make_engine(engine_plan(run.recipe.engine, layout, spec), dyn.label) as spec_engine:
         record_engine(run.run_dir, dyn.label, spec_engine)
-        warm_up(spec_engine, next(iter(prompts.values())), run.recipe)
+        warm_up(spec_engine, next(iter(prompts.values())), run.recipe, layout)
         for cell in cells:
             (rb, rs), reqs = measure_cell(run, cell, dyn, (base_engine, spec_engine), tok, prompts[cell.suite])
             rs.k_schedule = json.dumps([list(r) for r in schedule])

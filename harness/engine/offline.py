@@ -208,6 +208,22 @@ def _shutdown(llm) -> None:
         pass
 
 
+def _import_vllm_quietly() -> None:
+    """Import vLLM (~11 s of one core) before the first engine is asked for, so a host spawned
+    ahead of time (prespawn) opens its engine in the time the engine itself takes. vLLM's import
+    chatter would reach the harness's terminal: it goes nowhere until an engine's log takes over,
+    and an import failure surfaces, with its traceback in that log, when the engine opens."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    try:
+        import vllm  # noqa: F401
+        from vllm import LLM  # noqa: F401
+    except BaseException:  # noqa: BLE001 - reported by the engine's own start
+        pass
+
+
 def _host(conn, env: dict[str, str], probe: bool) -> None:  # runs in the child
     # Own process group: the parent can stop this child and vLLM's processes below it, and only them.
     os.setpgrp()
@@ -226,6 +242,7 @@ def _host(conn, env: dict[str, str], probe: bool) -> None:  # runs in the child
         # apply_model ships our probe functions to vLLM's worker, which needs pickle; the
         # processes are this engine's own, on this machine.
         os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"
+    _import_vllm_quietly()
     while True:
         try:
             msg = conn.recv()
@@ -289,6 +306,7 @@ class _HostProcess:
 
     def __init__(self, env: dict[str, str], probe: bool):
         ctx = mp.get_context("spawn")
+        _register_shutdown()
         self.conn, child = ctx.Pipe()
         # Not a daemon: vLLM starts its own engine-core process from this child.
         self.proc = ctx.Process(target=_host, args=(child, env, probe), daemon=False)
@@ -349,7 +367,18 @@ def shutdown_hosts() -> None:
         host.kill()
 
 
-atexit.register(shutdown_hosts)
+_REGISTERED: list[bool] = []
+
+
+def _register_shutdown() -> None:
+    """Stop the hosts at exit, before multiprocessing's own exit hook joins its non-daemon
+    children (it would wait forever on an idle host): atexit runs hooks last-registered first,
+    so this registers once multiprocessing is imported, at the first host's start."""
+    if not _REGISTERED:
+        import multiprocessing.util  # noqa: F401 - its exit hook is registered on import
+
+        atexit.register(shutdown_hosts)
+        _REGISTERED.append(True)
 
 
 class OfflineEngine:

@@ -120,8 +120,10 @@ def _render_rows(tokenizer, rows: list[dict[str, Any]], limit: int,
 
 
 def stage_responses(recipe: Recipe, layout: VerifierLayout, run_dir: Path, rows: list[dict[str, Any]],
-                    reporter: Reporter) -> list[Sample]:
-    """Regenerate responses with vLLM, in chunks written atomically (resumable)."""
+                    reporter: Reporter, spare_hosts: int = 0) -> list[Sample]:
+    """Regenerate responses with vLLM, in chunks written atomically (resumable). `spare_hosts`:
+    engine hosts to start while this engine generates, for engines that follow in this process
+    (the main job's bench); their vLLM import uses the core a CPU engine leaves idle."""
     from harness.engine.base import GenRequest, Sampling
     from harness.engine.settings import engine_plan
 
@@ -147,18 +149,11 @@ def stage_responses(recipe: Recipe, layout: VerifierLayout, run_dir: Path, rows:
                             stop_token_ids=stop)
         with OfflineEngine(plan, recipe.engine.startup_timeout_s, recipe.engine.request_timeout_s,
                            log_path=run_dir / "logs" / "responses.log") as eng:
-            t0, ntok = time.perf_counter(), 0
-            for i in missing:
-                reqs = [GenRequest(pid, tuple(ids), recipe.train.max_new_tokens) for pid, ids in chunks[i]]
-                res = eng.generate(reqs, sampling, recipe.train.response_concurrency)
-                lines = []
-                for (pid, ids), o in zip(chunks[i], res.outputs, strict=True):
-                    if o.ok:
-                        lines.append(json.dumps({"id": pid, "prompt_ids": ids, "output_ids": o.output_token_ids,
-                                                 "finish_reason": o.finish_reason}) + "\n")
-                ntok += res.num_output_tokens
-                atomic_write_text(folder / f"part-{i:05d}.jsonl", "".join(lines))
-                reporter.advance(len(chunks[i]), tok_s=ntok / (time.perf_counter() - t0))
+            if spare_hosts:
+                from harness.engine.offline import prespawn
+
+                prespawn(plan, spare_hosts)
+            _generate_parts(eng, recipe, folder, [(i, chunks[i]) for i in missing], sampling, reporter)
             if need_greedy:
                 first = [p for c in chunks for p in c][: recipe.train.agreement_samples]
                 reqs = [GenRequest(pid, tuple(ids), recipe.train.max_new_tokens) for pid, ids in first]
@@ -176,6 +171,25 @@ def stage_responses(recipe: Recipe, layout: VerifierLayout, run_dir: Path, rows:
     if not samples:
         raise BadInput("the verifier produced no responses; check train.prompts and engine.max_model_len")
     return samples
+
+
+def _generate_parts(eng, recipe: Recipe, folder: Path, parts: list[tuple[int, list]], sampling,
+                    reporter: Reporter) -> None:
+    """Each missing part of the prompts through the engine, written atomically as it finishes."""
+    from harness.engine.base import GenRequest
+
+    t0, ntok = time.perf_counter(), 0
+    for i, chunk in parts:
+        reqs = [GenRequest(pid, tuple(ids), recipe.train.max_new_tokens) for pid, ids in chunk]
+        res = eng.generate(reqs, sampling, recipe.train.response_concurrency)
+        lines = []
+        for (pid, ids), o in zip(chunk, res.outputs, strict=True):
+            if o.ok:
+                lines.append(json.dumps({"id": pid, "prompt_ids": ids, "output_ids": o.output_token_ids,
+                                         "finish_reason": o.finish_reason}) + "\n")
+        ntok += res.num_output_tokens
+        atomic_write_text(folder / f"part-{i:05d}.jsonl", "".join(lines))
+        reporter.advance(len(chunk), tok_s=ntok / (time.perf_counter() - t0))
 
 
 def stage_agreement(recipe: Recipe, layout: VerifierLayout, run_dir: Path, samples: list[Sample],
@@ -430,7 +444,7 @@ def _plot_training(run_dir: Path, reporter: Reporter) -> None:
         reporter.log(f"training plot skipped: {e}")
 
 
-def run_train(recipe: Recipe, run_dir: Path, reporter: Reporter) -> TrainResult:
+def run_train(recipe: Recipe, run_dir: Path, reporter: Reporter, spare_hosts: int = 0) -> TrainResult:
     prepare_run_dir(run_dir, recipe, TRAIN_SECTIONS)
     layout = resolve_verifier(recipe, reporter)
     aux_ids = aux_layer_ids(recipe, layout)
@@ -440,7 +454,7 @@ def run_train(recipe: Recipe, run_dir: Path, reporter: Reporter) -> TrainResult:
         check_init_from(recipe.train.init_from, layout)
     check_draft_vocab(recipe, layout)
     rows = stage_prompts(recipe, run_dir)
-    samples = stage_responses(recipe, layout, run_dir, rows, reporter)
+    samples = stage_responses(recipe, layout, run_dir, rows, reporter, spare_hosts)
     model = None
     needs_forward = recipe.train.hidden_states_source == "transformers" and (
         not (run_dir / "agreement.json").is_file() or not (run_dir / "hidden" / "done.json").is_file())
