@@ -379,14 +379,14 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
     if not cells:
         return
     recipe = run.recipe
+    if recipe.bench.engine == "offline":  # the baseline and the first speculative engine, side by side,
+        from harness.engine.offline import prespawn  # importing vLLM while the prompts are rendered
+
+        prespawn(engine_plan(recipe.engine, layout), 2)
     tok = load_tokenizer(layout, recipe.engine.trust_remote_code)
     max_prompt = recipe.engine.max_model_len - recipe.bench.max_tokens
     prompts = {name: render_requests(tok, s, max_prompt) for name, s in run.suites.items()}
     first = next(iter(prompts.values()))
-    if recipe.bench.engine == "offline":  # the baseline and the first speculative engine, side by side
-        from harness.engine.offline import prespawn
-
-        prespawn(engine_plan(recipe.engine, layout), 2)
     with run.make_engine(engine_plan(recipe.engine, layout), f"baseline-{Path(layout.path).name}") as base_engine:
         record_engine(run.run_dir, "baseline", base_engine)
         warm_up(base_engine, first, recipe, layout)

@@ -125,10 +125,14 @@ def stage_responses(recipe: Recipe, layout: VerifierLayout, run_dir: Path, rows:
     engine hosts to start while this engine generates, for engines that follow in this process
     (the main job's bench); their vLLM import uses the core a CPU engine leaves idle."""
     from harness.engine.base import GenRequest, Sampling
+    from harness.engine.offline import prespawn
     from harness.engine.settings import engine_plan
 
     folder = run_dir / "responses"
     folder.mkdir(exist_ok=True)
+    plan = engine_plan(recipe.engine, layout)
+    if len(list(folder.glob("part-*.jsonl"))) * RESPONSE_CHUNK < len(rows):  # parts to generate:
+        prespawn(plan, 1)  # the engine's host imports vLLM while the prompts are rendered
     tok = load_tokenizer(layout, recipe.engine.trust_remote_code)
     limit = recipe.engine.max_model_len - recipe.train.max_new_tokens
     prompts, skipped = _render_rows(tok, rows, limit, recipe.train.thinking)
@@ -143,15 +147,12 @@ def stage_responses(recipe: Recipe, layout: VerifierLayout, run_dir: Path, rows:
     if missing or need_greedy:
         from harness.engine.offline import OfflineEngine
 
-        plan = engine_plan(recipe.engine, layout)
         stop = tuple(layout.eos_token_ids)
         sampling = Sampling(temperature=recipe.train.response_temperature, seed=recipe.train.seed,
                             stop_token_ids=stop)
         with OfflineEngine(plan, recipe.engine.startup_timeout_s, recipe.engine.request_timeout_s,
                            log_path=run_dir / "logs" / "responses.log") as eng:
             if spare_hosts:
-                from harness.engine.offline import prespawn
-
                 prespawn(plan, spare_hosts)
             _generate_parts(eng, recipe, folder, [(i, chunks[i]) for i in missing], sampling, reporter)
             if need_greedy:
