@@ -291,7 +291,7 @@ def measure_cell(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: 
     rows = cell_rows(cell_identity(run, cell, draft, spec_engine.kind), barm, sarm, predicted_al=draft.predicted_al(cell.k),
                      deterministic_verifier=draft.deterministic_verifier,
                      mismatch_tolerance=b.mismatch_tolerance, train_context_len=draft.train_context_len,
-                     end_think_id=end_think_id(tokenizer), noise_nats=noise, num_top_logprobs=b.lossless_logprobs,
+                     end_think_id=end_think_id(tokenizer, run.suites[cell.suite]), noise_nats=noise, num_top_logprobs=b.lossless_logprobs,
                      sampling_samples=samples)
     for r in rows:
         r.baseline_cell = baseline_cell
@@ -347,8 +347,13 @@ def cell_identity(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engine_k
         draft_hash=(draft.content_hash or {}).get("sha256"))
 
 
-def end_think_id(tokenizer) -> int | None:
-    """The `</think>` token id when the tokenizer has one as a single token (thinking split)."""
+def end_think_id(tokenizer, suite: Suite | None = None) -> int | None:
+    """The `</think>` token id when the tokenizer has one as a single token (thinking split); None
+    for a suite rendered with thinking off (bench.thinking): its outputs have no thinking segment,
+    even where the verifier emits a stray `</think>`."""
+    if suite is not None and suite.records and all(
+            dict(r.template_kwargs).get("thinking") is False for r in suite.records):
+        return None
     vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
     return vocab.get(END_THINK)
 
