@@ -344,7 +344,7 @@ def _acquire(env: dict[str, str], probe: bool) -> _HostProcess:
 
 def prespawn(plan: EnginePlan, count: int) -> None:
     """Have `count` idle hosts for `plan` ready or starting: a run that keeps its baseline engine
-    up while a speculative one starts needs two, and the second imports vLLM (~8 s of one core)
+    up while a speculative one starts needs two, and the second imports vLLM (~11 s of one core)
     while the first engine starts and warms up, instead of after."""
     env = single_process(plan).env
     key = (tuple(sorted(env.items())), False)
