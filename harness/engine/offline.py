@@ -218,7 +218,6 @@ def _import_vllm_quietly() -> None:
     os.dup2(devnull, 2)
     os.close(devnull)
     try:
-        import vllm  # noqa: F401
         from vllm import LLM  # noqa: F401
     except BaseException:  # noqa: BLE001 - reported by the engine's own start
         pass
@@ -235,7 +234,7 @@ def _host(conn, env: dict[str, str], probe: bool) -> None:  # runs in the child
         return
     start_watchdog(os.getpgrp(), harness_pid)
     os.environ.update(env)
-    single = env.get(SINGLE_PROCESS_ENV[0]) == SINGLE_PROCESS_ENV[1]  # every engine of this host is
+    single = env.get(SINGLE_PROCESS_ENV[0]) == SINGLE_PROCESS_ENV[1]  # so is every engine of this host
     if single:
         _threads_like_vllms_cpu_worker()
     if probe:

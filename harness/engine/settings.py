@@ -112,8 +112,6 @@ def cpu_threads_bind(cpus: Sequence[int], ranks: int) -> str:
     return "|".join(_id_list(cpus[r * per:(r + 1) * per]) for r in range(ranks))
 
 
-
-
 def ranks_of(settings: EngineSettings) -> int:
     return settings.tensor_parallel_size * settings.pipeline_parallel_size
 
