@@ -90,3 +90,17 @@ def assert_source_unchanged(path: str, pinned: str, consumer: str) -> None:
     got = source_hash(path)
     assert got == pinned, (f"upstream changed {path} (source hash {got}, pinned {pinned}): {consumer} relies "
                            "on it; review the change, then update the pinned hash")
+
+
+class ServedStub:
+    """What engine_plan reads of a verifier (harness.engine.settings.ServedModel), no checkpoint:
+    a plain (non-DeepSeek) decoder of the given text model type."""
+
+    path = "/models/x"
+    multimodal = False
+    deepseek_family = False
+    attention = "gqa"
+    rope_type = None
+
+    def __init__(self, text_model_type: str = "llama"):
+        self.text_model_type = text_model_type

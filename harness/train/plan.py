@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness.engine.settings import SpeculativeSpec, engine_plan
+from harness.engine.settings import SpeculativeSpec, engine_plan, pipeline_refusals
 from harness.errors import BadInput
 from harness.recipe import Recipe
 from harness.verifier.layout import VerifierLayout, resolve_layout
@@ -80,6 +80,7 @@ def _structure_problems(recipe: Recipe, layout: VerifierLayout) -> list[str]:
         except BadInput as err:
             problems.append(err.message)
     tp, pp = e.tensor_parallel_size, e.pipeline_parallel_size
+    problems += pipeline_refusals(e, recipe.bench.method, layout.text_model_type)
     if layout.num_attention_heads % tp:
         problems.append(f"engine.tensor_parallel_size {tp} does not divide {layout.num_attention_heads} attention heads")
     experts = (layout.moe or {}).get("n_routed_experts")
@@ -133,7 +134,8 @@ class _Commands:
 
     def engine(self, spec: SpeculativeSpec | None = None):
         model = self.recipe.verifier.path or self.layout.path
-        return dataclasses.replace(engine_plan(self.recipe.engine, self.layout, spec), model=model)
+        # problems are listed by _structure_problems, not raised one at a time here
+        return dataclasses.replace(engine_plan(self.recipe.engine, self.layout, spec, refuse=False), model=model)
 
 
 def _responses_section(recipe: Recipe, cmds: _Commands) -> dict[str, Any]:
@@ -201,6 +203,8 @@ def _training_section(recipe: Recipe, run_dir: Path) -> dict[str, Any]:
         "command": " ".join(torchrun_command(recipe, run_dir)) if t.launcher == "torchrun"
         else f"{sys.executable} -m harness.train.fit {run_dir}  (in-process)",
         "epochs": t.epochs, "lr": t.lr, "total_seq_len": t.total_seq_len, "loss": t.loss,
+        # DDP: every process packs its own total_seq_len batch, so a step sees world-size times that
+        "tokens_per_optimizer_step": t.total_seq_len * t.nproc_per_node * t.nnodes,
         "trainer": "speculators.train.trainer.Trainer (DDP" + (" + FSDP" if t.fsdp else "") + ")",
     }
 
