@@ -150,6 +150,7 @@ def pipeline_refusals(settings: EngineSettings, method: str | None, text_model_t
 
 def refuse_what_vllm_cannot_run(settings: EngineSettings, layout: ServedModel,
                                 speculative: SpeculativeSpec | None) -> None:
+    """Stop before any engine starts (BadInput: one line, exit 2) on a layout vLLM cannot serve."""
     problems = pipeline_refusals(settings, speculative.method if speculative else None, layout.text_model_type)
     if problems:
         raise BadInput(problems[0])
