@@ -446,18 +446,13 @@ def recipe_suites(recipe: Recipe) -> list[Suite]:
     return with_thinking(load_suites(b.suites, b.num_prompts, b.hf_field_map), b.thinking)
 
 
-def refuse_unservable(recipe: Recipe, verifier: VerifierLayout, method: str) -> None:
-    """The engines a bench of this method starts, checked against what vLLM can serve (pure)."""
-    refuse_what_vllm_cannot_run(recipe.engine, verifier, SpeculativeSpec(method, max(recipe.bench.k)))
-
-
 def run_bench(recipe: Recipe, drafts: list[DraftUnderTest], run_dir: Path, reporter: Reporter,
               engine_factory: EngineFactory | None = None, resume: bool = False) -> Path:
     """Run (or resume) the matrix; returns the run folder."""
     suites = recipe_suites(recipe)
     cells = plan_cells(recipe, drafts, suites)
     for d in drafts:  # what vLLM cannot serve stops here: one line, exit 2, no run folder
-        refuse_unservable(recipe, d.verifier, d.method)
+        refuse_what_vllm_cannot_run(recipe.engine, d.verifier, d.method)
     open_run(run_dir, recipe, resume)
     vhash = {d.verifier.path: verifier_identity(d.verifier.path) for d in drafts}
     start_manifest(run_dir, recipe, [c.id for c in cells], drafts, suites, vhash)

@@ -148,10 +148,10 @@ def pipeline_refusals(settings: EngineSettings, method: str | None, text_model_t
     return [p for p in problems if not (p == CPU_PIPELINE and settings.cpu_workarounds == "off")]
 
 
-def refuse_what_vllm_cannot_run(settings: EngineSettings, layout: ServedModel,
-                                speculative: SpeculativeSpec | None) -> None:
-    """Stop before any engine starts (BadInput: one line, exit 2) on a layout vLLM cannot serve."""
-    problems = pipeline_refusals(settings, speculative.method if speculative else None, layout.text_model_type)
+def refuse_what_vllm_cannot_run(settings: EngineSettings, layout: ServedModel, method: str | None) -> None:
+    """Stop before any engine starts (BadInput: one line, exit 2) on a layout vLLM cannot serve;
+    `method`: the speculative method (None: no speculation)."""
+    problems = pipeline_refusals(settings, method, layout.text_model_type)
     if problems:
         raise BadInput(problems[0])
 
@@ -178,7 +178,7 @@ def engine_plan(settings: EngineSettings, layout: ServedModel,
     """`cpus`: the cores CPU workers may use (default: this process's affinity). `refuse`: False
     plans what vLLM cannot run too (the dry run lists those problems instead of stopping)."""
     if refuse:
-        refuse_what_vllm_cannot_run(settings, layout, speculative)
+        refuse_what_vllm_cannot_run(settings, layout, speculative.method if speculative else None)
     kw: dict[str, Any] = {
         "dtype": settings.dtype,
         "max_model_len": settings.max_model_len,
