@@ -131,16 +131,18 @@ def stage_responses(recipe: Recipe, layout: VerifierLayout, run_dir: Path, rows:
     folder = run_dir / "responses"
     folder.mkdir(exist_ok=True)
     plan = engine_plan(recipe.engine, layout)
-    if len(list(folder.glob("part-*.jsonl"))) * RESPONSE_CHUNK < len(rows):  # parts to generate:
-        prespawn(plan, 1)  # the engine's host imports vLLM while the prompts are rendered
+    greedy_path = run_dir / "agreement_greedy.jsonl"
+    need_greedy = recipe.train.response_temperature > 0 and not greedy_path.is_file()
+    # before rendering, the parts left are estimated: fewer part files than the rows fill (an idle
+    # host, if skipped prompts made the estimate wrong, costs nothing but its import)
+    if need_greedy or len(list(folder.glob("part-*.jsonl"))) * RESPONSE_CHUNK < len(rows):
+        prespawn(plan, 1)  # an engine will start: its host imports vLLM while the prompts are rendered
     tok = load_tokenizer(layout, recipe.engine.trust_remote_code)
     limit = recipe.engine.max_model_len - recipe.train.max_new_tokens
     prompts, skipped = _render_rows(tok, rows, limit, recipe.train.thinking)
     if skipped:
         reporter.log(f"{skipped} prompt(s) longer than {limit} tokens skipped (engine.max_model_len - train.max_new_tokens)")
     chunks = [prompts[i:i + RESPONSE_CHUNK] for i in range(0, len(prompts), RESPONSE_CHUNK)]
-    greedy_path = run_dir / "agreement_greedy.jsonl"
-    need_greedy = recipe.train.response_temperature > 0 and not greedy_path.is_file()
     missing = [i for i in range(len(chunks)) if not (folder / f"part-{i:05d}.jsonl").is_file()]
     reporter.stage("responses (vLLM)", total=len(prompts))
     reporter.advance(sum(len(chunks[i]) for i in range(len(chunks)) if i not in missing))
