@@ -139,14 +139,50 @@ def _run_app() -> None:
         code = getattr(e, "exit_code", getattr(e, "code", 0))
         sys.exit(code or 0)
     except BaseException as e:  # Ctrl-C (click turns it into Abort), click usage errors
-        import click
-
-        if isinstance(e, KeyboardInterrupt | click.exceptions.Abort):
+        aborts, usage_errors = _click_exceptions()
+        if isinstance(e, (KeyboardInterrupt, *aborts)):
             _interrupted_exit()
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
+        if isinstance(e, usage_errors):
+            e.show()  # the usage line and "Error: ...", as click prints it
+            if getattr(e, "ctx", None) is None:  # e.g. an option missing its value: click prints no usage
+                _stderr().print(f"Try '{_command_words()} --help' for usage.", highlight=False)
             sys.exit(EXIT_BAD_INPUT)
         _unexpected_exit(e)
+
+
+def _command_words() -> str:
+    """`harness` and the (sub)command words the user typed, up to the first option or argument
+    that is not a command name."""
+    import typer.main
+
+    words, cmd = ["harness"], typer.main.get_command(app)
+    for arg in sys.argv[1:]:
+        sub = getattr(cmd, "commands", {}).get(arg)
+        if sub is None:
+            break
+        words.append(arg)
+        cmd = sub
+    return " ".join(words)
+
+
+def _click_exceptions() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    """(abort, usage-error) exception classes of the click the installed typer parses with: typer
+    >= 0.24 vendors click as `typer._click`, whose exceptions are not `click`'s, so both are named
+    (a usage error caught as neither is reported as a bug, exit 4)."""
+    aborts: list[type[BaseException]] = []
+    usage: list[type[BaseException]] = []
+    with contextlib.suppress(ImportError):
+        from typer._click.exceptions import ClickException  # type: ignore[import-not-found]
+        from typer.exceptions import Abort  # type: ignore[attr-defined]
+
+        aborts.append(Abort)
+        usage.append(ClickException)
+    with contextlib.suppress(ImportError):
+        import click
+
+        aborts.append(click.exceptions.Abort)
+        usage.append(click.exceptions.ClickException)
+    return tuple(aborts), tuple(usage)
 
 
 # ----------------------------------------------------------------------------- verifier
