@@ -14,6 +14,7 @@ import json
 import tomllib
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from pathlib import Path
 
 from harness.benchfiles import expand_suite_specs, load_file_suite, load_hub_dataset, resolve_path
 from harness.errors import BadInput
@@ -94,8 +95,36 @@ def load_suite(name: str, limit: int | None = None, hf_field_map: dict[str, str]
 
 
 def load_suites(specs: list[str], limit: int | None = None, hf_field_map: dict[str, str] | None = None) -> list[Suite]:
-    """The recipe's suites, each `PATH#by-category` expanded into one suite per category."""
-    return [load_suite(s, limit, hf_field_map) for s in expand_suite_specs(list(specs))]
+    """The recipe's suites, each `PATH#by-category` expanded into one suite per category, every
+    one under a name of its own (distinct_names)."""
+    expanded = expand_suite_specs(list(specs))
+    return distinct_names([load_suite(s, limit, hf_field_map) for s in expanded], expanded)
+
+
+def distinct_names(suites: list[Suite], specs: list[str]) -> list[Suite]:
+    """Suites that would share a name (a name keys every cell file, so the second would overwrite
+    the first's cells): files recognised as the same benchmark (four Spec-Bench-format files all
+    read as `spec-bench`) take their file's stem, `spec-bench-translation`; what still collides,
+    or a suite listed twice, is refused naming both specs."""
+    counts: dict[str, int] = {}
+    for s in suites:
+        counts[s.name] = counts.get(s.name, 0) + 1
+    renamed = [replace(s, name=f"{s.name}-{_stem(spec)}") if counts[s.name] > 1 and s.version == "file" else s
+               for s, spec in zip(suites, specs, strict=True)]
+    seen: dict[str, str] = {}
+    for s, spec in zip(renamed, specs, strict=True):
+        if s.name in seen:
+            raise BadInput(f"bench.suites: {seen[s.name]!r} and {spec!r} both make suite {s.name!r}, whose cells "
+                           "would overwrite each other; list each suite once (or rename one of the files)")
+        seen[s.name] = spec
+    return renamed
+
+
+def _stem(spec: str) -> str:
+    name = Path(spec.partition("#")[0]).name
+    for suffix in (".gz", ".jsonl", ".json", ".parquet", ".arrow"):
+        name = name.removesuffix(suffix)
+    return name
 
 
 def parse_inline(objs: list[dict], name: str) -> list[PromptRecord]:

@@ -45,6 +45,7 @@ from harness.provenance import atomic_path, atomic_write_json
 
 BREAKDOWNS = ("output_position", "prompt_length", "segment")
 LIST_COLUMNS = ("accepted_per_pos", "per_position_rates", "output_tok_per_s_repeats", "flags",
+                "machine_sentinels_baseline", "machine_sentinels_speculative",
                 "output_position_buckets", "prompt_length_buckets", "segments",
                 *(f"{c}_by_{b}{e}" for b in BREAKDOWNS for c, e in
                   (("al", ""), ("al", "_ci_low"), ("al", "_ci_high"), ("drafts", ""))))
@@ -61,11 +62,29 @@ def cell_id(draft: str, suite: str, k: int, concurrency: int, temperature: float
 
 def write_cell(run_dir: Path, cid: str, rows: list[dict[str, Any]],
                requests: dict[str, list[dict[str, Any]]] | None = None) -> None:
-    """The cell's per-request side file first, then its rows (the file that marks it finished)."""
+    """The cell's per-request side file first, then its rows (the file that marks it finished).
+    A cell file already there from another suite (another content hash under the same cell id) is
+    never overwritten: that would lose a measurement without a word."""
+    _refuse_foreign_cell(run_dir / "cells" / f"{cid}.json", rows)
     if requests is not None:
         atomic_write_json(run_dir / "cells" / "requests" / f"{cid}.json", requests)
     atomic_write_json(run_dir / "cells" / f"{cid}.json", rows)
     rebuild_table(run_dir)
+
+
+def _refuse_foreign_cell(path: Path, rows: list[dict[str, Any]]) -> None:
+    if not path.is_file() or not rows:
+        return
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return  # a torn file is rewritten
+    had = {(r.get("suite"), r.get("suite_sha")) for r in old if isinstance(r, dict)}
+    new = {(r.get("suite"), r.get("suite_sha")) for r in rows}
+    if had and had != new:
+        raise BadInput(f"{path}: holds the cell of suite {sorted(had)[0][0]} (sha {sorted(had)[0][1]}); "
+                       f"refusing to overwrite it with suite sha {sorted(new)[0][1]}: two suites share the "
+                       "name; give each suite a name of its own, or use a new run id")
 
 
 def load_cell_requests(run_dir: Path, cid: str) -> dict[str, list[dict[str, Any]]] | None:
