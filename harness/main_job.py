@@ -148,7 +148,7 @@ def _run_gate(recipe: Recipe, run_dir: Path, paths: dict[str, str], notes: list[
 
 
 def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None = None) -> MainJobResult:
-    from harness.bench.run import run_bench
+    from harness.bench.run import check_prompts_fit, run_bench
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
     from harness.engine.settings import refuse_what_vllm_cannot_run
@@ -157,8 +157,11 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
     from harness.train.pipeline import run_train
 
     t0 = time.perf_counter()
-    # what vLLM cannot serve stops the job now, not after hours of training
-    refuse_what_vllm_cannot_run(recipe.engine, resolve_verifier(recipe, reporter), recipe.bench.method)
+    # what vLLM cannot serve, and suites that collide or do not fit the context, stop the job now,
+    # not after hours of training
+    layout = resolve_verifier(recipe, reporter)
+    refuse_what_vllm_cannot_run(recipe.engine, layout, recipe.bench.method)
+    check_prompts_fit(recipe, layout)
     run_dir = run_dir or default_run_dir(recipe)
     run_dir.mkdir(parents=True, exist_ok=True)
     # The bench's speculative engine starts while its baseline engine is up: one more host, its

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness.analysis.machine import MachineReading, spread, tolerance
 from harness.bench.breakdown import END_THINK, RepeatRecord, RequestRecord
 from harness.bench.dynamic import derive_schedule, dynamic_label
 from harness.bench.manifest import (
@@ -69,6 +70,25 @@ class CellSpec:
 
 
 @dataclass(frozen=True)
+class SharedBaseline:
+    """A measured baseline arm, the cell it was measured in, and the machine sentinels around it."""
+
+    arm: ArmResult
+    cell_id: str
+    sentinels: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The sentinel job timed on the baseline engine (harness/analysis/machine.py) and the spread
+    of its calibration runs."""
+
+    requests: tuple[GenRequest, ...]
+    sampling: Sampling
+    noise: float
+
+
+@dataclass(frozen=True)
 class BenchRun:
     """What every step of one bench run needs (built once by `run_bench`)."""
 
@@ -83,7 +103,12 @@ class BenchRun:
     noise_nats: dict[tuple[str, str, int], float | None] = field(default_factory=dict)
     # The baseline arm per (verifier, suite, concurrency, temperature) and the cell it was
     # measured in, when bench.shared_baseline: every draft and k of the run pairs with it.
-    baselines: dict[tuple[str, str, int, float], tuple[ArmResult, str]] = field(default_factory=dict)
+    baselines: dict[tuple[str, str, int, float], SharedBaseline] = field(default_factory=dict)
+    # per verifier path: the machine's sentinel job and calibrated noise (bench.machine_sentinel)
+    clocks: dict[str, Clock] = field(default_factory=dict)
+    # per verifier path: its tokenizer and every suite's rendered prompts (render_all: checked
+    # against the context before any engine starts or any file is written)
+    prompts: dict[str, tuple[Any, dict[str, Prompts]]] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- planning
@@ -113,7 +138,8 @@ def render_requests(tokenizer, suite: Suite, max_prompt: int) -> Prompts:
         ids = render(tokenizer, rec)
         if len(ids) > max_prompt:
             raise BadInput(f"suite {suite.name}: prompt {rec.id} has {len(ids)} tokens, more than "
-                           f"engine.max_model_len - bench.max_tokens = {max_prompt}; raise engine.max_model_len")
+                           f"engine.max_model_len - bench.max_tokens = {max_prompt}; raise engine.max_model_len, "
+                           "lower bench.max_tokens or drop the prompt")
         out.append((rec, ids))
     return out
 
@@ -284,7 +310,8 @@ def measure_cell(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: 
     base_engine, spec_engine = engines
     sampling = sampling_for(run.recipe, cell.temperature, draft.verifier)
     max_prompt = run.recipe.engine.max_model_len - b.max_tokens
-    barm, sarm, baseline_cell = _measure_arms(run, cell, draft, engines, (tokenizer, prompts, sampling, max_prompt))
+    barm, sarm, baseline_cell, machine = _measure_arms(run, cell, draft, engines,
+                                                       (tokenizer, prompts, sampling, max_prompt))
     missed = cell.temperature == 0 and any(sarm.outputs.get(k) != v for k, v in barm.outputs.items())
     key = (draft.verifier.path, cell.suite, cell.concurrency)
     if missed and key not in run.noise_nats:
@@ -297,29 +324,74 @@ def measure_cell(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: 
                      deterministic_verifier=draft.deterministic_verifier,
                      mismatch_tolerance=b.mismatch_tolerance, train_context_len=draft.train_context_len,
                      end_think_id=end_think_id(tokenizer, run.suites[cell.suite]), noise_nats=noise, num_top_logprobs=b.lossless_logprobs,
-                     sampling_samples=samples)
+                     sampling_samples=samples, machine=machine)
     for r in rows:
         r.baseline_cell = baseline_cell
     return rows, {"baseline": [asdict(r) for r in barm.requests], "speculative": [asdict(r) for r in sarm.requests]}
 
 
 def _measure_arms(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: tuple[Engine, Engine],
-                  shared: tuple[Any, Prompts, Sampling, int]) -> tuple[ArmResult, ArmResult, str]:
-    """The cell's (baseline, speculative) arms and the id of the cell that measured the baseline:
-    both measured here, A/B interleaved over the repeats (the order alternates so drift cancels),
-    unless bench.shared_baseline holds an arm for this (verifier, suite, concurrency, temperature)."""
+                  shared: tuple[Any, Prompts, Sampling, int]) -> tuple[ArmResult, ArmResult, str, MachineReading | None]:
+    """The cell's (baseline, speculative) arms, the id of the cell that measured the baseline, and
+    the machine sentinels around them. Both arms are measured here, A/B interleaved over the
+    repeats (the order alternates so drift cancels), unless bench.shared_baseline holds an arm for
+    this (verifier, suite, concurrency, temperature): then only the speculative arm, and the
+    baseline again beside it when the sentinels say the machine's speed moved since it was measured."""
     b = run.recipe.bench
     tokenizer, prompts, sampling, max_prompt = shared
     key = (draft.verifier.path, cell.suite, cell.concurrency, cell.temperature)
+    clock = run.clocks.get(draft.verifier.path)
+    timeline = [sentinel_tok_s(engines[0], clock)] if clock else []
+    brackets: dict[str, list[float]] = {"baseline": [], "speculative": []}
+
+    def measure(which: str, arm: ArmResult) -> None:
+        eng = engines[0] if which == "baseline" else engines[1]
+        run_arm(eng, tokenizer, prompts, sampling, b.max_tokens, cell.concurrency, max_prompt, arm)
+        if clock:  # the sentinels before and after this arm
+            timeline.append(sentinel_tok_s(engines[0], clock))
+            brackets[which] += timeline[-2:]
+
     measured = run.baselines.get(key) if b.shared_baseline else None
-    barm, sarm = measured[0] if measured else ArmResult(), ArmResult()
+    barm, sarm = measured.arm if measured else ArmResult(), ArmResult()
     for r in range(b.repeats):
-        order = [(engines[0], barm), (engines[1], sarm)][1 if measured else 0:]
-        for eng, arm in order[::-1] if r % 2 else order:
-            run_arm(eng, tokenizer, prompts, sampling, b.max_tokens, cell.concurrency, max_prompt, arm)
+        order = [("baseline", barm), ("speculative", sarm)][1 if measured else 0:]
+        for which, arm in order[::-1] if r % 2 else order:
+            measure(which, arm)
+    remeasured = False
+    if measured and clock and spread(measured.sentinels + tuple(timeline)) > tolerance(clock.noise):
+        barm, remeasured = ArmResult(), True  # the machine changed since: pair this arm in time
+        for _ in range(b.repeats):
+            measure("baseline", barm)
+        measured = None
     if measured is None and b.shared_baseline:
-        run.baselines[key] = (barm, cell.id)
-    return barm, sarm, measured[1] if measured else cell.id
+        run.baselines[key] = SharedBaseline(barm, cell.id, tuple(brackets["baseline"]))
+    reading = None if clock is None else MachineReading(
+        measured.sentinels if measured else tuple(brackets["baseline"]), tuple(brackets["speculative"]),
+        clock.noise, remeasured)
+    return barm, sarm, measured.cell_id if measured else cell.id, reading
+
+
+def sentinel_tok_s(engine: Engine, clock: Clock) -> float:
+    """One run of the sentinel job: its output tok/s (the machine's speed index now)."""
+    res = engine.generate(list(clock.requests), clock.sampling, len(clock.requests))
+    if res.wall_s <= 0 or not all(o.ok for o in res.outputs):
+        return 0.0  # no reading (spread ignores it); a failing engine fails the cell's own arms
+    return res.num_output_tokens / res.wall_s
+
+
+def calibrate_clock(engine: Engine, prompts: Prompts, recipe: Recipe) -> Clock | None:
+    """The sentinel job (the first prompts, greedy, a fixed length) and the machine's noise: the
+    spread of a few runs back to back on the warm baseline engine. None when bench.machine_sentinel
+    is off."""
+    from harness.analysis import machine
+
+    if not recipe.bench.machine_sentinel:
+        return None
+    reqs = tuple(GenRequest(f"sentinel-{i}", tuple(ids), machine.SENTINEL_TOKENS)
+                 for i, (_, ids) in enumerate(prompts[:machine.SENTINEL_PROMPTS]))
+    clock = Clock(reqs, Sampling(temperature=0.0, seed=recipe.engine.seed, ignore_eos=True), 0.0)
+    speeds = [sentinel_tok_s(engine, clock) for _ in range(machine.CALIBRATION_RUNS)]
+    return replace(clock, noise=spread(speeds))
 
 
 def rescored_arms(base_engine: Engine, prompts: Prompts, arms: tuple[ArmResult, ArmResult],
@@ -389,17 +461,15 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
     if not cells:
         return
     recipe = run.recipe
-    if recipe.bench.engine == "offline":  # the baseline and the first speculative engine, side by side,
-        from harness.engine.offline import prespawn  # importing vLLM while the prompts are rendered
-
-        prespawn(engine_plan(recipe.engine, layout), 2)
-    tok = load_tokenizer(layout, recipe.engine.trust_remote_code)
-    max_prompt = recipe.engine.max_model_len - recipe.bench.max_tokens
-    prompts = {name: render_requests(tok, s, max_prompt) for name, s in run.suites.items()}
+    tok, prompts = run.prompts[layout.path]
     first = next(iter(prompts.values()))
     with run.make_engine(engine_plan(recipe.engine, layout), f"baseline-{Path(layout.path).name}") as base_engine:
         record_engine(run.run_dir, "baseline", base_engine)
         warm_up(base_engine, first, recipe, layout)
+        if (clock := calibrate_clock(base_engine, first, recipe)) is not None:
+            run.clocks[layout.path] = clock
+            update_manifest(run.run_dir, machine_noise={**(read_manifest(run.run_dir).get("machine_noise") or {}),
+                                                        Path(layout.path).name: round(clock.noise, 4)})
         for d in drafts:
             for k in recipe.bench.k:
                 kcells = [c for c in cells if c.draft == d.label and c.k == k]
@@ -440,6 +510,30 @@ def bench_dynamic(run: BenchRun, layout: VerifierLayout, draft: DraftUnderTest, 
             record_cell(run, cell, ((rb, rs), reqs))
 
 
+def check_prompts_fit(recipe: Recipe, layout: VerifierLayout) -> None:
+    """The recipe's suites load, have distinct names and fit the verifier's context (the main
+    job asks before training, not after)."""
+    tok = load_tokenizer(layout, recipe.engine.trust_remote_code)
+    for s in recipe_suites(recipe):
+        render_requests(tok, s, recipe.engine.max_model_len - recipe.bench.max_tokens)
+
+
+def render_all(recipe: Recipe, drafts: list[DraftUnderTest], suites: list[Suite]) -> dict[str, tuple[Any, dict[str, Prompts]]]:
+    """Every suite's prompts rendered by each verifier's tokenizer, before any engine: a prompt
+    longer than engine.max_model_len - bench.max_tokens is refused now, in a second. Offline
+    engine hosts are spawned first, so vLLM imports while the prompts render."""
+    out = {}
+    max_prompt = recipe.engine.max_model_len - recipe.bench.max_tokens
+    for layout, _ in _by_verifier(drafts):
+        if recipe.bench.engine == "offline":  # the baseline and the first speculative engine, side by side
+            from harness.engine.offline import prespawn
+
+            prespawn(engine_plan(recipe.engine, layout), 2)
+        tok = load_tokenizer(layout, recipe.engine.trust_remote_code)
+        out[layout.path] = (tok, {s.name: render_requests(tok, s, max_prompt) for s in suites})
+    return out
+
+
 def recipe_suites(recipe: Recipe) -> list[Suite]:
     """The recipe's suites, a `PATH#by-category` file expanded into one suite per category."""
     b = recipe.bench
@@ -453,11 +547,12 @@ def run_bench(recipe: Recipe, drafts: list[DraftUnderTest], run_dir: Path, repor
     cells = plan_cells(recipe, drafts, suites)
     for d in drafts:  # what vLLM cannot serve stops here: one line, exit 2, no run folder
         refuse_what_vllm_cannot_run(recipe.engine, d.verifier, d.method)
+    prompts = render_all(recipe, drafts, suites)  # a prompt too long for the context: exit 2, no run folder
     open_run(run_dir, recipe, resume)
     vhash = {d.verifier.path: verifier_identity(d.verifier.path) for d in drafts}
     start_manifest(run_dir, recipe, [c.id for c in cells], drafts, suites, vhash)
     run = BenchRun(recipe, run_dir, reporter, engine_factory or default_engine_factory(recipe, run_dir),
-                   {s.name: s for s in suites}, vhash)
+                   {s.name: s for s in suites}, vhash, prompts=prompts)
     done = finished_cells(run_dir)
     todo = [c for c in cells if c.id not in done]
     reporter.stage("bench cells", total=len(cells))
