@@ -165,6 +165,11 @@ class BenchSection(_Strict):
                                   "concurrency, temperature) and pair it with every draft and k (one denominator "
                                   "for all of them; the row's baseline_cell names where it was measured). false: "
                                   "measure it again beside every speculative arm, A/B interleaved per cell.")
+    machine_sentinel: bool = Field(True, description=(
+        "Time a fixed sentinel job on the baseline engine around every measured arm: a cell whose arms ran at "
+        "different machine speeds is flagged MACHINE NOISE, its speedup CI widened, and a shared baseline arm "
+        "measured again beside it (harness/analysis/machine.py). false: no sentinel requests (e.g. a server "
+        "shared with other clients)."))
     warmup_requests: int = Field(2, ge=0, description="Unmeasured requests before each engine's first cell, under each temperature's sampling settings.")
     engine: Literal["offline", "server", "attach"] = Field("server", description="How vLLM is driven.")
     url: str | None = Field(None, description="attach: the speculative server's URL.")

@@ -122,12 +122,19 @@ def test_baseline_arm_is_measured_once_per_suite_concurrency_temperature(referen
     assert groups.ngroups == 2 * (3 * 2 + 1)
     cell_ids = set(df["cell_id"])
     for (vh, suite, c, t), g in groups:
-        assert g["baseline_cell"].nunique() == 1 and g["output_tok_per_s"].nunique() == 1, (vh, suite, c, t)
-        first = g["baseline_cell"].iloc[0]
-        owner = "oracle" if "standin:" not in vh else "random"  # the verifier's first draft in the plan
-        assert first in cell_ids and first.startswith(f"{owner}__{suite}__k"), first
         spec = df[(df["mode"] == "speculative") & (df["verifier_hash"] == vh) & (df["suite"] == suite)
                   & (df["concurrency"] == c) & (df["temperature"] == t)]
-        assert (spec["baseline_cell"] == first).all()
+        # where the machine's speed moved since, a cell measured the baseline again beside its own arm
+        # (harness/analysis/machine.py): it pairs with that one, and later cells with the newer one
+        again = spec[spec["machine_baseline_remeasured"] == True]  # noqa: E712
+        assert (again["baseline_cell"] == again["cell_id"]).all()
+        owners = [x for x in g["baseline_cell"].unique() if x not in set(again["cell_id"])]
+        assert len(owners) == 1, (vh, suite, c, t, list(g["baseline_cell"]))
+        first = owners[0]
+        owner = "oracle" if "standin:" not in vh else "random"  # the verifier's first draft in the plan
+        assert first in cell_ids and first.startswith(f"{owner}__{suite}__k"), first
+        assert set(spec["baseline_cell"]) <= {first, *again["cell_id"]}
+        assert g.groupby("baseline_cell")["output_tok_per_s"].nunique().max() == 1  # one arm per measurement
+        tok_s = g.groupby("baseline_cell")["output_tok_per_s"].first()
         assert spec["speedup"].tolist() == pytest.approx(
-            (spec["output_tok_per_s"] / g["output_tok_per_s"].iloc[0]).tolist())
+            (spec["output_tok_per_s"] / spec["baseline_cell"].map(tok_s)).tolist())

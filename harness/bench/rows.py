@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness import metrics
+from harness.analysis.machine import MachineReading
 from harness.bench import breakdown
 from harness.bench.breakdown import RepeatRecord, RequestRecord
 from harness.engine.counters import SpecCounters
@@ -138,6 +139,13 @@ class CellRow:
     sampling_tv: float | None = None
     sampling_min_detectable_tv: float | None = None
     sampling_num_tokens: int | None = None
+    # the machine's speed around the cell's arms (harness/analysis/machine.py): the sentinel tok/s
+    # bracketing the baseline arm and the speculative arm, their spread, and the steady noise
+    machine_sentinels_baseline: list[float] = field(default_factory=list)
+    machine_sentinels_speculative: list[float] = field(default_factory=list)
+    machine_drift: float | None = None
+    machine_noise: float | None = None
+    machine_baseline_remeasured: bool | None = None  # the shared baseline arm, measured again beside this arm
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON edge: identity columns first, then this arm's columns."""
@@ -225,6 +233,24 @@ def _sampling(rb: CellRow, rs: CellRow, samples: tuple[list, list] | None, num_t
             + calib]
 
 
+def _machine(rs: CellRow, reading: MachineReading | None) -> list[str]:
+    """The sentinels behind the speedup kept in the row; when the machine was not steady across
+    the arms, the flag and a speedup CI widened by the drift."""
+    from harness.analysis.machine import widen
+
+    if reading is None:
+        return []
+    rs.machine_sentinels_baseline = [round(x, 2) for x in reading.baseline_tok_s]
+    rs.machine_sentinels_speculative = [round(x, 2) for x in reading.speculative_tok_s]
+    rs.machine_drift, rs.machine_noise = reading.drift, reading.noise
+    rs.machine_baseline_remeasured = reading.baseline_remeasured
+    flag = reading.flag()
+    if flag is None:
+        return []
+    rs.speedup_ci_low, rs.speedup_ci_high = widen(rs.speedup_ci_low, rs.speedup_ci_high, rs.speedup, reading.drift)
+    return [flag]
+
+
 def _prediction(row: CellRow, predicted: float | None, temperature: float) -> None:
     row.predicted_acceptance_length = predicted
     if predicted and row.acceptance_length and temperature == 0:
@@ -235,7 +261,8 @@ def cell_rows(identity: CellIdentity, base: ArmResult, spec: ArmResult, *, predi
               deterministic_verifier: bool, mismatch_tolerance: float,
               train_context_len: int | None = None, end_think_id: int | None = None,
               noise_nats: float | None = None, num_top_logprobs: int = 0,
-              sampling_samples: tuple[list, list] | None = None) -> tuple[CellRow, CellRow]:
+              sampling_samples: tuple[list, list] | None = None,
+              machine: MachineReading | None = None) -> tuple[CellRow, CellRow]:
     """`sampling_samples`: at T > 0, (baseline, speculative) output tokens with the verifier's
     distribution at each position (harness/analysis/lossless_sampling.py). The (baseline,
     speculative) rows of one cell, with the speculative row's flags."""
@@ -253,6 +280,7 @@ def cell_rows(identity: CellIdentity, base: ArmResult, spec: ArmResult, *, predi
     ctx = breakdown.CellContext(identity.k, train_context_len, end_think_id)
     looping, beyond = breakdown.derive(rb, rs, base, spec, ctx)
     flags += breakdown.explained_gap(rs, mismatch_tolerance, looping, beyond)
+    flags += _machine(rs, machine)
     if spec.foreign_tokens > 0 or base.foreign_tokens > 0:
         flags.append("FOREIGN TRAFFIC: the server generated tokens for other clients during the cell")
     rs.flags = flags

@@ -161,8 +161,20 @@ def check_cell(base: dict[str, Any], row: dict[str, Any], tolerance: float, floo
         checks.append(mk(f"per_position_rate[{i + 1}]", base_rates[i] if i < len(base_rates) else None,
                          rates[i] if i < len(rates) else None, floor, slack))
     if min_speedup is not None:
-        checks.append(mk("speedup", base.get("speedup"), row.get("speedup"), min_speedup))
+        checks.append(_unsteady(mk("speedup", base.get("speedup"), row.get("speedup"), min_speedup), row))
     return checks
+
+
+def _unsteady(check: Check, row: dict[str, Any]) -> Check:
+    """A speedup measured while the machine's speed moved (its MACHINE NOISE flag) never passes a
+    floor, whatever it reads: load can fake a speedup (harness/analysis/machine.py)."""
+    from harness.analysis.machine import FLAG
+
+    noisy = next((f for f in row.get("flags") or [] if str(f).startswith(FLAG)), None)
+    if noisy is None:
+        return check
+    return replace(check, passed=False, detail=f"{fmt(check.value)}x was measured on an unsteady machine "
+                   f"({noisy.split(';')[0]}); a flagged speedup cannot pass a floor: rerun on a quiet machine")
 
 
 def _segment_floors(base: dict[str, Any], tolerance: float) -> dict[str, float]:

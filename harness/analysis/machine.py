@@ -1,0 +1,80 @@
+"""Is the machine steady enough for a speedup? A fixed sentinel job timed on the baseline engine
+around every measured arm, so a speedup never rests on arms the machine ran at different speeds.
+
+Sentinel: the same short batch every time (the run's first prompts, greedy, a fixed number of
+  output tokens with EOS ignored, all at once on the baseline engine); its output tok/s is the
+  machine's speed index at that moment. The speed of the model under test does not enter it, only
+  what the machine gives the engine.
+Noise: the spread of CALIBRATION_RUNS sentinels back to back when the baseline engine is warm,
+  spread = max / min − 1 (a steady machine's own jitter at this job's size).
+Drift of a cell: the spread of the sentinels that bracket the two arms its speedup pairs (before
+  and after each arm; for a shared baseline arm, the ones that bracketed it when it was measured).
+Tolerance: max(NOISE_FACTOR × noise, DRIFT_FLOOR). A cell whose drift exceeds it is flagged
+  `MACHINE NOISE` with the figures, and its speedup CI is widened by the drift: [low / (1 + d),
+  high × (1 + d)] (the speed change seen between the arms bounds the error it can cause). The gate
+  never passes a flagged speedup against a floor (harness/results/gate.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+CALIBRATION_RUNS = 3
+SENTINEL_PROMPTS = 4
+SENTINEL_TOKENS = 48
+NOISE_FACTOR = 3.0
+DRIFT_FLOOR = 0.10
+FLAG = "MACHINE NOISE"
+
+
+def spread(tok_s: Sequence[float]) -> float:
+    """max / min − 1 of positive speeds (0 with fewer than two)."""
+    xs = [x for x in tok_s if x and x > 0]
+    return max(xs) / min(xs) - 1 if len(xs) >= 2 else 0.0
+
+
+def tolerance(noise: float) -> float:
+    return max(NOISE_FACTOR * noise, DRIFT_FLOOR)
+
+
+@dataclass(frozen=True)
+class MachineReading:
+    """The sentinels around one cell's two arms and the machine's calibrated noise."""
+
+    baseline_tok_s: tuple[float, ...]  # sentinels bracketing the baseline arm the speedup uses
+    speculative_tok_s: tuple[float, ...]  # sentinels bracketing the speculative arm
+    noise: float
+    baseline_remeasured: bool = False  # the shared baseline arm was measured again beside this arm
+
+    @property
+    def sentinels(self) -> tuple[float, ...]:
+        return self.baseline_tok_s + self.speculative_tok_s
+
+    @property
+    def drift(self) -> float:
+        return spread(self.sentinels)
+
+    @property
+    def tolerance(self) -> float:
+        return tolerance(self.noise)
+
+    @property
+    def steady(self) -> bool:
+        return self.drift <= self.tolerance
+
+    def flag(self) -> str | None:
+        if self.steady:
+            return None
+        xs = [x for x in self.sentinels if x > 0]
+        again = "; the shared baseline arm was re-measured beside this arm" if self.baseline_remeasured else ""
+        return (f"{FLAG}: the machine's speed moved {self.drift:.0%} across this cell's arms (sentinel "
+                f"{min(xs):.0f}-{max(xs):.0f} tok/s; steady noise {self.noise:.1%}, tolerance {self.tolerance:.0%}); "
+                f"speedup CI widened by the drift{again}: do not trust this speedup, rerun on a quiet machine")
+
+
+def widen(low: float | None, high: float | None, point: float | None, drift: float) -> tuple[float | None, float | None]:
+    """A speedup CI widened by a machine drift d: [low / (1 + d), high × (1 + d)] (the point value
+    stands in for a missing end)."""
+    lo, hi = (point if low is None else low), (point if high is None else high)
+    return (None if lo is None else lo / (1 + drift), None if hi is None else hi * (1 + drift))

@@ -1,0 +1,66 @@
+"""A busy machine cannot fake a speedup: the sentinel arithmetic (harness/analysis/machine.py),
+the row it flags and widens (harness/bench/rows.py), and the gate that never passes a flagged
+speedup against a floor (harness/results/gate.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.analysis import machine
+from harness.analysis.machine import MachineReading, spread, tolerance, widen
+from harness.results.gate import check_cell
+
+
+def test_spread_and_tolerance():
+    assert spread([400.0, 440.0, 420.0]) == pytest.approx(0.10)
+    assert spread([400.0]) == 0.0 and spread([]) == 0.0
+    assert tolerance(0.01) == machine.DRIFT_FLOOR  # a very quiet calibration still allows the floor
+    assert tolerance(0.08) == pytest.approx(machine.NOISE_FACTOR * 0.08)
+
+
+def test_steady_cell_is_not_flagged():
+    r = MachineReading((460.0, 455.0), (455.0, 470.0), noise=0.02)
+    assert r.steady and r.flag() is None
+
+
+def test_busy_baseline_is_flagged_with_its_figures():
+    """The issue's case: the shared baseline read 215 tok/s-worth of machine, the arm 467."""
+    r = MachineReading((215.0, 230.0), (460.0, 467.0), noise=0.03)
+    assert not r.steady and r.drift == pytest.approx(467 / 215 - 1)
+    flag = r.flag()
+    assert flag.startswith("MACHINE NOISE") and "117%" in flag and "215-467 tok/s" in flag
+
+
+def test_widen_by_drift():
+    lo, hi = widen(1.06, 1.21, 1.13, 0.5)
+    assert lo == pytest.approx(1.06 / 1.5) and hi == pytest.approx(1.21 * 1.5)
+    assert widen(None, None, 1.13, 1.0) == (pytest.approx(0.565), pytest.approx(2.26))
+
+
+def test_flagged_row_has_a_widened_ci_that_covers_the_quiet_speedup():
+    """The random draft read 1.13x [1.06, 1.21] against a busy baseline; its quiet speedup was 0.62x.
+    With the drift the sentinels saw, the CI covers the quiet figure."""
+    from harness.bench.rows import CellRow, _machine
+
+    row = CellRow.__new__(CellRow)
+    row.speedup, row.speedup_ci_low, row.speedup_ci_high = 1.13, 1.06, 1.21
+    flags = _machine(row, MachineReading((215.0, 230.0), (460.0, 467.0), noise=0.03))
+    assert len(flags) == 1 and flags[0].startswith("MACHINE NOISE")
+    assert row.speedup_ci_low <= 0.62 <= row.speedup_ci_high
+    assert row.machine_sentinels_baseline == [215.0, 230.0] and row.machine_drift > 1
+
+
+def _cell(speedup: float, flags: list[str]) -> tuple[dict, dict]:
+    base = {"suite": "math", "k": 3, "concurrency": 4, "temperature": 0.0, "acceptance_length": 1.0,
+            "per_position_rates": [], "speedup": 0.62}
+    row = {**base, "draft": "random", "speedup": speedup, "flags": flags}
+    return base, row
+
+
+def test_gate_never_passes_a_flagged_speedup_against_a_floor():
+    base, row = _cell(1.13, [MachineReading((215.0,), (467.0,), 0.03).flag()])
+    check = next(c for c in check_cell(base, row, 0.05, [], min_speedup=1.0) if c.metric == "speedup")
+    assert not check.passed and "unsteady machine" in check.message()
+    base, row = _cell(1.13, [])
+    check = next(c for c in check_cell(base, row, 0.05, [], min_speedup=1.0) if c.metric == "speedup")
+    assert check.passed
