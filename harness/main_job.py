@@ -172,14 +172,14 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
     run_bench(recipe, drafts, run_dir, reporter, resume=(run_dir / MANIFEST).is_file())
     ensure_tables(run_dir)  # a rerun with every cell already finished writes no cell, so no table
     reporter.stage("report", total=None)
-    report_paths = write_report(run_dir, run_dir / "report")
-    reporter.done()
     paths = {"run": str(run_dir), "draft": str(trained.draft_dir),
              "train_report": str(run_dir / "train" / "train_report.json"),
-             "results": str(run_dir / "results.parquet"), "results_csv": str(run_dir / "results.csv"),
-             "report_markdown": str(report_paths.markdown), "report_html": str(report_paths.html)}
+             "results": str(run_dir / "results.parquet"), "results_csv": str(run_dir / "results.csv")}
     notes: list[str] = []
-    gate_result = _run_gate(recipe, run_dir, paths, notes)
+    gate_result = _run_gate(recipe, run_dir, paths, notes)  # first: the report's verdict shows it
+    report_paths = write_report(run_dir, run_dir / "report")
+    paths.update(report_markdown=str(report_paths.markdown), report_html=str(report_paths.html))
+    reporter.done()
     gate_exit = gate_result.exit_code if gate_result is not None else None
     rows = _summary_rows(run_dir, gate_result, _end_think_id(trained.layout, recipe))
     result = MainJobResult(run_dir, rows, paths, time.perf_counter() - t0, gate_exit, notes, trained.report,

@@ -1,8 +1,9 @@
 """`harness compare` by default: one row per cell, a column group per run with AL [CI], speedup [CI]
 and output tok/s, deltas vs the first run marked `*` when beyond noise (CIs that do not overlap:
 harness/analysis/compare_marks.py), cells of one run only listed at the end, and the crossover
-concurrency per (draft, suite, k, T) of each run (harness/results/load_view.py). Speculative rows
-only (the baseline arm is inside the speedup). Runs that differ in verifier, max tokens or suite
+concurrency per (draft, suite, k, T) of each run (harness/results/load_view.py; a run measured at
+one concurrency reads "one load point", and when no run spans two, a note replaces the table).
+Speculative rows only (the baseline arm is inside the speedup). Runs that differ in verifier, max tokens or suite
 revision are refused unless forced, as in the long form (harness/results/compare.py).
 """
 
@@ -26,11 +27,13 @@ class CompactResult:
     missing: dict[str, str] = field(default_factory=dict)
     forced: tuple[str, ...] = ()
     published: tuple[tuple[str, ...], ...] = ()  # published figures matching a cell (results/published.py)
+    load_note: str | None = None  # why there is no crossover table (no run spans two concurrencies)
 
     def notes(self) -> list[str]:
         only = [f"only in {run}: " + " ".join(f"{c}={v}" for c, v in zip(self.table.key_columns, key))
                 for key, run in self.table.only_in]
-        return only + list(self.missing.values()) + [f"forced (not comparable): {f}" for f in self.forced]
+        load = [f"crossover: {self.load_note}"] if self.load_note else []
+        return only + load + list(self.missing.values()) + [f"forced (not comparable): {f}" for f in self.forced]
 
     def to_dict(self) -> dict[str, Any]:
         headers, body = cm.table(self.table)
@@ -42,8 +45,12 @@ class CompactResult:
                 "notes": self.notes()}
 
 
-def _crossovers(runs: list[Run]) -> dict[tuple, tuple[str, ...]]:
-    per_run = [{(x.draft, x.suite, x.k, x.temperature): x.text() for x in load_view.crossovers(r.rows)} for r in runs]
+def _crossovers(lines: list[list[load_view.CrossoverLine]]) -> dict[tuple, tuple[str, ...]]:
+    """(draft, suite, k, T) -> each run's crossover text (lines: each run's); empty when no run has a
+    crossover at all (every line one load point: the note says so once instead of a table of it)."""
+    if load_view.lines_note([x for ls in lines for x in ls]):
+        return {}
+    per_run = [{(x.draft, x.suite, x.k, x.temperature): x.text() for x in ls} for ls in lines]
     keys = sorted({k for d in per_run for k in d})
     return {k: tuple(d.get(k, "—") for d in per_run) for k in keys}
 
@@ -56,7 +63,9 @@ def compact_align(runs: list[Run], by: list[str] | None = None, force: bool = Fa
     table = cm.compact([(lab, [r for r in run.rows if is_speculative(r)]) for run, lab in zip(runs, labels)], key)
     missing = {lab: note for run, lab in zip(runs, labels) if (note := run.incomplete_note())}
     shown = pub.for_runs([(lab, r.rows, r.manifest) for r, lab in zip(runs, labels)], published or [])
-    return CompactResult(table, _crossovers(runs), missing, tuple(problems), tuple(tuple(r) for r in shown))
+    lines = [load_view.crossovers(run.rows) for run in runs]
+    return CompactResult(table, _crossovers(lines), missing, tuple(problems), tuple(tuple(r) for r in shown),
+                         load_view.lines_note([x for ls in lines for x in ls]))
 
 
 def compact_runs(runs: list[Path], by: list[str] | None = None, force: bool = False) -> CompactResult:

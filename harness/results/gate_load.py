@@ -8,6 +8,12 @@ the grid's top concurrency when it never falls below 1.0x ("above the grid": it 
 far); 0 when it is below 1.0x already at the grid's bottom (it never pays). A baseline that never
 pays holds nothing to regress from and is not checked. Noise-aware: the run's crossover counts as
 the upper end of its CI (from the speedup CIs' bounds). Pure functions; gate.py does the I/O.
+
+One load point (harness/results/load_view.py: fewer than two concurrencies): no crossover. A
+baseline line from one is stored as "one load point" and holds nothing to regress from (older
+baselines stored it as "above the grid": they are told apart by their concurrencies); a run line
+from one, against a baseline that has a crossover, is a problem (nothing to compare), as a missing
+line is.
 """
 
 from __future__ import annotations
@@ -34,9 +40,15 @@ def baseline_crossovers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for line in load_view.crossovers(rows):
         c = line.crossover
         out.append({"draft": line.draft, "suite": line.suite, "k": line.k, "temperature": line.temperature,
-                    "concurrencies": list(line.concurrencies), "where": c.point.where,
-                    "crossover": position(c.point, line.concurrencies), "text": line.text()})
+                    "concurrencies": list(line.concurrencies),
+                    "where": load_view.ONE_LOAD_POINT if c is None else c.point.where,
+                    "crossover": None if c is None else position(c.point, line.concurrencies), "text": line.text()})
     return out
+
+
+def _holds_a_crossover(base: dict[str, Any]) -> bool:
+    """Whether a baseline line has a crossover to regress from (it paid, on two or more concurrencies)."""
+    return base["where"] in (CROSSES, ABOVE) and load_view.enough_load_points(base.get("concurrencies") or [])
 
 
 def crossover_checks(base_lines: list[dict[str, Any]], rows: list[dict[str, Any]], max_drop: float,
@@ -46,15 +58,19 @@ def crossover_checks(base_lines: list[dict[str, Any]], rows: list[dict[str, Any]
     lines = {(x.suite, x.k, x.temperature): x for x in load_view.crossovers(rows)}
     checks, problems = [], []
     for base in base_lines:
-        if base["where"] not in (CROSSES, ABOVE):
-            continue  # the baseline never paid: nothing to regress from
+        if not _holds_a_crossover(base):
+            continue  # the baseline never paid, or had one load point: nothing to regress from
         key = (base["suite"], int(base["k"]), float(base["temperature"]))
         line = lines.get(key)
+        where = f"{base['suite']} k={base['k']} T={base['temperature']:g}"
         if line is None:
-            problems.append(f"{base['suite']} k={base['k']} T={base['temperature']:g}: no crossover in the run "
-                            "(no speedup measured at these settings)")
+            problems.append(f"{where}: no crossover in the run (no speedup measured at these settings)")
             continue
         c = line.crossover
+        if c is None:
+            problems.append(f"{where}: no crossover in the run: {line.text()}, a crossover needs "
+                            f"{load_view.MIN_CONCURRENCIES} or more concurrencies (baseline: {base['text']})")
+            continue
         value = position(c.point, line.concurrencies)
         high = c.high if noise_aware and c.method != "none" else c.point
         compared = position(high, line.concurrencies)

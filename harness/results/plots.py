@@ -1,5 +1,7 @@
-"""The report's four PNG plots (matplotlib, Agg: no display). Each function takes a run's rows,
-writes one PNG and returns its title; the data selection is stated in the title.
+"""The report's PNG plots (matplotlib, Agg: no display). Each function takes a run's rows, writes
+one PNG and returns its title (the data selection is stated in it), or writes nothing and returns
+None when the data does not support the plot: no finished cell; AL vs k with fewer than two k;
+speedup vs concurrency with fewer than two concurrencies (harness/results/load_view.py's rule).
 
 Reference setting: T = 0 and concurrency 1 when the run has them, else the lowest measured.
 """
@@ -10,6 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from harness.results.load_view import enough_ks, enough_load_points
 from harness.results.runs import BASELINE, buckets, is_speculative
 
 Row = dict[str, Any]
@@ -83,23 +86,22 @@ def _color(i: int):
     return colormaps["tab10"](i % 10)
 
 
-def _save(fig, ax, path: Path, title: str, empty: str | None = None, note: str | None = None) -> str:
+def _save(fig, ax, path: Path, title: str, note: str | None = None) -> str:
     title = f"{title}\n{note}" if note else title
     ax.set_title(title, fontsize=10.5)
-    if empty:
-        ax.text(0.5, 0.5, empty, ha="center", va="center", transform=ax.transAxes, fontsize=10, color="0.35")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format="png")
     return title
 
 
-def plot_per_position(rows: list[Row], path: Path, note: str | None = None) -> str:
+def plot_per_position(rows: list[Row], path: Path, note: str | None = None) -> str | None:
     cells = reference_cells(rows)
+    if not cells:
+        return None
     t, c = reference(rows)
     fig, ax = _figure()
     title = (f"Per-position acceptance rate by {by_what(rows)} ({_k_text(cells)}, {_setting(t, c)})\n"
-             "rate(i) = drafts whose token at position i was accepted / drafts") if cells else \
-        "Per-position acceptance rate by suite"
+             "rate(i) = drafts whose token at position i was accepted / drafts")
     for i, (label, r) in enumerate(cells.items()):
         rates = r.get("per_position_rates") or []
         ax.plot(range(1, len(rates) + 1), rates, marker="o", color=_color(i), label=f"{label} (k={r['k']})")
@@ -109,33 +111,30 @@ def plot_per_position(rows: list[Row], path: Path, note: str | None = None) -> s
     ax.set_xlabel("draft position i")
     ax.set_ylabel("acceptance rate at position i (fraction of drafts)")
     ax.grid(alpha=0.3)
-    if cells:
-        ax.legend(fontsize=8)
-    return _save(fig, ax, path, title, None if cells else "no finished speculative cells: nothing to plot", note)
+    ax.legend(fontsize=8)
+    return _save(fig, ax, path, title, note)
 
 
-def plot_al_vs_k(rows: list[Row], path: Path, note: str | None = None) -> str:
+def plot_al_vs_k(rows: list[Row], path: Path, note: str | None = None) -> str | None:
     t, c = reference(rows)
     ref = [r for r in spec_rows(rows) if r["temperature"] == t and r["concurrency"] == c]
-    fig, ax = _figure()
     ks = sorted({r["k"] for r in ref})
+    if not enough_ks(ks):
+        return None  # one k is a point, not a trend; the tables carry it
+    fig, ax = _figure()
     for i, (label, rs) in enumerate(series(ref).items()):
         pts = sorted((r["k"], r["acceptance_length"]) for r in rs)
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=_color(i), label=label)
-    if ks:
-        span = [ks[0] - 0.25, ks[-1] + 0.25] if len(ks) == 1 else ks
-        ax.plot(span, [k + 1 for k in span], ls="--", color="0.4", label="ceiling k+1 (every draft token accepted)")
-        ax.set_xticks(ks)
-        ax.set_ylim(bottom=1.0)
-        ax.legend(fontsize=8)
+    ax.plot(ks, [k + 1 for k in ks], ls="--", color="0.4", label="ceiling k+1 (every draft token accepted)")
+    ax.set_xticks(ks)
+    ax.set_ylim(bottom=1.0)
+    ax.legend(fontsize=8)
     ax.set_xlabel("k = num_speculative_tokens (draft tokens per verify step)")
     ax.set_ylabel("acceptance length (tokens per verify step, incl. bonus)")
     ax.grid(alpha=0.3)
-    title = "Acceptance length vs k by suite"
-    if ref:
-        title = (f"Acceptance length vs k by {by_what(rows)} ({_setting(t, c)})\n"
-                 "AL = 1 + accepted / drafts (pooled); dashed: the k+1 ceiling")
-    return _save(fig, ax, path, title, None if ref else "no finished speculative cells: nothing to plot", note)
+    title = (f"Acceptance length vs k by {by_what(rows)} ({_setting(t, c)})\n"
+             "AL = 1 + accepted / drafts (pooled); dashed: the k+1 ceiling")
+    return _save(fig, ax, path, title, note)
 
 
 def _speedup_line(ax, krs: list[Row], color, ls, label: str) -> tuple[float, float] | None:
@@ -148,15 +147,19 @@ def _speedup_line(ax, krs: list[Row], color, ls, label: str) -> tuple[float, flo
     lows, highs = [r.get("speedup_ci_low") for r in krs], [r.get("speedup_ci_high") for r in krs]
     if all(v is not None for v in lows + highs):
         ax.fill_between(xs, lows, highs, color=color, alpha=0.15, lw=0)
+    if not enough_load_points(xs):
+        return None  # one load point has no crossover
     cross = crossing(xs, ys)
     return (cross.concurrency, 1.0) if cross.where == CROSSES else None
 
 
-def plot_speedup_vs_concurrency(rows: list[Row], path: Path, note: str | None = None) -> str:
+def plot_speedup_vs_concurrency(rows: list[Row], path: Path, note: str | None = None) -> str | None:
     t, _ = reference(rows)
     ref = [r for r in spec_rows(rows) if r["temperature"] == t and r.get("speedup") is not None]
-    fig, ax = _figure()
     concs = sorted({r["concurrency"] for r in ref})
+    if not enough_load_points(concs):
+        return None  # one concurrency is no axis; the speedups are in the tables and the tok/s plot
+    fig, ax = _figure()
     ax.axhline(1.0, color="0.3", lw=1, ls="--", label="1.0x (no gain)")
     notes = 0  # annotations so far: stacked in the lower left, arrows to their points
     for i, (label, rs) in enumerate(series(ref).items()):
@@ -176,8 +179,8 @@ def plot_speedup_vs_concurrency(rows: list[Row], path: Path, note: str | None = 
     ax.set_ylabel("speedup (× baseline output tokens/s)")
     ax.legend(fontsize=8)
     title = (f"Speedup vs concurrency by {by_what(rows).replace(' and ', ', ')} and k (T={t:g})\n"
-             "speedup = spec ÷ baseline output tok/s; band: 95% CI; red X: crossover at 1.0x (log2 interp.)") if ref else "Speedup vs concurrency by suite and k"
-    return _save(fig, ax, path, title, None if ref else "no finished cells with a speedup: nothing to plot", note)
+             "speedup = spec ÷ baseline output tok/s; band: 95% CI; red X: crossover at 1.0x (log2 interp.)")
+    return _save(fig, ax, path, title, note)
 
 
 def _concurrency_axis(ax, concs: list[int]) -> None:
@@ -220,8 +223,10 @@ def plot_al_breakdown(rows: list[Row], path: Path, note: str | None = None) -> s
     return title
 
 
-def plot_throughput(rows: list[Row], path: Path, note: str | None = None) -> str:
+def plot_throughput(rows: list[Row], path: Path, note: str | None = None) -> str | None:
     cells = reference_cells(rows)
+    if not cells:
+        return None
     base = {r.get("cell_id"): r for r in rows if r.get("mode") == BASELINE}
     t, c = reference(rows)
     fig, ax = _figure()
@@ -239,20 +244,18 @@ def plot_throughput(rows: list[Row], path: Path, note: str | None = None) -> str
     ax.set_ylabel("output tokens/s (output tokens ÷ wall s)")
     ax.set_xlabel(by_what(rows))
     ax.margins(y=0.18)
-    if labels:
-        ax.legend(fontsize=8)
-    title = (f"Output tokens/s, baseline vs speculative, by {by_what(rows)} ({_k_text(cells)}, {_setting(t, c)})"
-             if cells else "Output tokens/s, baseline vs speculative, by suite")
-    return _save(fig, ax, path, title, None if cells else "no finished cells: nothing to plot", note)
+    ax.legend(fontsize=8)
+    title = f"Output tokens/s, baseline vs speculative, by {by_what(rows)} ({_k_text(cells)}, {_setting(t, c)})"
+    return _save(fig, ax, path, title, note)
 
 
 PLOTS = (("per_position_acceptance.png", plot_per_position), ("acceptance_length_vs_k.png", plot_al_vs_k),
-         ("speedup_vs_concurrency.png", plot_speedup_vs_concurrency), ("output_tok_per_s.png", plot_throughput))
+         ("speedup_vs_concurrency.png", plot_speedup_vs_concurrency), ("output_tok_per_s.png", plot_throughput),
+         ("acceptance_breakdown.png", plot_al_breakdown))
 
 
 def write_plots(rows: list[Row], folder: Path, note: str | None = None) -> list[tuple[Path, str]]:
-    """The four plots, plus the AL breakdown when cells carry one: [(png path, title)]; `note`
-    (e.g. what a killed run lacks) joins every title."""
+    """The plots the data supports: [(png path, title)]; `note` (e.g. what a killed run lacks)
+    joins every title."""
     made = [(folder / name, fn(rows, folder / name, note)) for name, fn in PLOTS]
-    title = plot_al_breakdown(rows, folder / "acceptance_breakdown.png", note)
-    return made + ([(folder / "acceptance_breakdown.png", title)] if title else [])
+    return [(path, title) for path, title in made if title]

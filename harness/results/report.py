@@ -1,12 +1,18 @@
 """`harness report`: one run as report.md + a self-contained report.html (plots embedded as
 base64 PNG data URIs) + the PNGs themselves. Built as a list of blocks rendered twice, so the
 two files always say the same thing. Every number's definition is stated (harness/metrics.py).
+
+Order: the answer first. A verdict (per suite and draft: faster or not, speedup and AL with their
+CIs; the gate's result when the run folder holds one; what to distrust), then the flags in detail
+and the run's facts, then the tables and plots the data supports (harness/results/load_view.py),
+and the definitions last.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,16 +35,24 @@ DEFINITIONS = [
     "TTFT median = median time to first token over the cell's requests, milliseconds",
     "speedup 95% CI = bootstrap over the paired A/B repeats and, within them, the same requests in both arms "
     "(harness/analysis/load.py)",
+    "faster? (verdict) = yes when the speedup's 95% CI lies wholly above 1.0x, no (slower) when wholly below, "
+    "no clear difference when it spans 1.0x; without a CI the point value decides and the verdict says so. "
+    "The verdict's cell: per suite and draft the highest speedup at the reference temperature",
     "crossover = the concurrency where speedup first falls below 1.0x, interpolated linearly in log2(concurrency) "
     "between the grid points around it; its CI = the crossings of the speedup CIs' lower and upper bounds; "
-    "'above the grid' = never below 1.0x, 'below the grid' = already below at the lowest concurrency",
+    "'above the grid' = never below 1.0x, 'below the grid' = already below at the lowest concurrency; "
+    "'one load point' = measured at a single concurrency: no crossover (it needs at least two concurrencies)",
     "best k = at each concurrency the k with the highest output tok/s (k = 0: the baseline, no speculation), "
-    "written as vLLM's speculative_config.num_speculative_tokens_per_batch_size (inclusive batch-size ranges)",
+    "written as vLLM's speculative_config.num_speculative_tokens_per_batch_size (inclusive batch-size ranges); "
+    "shown only from at least two concurrencies (from one it would be an extrapolation)",
     "AL by output position / prompt length = the same pooled AL over the verify steps in each bucket, from vLLM's "
     "per-step record (per_request_spec_decode_metrics='detailed'); CI over requests (harness/analysis/steps.py)",
     "repetition = share of the verifier's own output tokens inside an 8-gram that repeats one from the previous "
     "1024 tokens (harness/analysis/repetition.py); loops inflate every draft's AL",
 ]
+VERDICT_HEADERS = ["suite", "draft", "faster?", "speedup [95% CI]", "AL [95% CI]", "at", "speedup over all cells"]
+GATE_JUNIT = Path("gate") / "junit.xml"  # where the main job writes the gate's verdict (harness/main_job.py)
+FLAG_CELLS_SHOWN = 3  # cells named per flag in the verdict; the detail section names them all
 CELL_HEADERS = ["k", "concurrency", "T", "AL", "AL 95% CI", "draft acceptance rate", "per-position rates",
                 "speedup (×) [95% CI]", "spec tok/s", "baseline tok/s", "spec TTFT median (ms)", "lossless match",
                 "verifier repetition"]
@@ -49,6 +63,15 @@ class ReportFiles:
     markdown: Path
     html: Path
     plots: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
+class GateSummary:
+    """The gate's verdict as the run folder holds it (gate/junit.xml)."""
+
+    baseline: str
+    checks: int
+    failures: tuple[str, ...]  # each failing check's message
 
 
 # ----------------------------------------------------------------------------- content (pure)
@@ -103,6 +126,116 @@ def _run_facts(run: Run) -> list[str]:
     return facts
 
 
+# ----------------------------------------------------------------------------- verdict (pure)
+
+
+def faster_or_not(r: dict[str, Any]) -> str:
+    """The verdict on one cell's speed (DEFINITIONS: faster?)."""
+    sp, lo, hi = r.get("speedup"), r.get("speedup_ci_low"), r.get("speedup_ci_high")
+    if sp is None:
+        return "not measured (no baseline arm)"
+    if lo is None or hi is None:
+        return ("yes" if sp > 1 else "no, slower" if sp < 1 else "no difference") + " (no CI: noise unknown)"
+    return "yes" if lo > 1 else "no, slower" if hi < 1 else "no clear difference (CI spans 1.0x)"
+
+
+def _x_ci(r: dict[str, Any]) -> str:
+    sp, lo, hi = r.get("speedup"), r.get("speedup_ci_low"), r.get("speedup_ci_high")
+    if sp is None:
+        return "—"
+    return f"{sp:.2f}x" + ("" if lo is None or hi is None else f" [{lo:.2f}, {hi:.2f}]")
+
+
+def _al_ci(r: dict[str, Any]) -> str:
+    al, lo, hi = r.get("acceptance_length"), r.get("al_ci_low"), r.get("al_ci_high")
+    return fmt(al, 2) + ("" if lo is None or hi is None else f" [{lo:.2f}, {hi:.2f}]")
+
+
+def _spread(rs: list[dict[str, Any]]) -> str:
+    sps = [r["speedup"] for r in rs if r.get("speedup") is not None]
+    if not sps:
+        return "—"
+    if len(sps) == 1:
+        return "one cell only"
+    below = sum(s < 1 for s in sps)
+    return f"{min(sps):.2f}–{max(sps):.2f}x over {len(sps)} cells" + (f", {below} below 1.0x" if below else "")
+
+
+def verdict_cell(rs: list[dict[str, Any]], temperature: float | None) -> dict[str, Any]:
+    """A suite-and-draft's verdict cell: the highest speedup at the reference temperature, else (no
+    speedup measured) the largest k there."""
+    at_t = [r for r in rs if r["temperature"] == temperature] or rs
+    timed = [r for r in at_t if r.get("speedup") is not None]
+    if timed:
+        return max(timed, key=lambda r: (r["speedup"], -r["k"], -r["concurrency"]))
+    return max(at_t, key=lambda r: (r["k"], -r["concurrency"]))
+
+
+def verdict_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
+    spec = plots.spec_rows(rows)
+    t, _ = plots.reference(rows)
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in spec:
+        groups.setdefault((str(r["suite"]), str(r.get("draft"))), []).append(r)
+    out = []
+    for (suite, draft), rs in sorted(groups.items()):
+        r = verdict_cell(rs, t)
+        out.append([suite, draft, faster_or_not(r), _x_ci(r), _al_ci(r),
+                    f"k={r['k']}, c={r['concurrency']}, T={r['temperature']:g}", _spread(rs)])
+    return out
+
+
+def gate_line(gate: GateSummary | None) -> str:
+    if gate is None:
+        return f"Gate: not gated (no {GATE_JUNIT.as_posix()} in the run folder)."
+    if not gate.failures:
+        return f"Gate: passed, {gate.checks} checks against baseline {gate.baseline}."
+    more = f" (+{len(gate.failures) - 1} more)" if len(gate.failures) > 1 else ""
+    return (f"Gate: FAILED, {len(gate.failures)} of {gate.checks} checks below bound against baseline "
+            f"{gate.baseline}: {gate.failures[0]}{more}.")
+
+
+def flag_name(flag: str) -> str:
+    """A flag's headline: the words before its first ':' or ' (' ("LOOPING OUTPUTS", "NOT LOSSLESS")."""
+    return re.split(r":| \(", flag, maxsplit=1)[0].strip()
+
+
+def _named(cells: list[str]) -> str:
+    more = f" +{len(cells) - FLAG_CELLS_SHOWN} more" if len(cells) > FLAG_CELLS_SHOWN else ""
+    return ", ".join(cells[:FLAG_CELLS_SHOWN]) + more
+
+
+def distrust(run: Run) -> list[str]:
+    """What to distrust, one line each: a killed run, failed cells, and each flag with the cells it hit."""
+    out = []
+    if run.missing:
+        planned = len(run.manifest.get("planned_cells") or [])
+        out.append(f"incomplete run ({run.status}): {planned - len(run.missing)} of {planned} planned cells finished")
+    failed = sorted({str(r.get("cell_id")) for r in run.rows if r.get("status", "ok") != "ok"})
+    if failed:
+        out.append(f"failed requests in {len(failed)} cell{'s' * (len(failed) > 1)}: {_named(failed)}")
+    by_flag: dict[str, list[str]] = {}
+    for r in run.rows:
+        for f in r.get("flags") or []:
+            cells = by_flag.setdefault(flag_name(f), [])
+            if str(r.get("cell_id")) not in cells:
+                cells.append(str(r.get("cell_id")))
+    spec = len(plots.spec_rows(run.rows))
+    out += [f"{name}: {len(cells)} of {spec} cells ({_named(cells)})" for name, cells in by_flag.items()]
+    return out
+
+
+def verdict_blocks(run: Run, gate: GateSummary | None) -> list[tuple]:
+    rows = verdict_rows(run.rows)
+    if not rows:
+        return [("h", 2, "Verdict"), ("p", "No finished speculative cell: nothing measured yet."),
+                ("p", gate_line(gate))]
+    worries = distrust(run)
+    return [("h", 2, "Verdict"), ("table", VERDICT_HEADERS, rows), ("p", gate_line(gate)),
+            *([("p", "What to distrust (details below):"), ("list", worries)] if worries
+              else [("p", "What to distrust: nothing flagged on any cell.")])]
+
+
 def _completeness(run: Run) -> list[tuple]:
     out: list[tuple] = []
     planned = run.manifest.get("planned_cells") or []
@@ -121,8 +254,12 @@ def _completeness(run: Run) -> list[tuple]:
 
 
 def _load_blocks(run: Run) -> list[tuple]:
-    """Crossover per (draft, suite, k, T) and the best-k schedule with its recipe snippet."""
+    """Crossover per (draft, suite, k, T) and the best-k schedule with its recipe snippet; from one
+    load point, one sentence saying so instead (load_view: what the data supports)."""
     lines = load_view.crossovers(run.rows)
+    note = load_view.load_note(run.rows)
+    if note:
+        return [("p", f"Load: {note}.")] + _dynamic_blocks(run)
     if not lines:
         return []
     out: list[tuple] = [("h", 2, "When speculation pays: crossover and best k per load"),
@@ -164,22 +301,26 @@ def _explained_blocks(run: Run) -> list[tuple]:
         return []
     rows = [[label, str(r["k"]), _bucket_text(r, "output_position"), _bucket_text(r, "prompt_length"),
              _bucket_text(r, "segment"), _pct(r.get("repetition_share"))] for label, r in cells.items()]
+    if all(v == "—" for row in rows for v in row[2:]):
+        return []  # no cell carries a breakdown: a table of dashes says nothing
     return [("h", 2, "Acceptance explained (reference cells)"),
             ("table", ["suite", "k", "AL by output position", "AL by prompt length (tokens)",
                        "AL thinking / answer", "verifier repetition"], rows)]
 
 
-def build_blocks(run: Run, images: list[tuple[str, str]], published: list | None = None) -> list[tuple]:
+def build_blocks(run: Run, images: list[tuple[str, str]], published: list | None = None,
+                 gate: GateSummary | None = None) -> list[tuple]:
     """The report as blocks: ("h", level, text) ("p", text) ("list", items) ("table", headers, rows)
-    ("img", file name, title). `published`: figures to show beside matching cells (results/published.py)."""
+    ("code", text) ("img", file name, title). `published`: figures to show beside matching cells
+    (results/published.py); `gate`: the gate's verdict from the run folder (read_gate)."""
     spec = plots.spec_rows(run.rows)
     base = {r.get("cell_id"): r for r in run.rows if r.get("mode") == "baseline"}
     t, c = plots.reference(run.rows)
-    blocks: list[tuple] = [("h", 1, f"Benchmark report: {run.label}"), ("list", _run_facts(run))]
+    blocks: list[tuple] = [("h", 1, f"Benchmark report: {run.label}"), *verdict_blocks(run, gate)]
     done = _completeness(run)
     if done:
-        blocks += [("h", 2, "What this run lacks"), *done]
-    blocks += [("h", 2, "Definitions (harness/metrics.py)"), ("list", DEFINITIONS)]
+        blocks += [("h", 2, "What to distrust, in detail"), *done]
+    blocks += [("h", 2, "Run"), ("list", _run_facts(run))]
     if spec:
         ref = plots.reference_cells(run.rows)
         blocks += [("h", 2, f"Summary by suite (largest k, T={t:g}, concurrency {c})"),
@@ -191,15 +332,14 @@ def build_blocks(run: Run, images: list[tuple[str, str]], published: list | None
             rs = sorted(rs, key=lambda r: (r["k"], r["concurrency"], r["temperature"]))
             blocks += [("h", 3, label), ("table", CELL_HEADERS, [_cell_row(r, base.get(r.get("cell_id"))) for r in rs])]
         blocks += _explained_blocks(run) + _load_blocks(run)
-    else:
-        blocks += [("h", 2, "Summary"), ("p", "No finished speculative cell: nothing measured yet.")]
     pairs = pub.matches(run.rows, run.manifest, published or [])
     if pairs:
         blocks += [("h", 2, "Published figures for comparison"), ("list", pub.notes(run.manifest)),
                    ("table", pub.HEADERS, pub.table_rows(pairs))]
-    blocks.append(("h", 2, "Plots"))
-    blocks += [("img", name, title) for name, title in images]
-    return blocks
+    if images:
+        blocks.append(("h", 2, "Plots"))
+        blocks += [("img", name, title) for name, title in images]
+    return blocks + [("h", 2, "Definitions (harness/metrics.py)"), ("list", DEFINITIONS)]
 
 
 # ----------------------------------------------------------------------------- renderers
@@ -255,6 +395,24 @@ def to_html(blocks: list[tuple], folder: Path) -> str:
     return "\n".join(out + ["</body></html>"]) + "\n"
 
 
+def read_gate(run_dir: Path) -> GateSummary | None:
+    """The gate's verdict from <run>/gate/junit.xml (harness/results/gate.py to_junit), or None
+    without one (or when it cannot be read: the verdict then says "not gated")."""
+    import xml.etree.ElementTree as ET
+
+    path = run_dir / GATE_JUNIT
+    try:
+        suite = ET.parse(path).getroot().find("testsuite")
+    except (OSError, ET.ParseError):
+        return None
+    if suite is None:
+        return None
+    cases = suite.findall("testcase")
+    failures = tuple(f.get("message", "") for tc in cases for f in tc.findall("failure"))
+    checks = sum(1 for tc in cases if tc.find("skipped") is None)
+    return GateSummary(suite.get("name", "").rpartition(" vs ")[2] or "?", checks, failures)
+
+
 def write_report(run: str | Path, out_dir: str | Path | None = None) -> ReportFiles:
     """report.md, report.html and four PNGs into out_dir (default: <run>/report/)."""
     from harness.provenance import atomic_write_text
@@ -265,7 +423,7 @@ def write_report(run: str | Path, out_dir: str | Path | None = None) -> ReportFi
     note = (f"incomplete run ({r.status}): {planned - len(r.missing)} of {planned} planned cells finished"
             if r.missing else None)
     made = plots.write_plots(r.rows, folder, note)
-    blocks = build_blocks(r, [(p.name, title) for p, title in made], pub.load_published())
+    blocks = build_blocks(r, [(p.name, title) for p, title in made], pub.load_published(), read_gate(r.path))
     atomic_write_text(folder / "report.md", to_markdown(blocks))
     atomic_write_text(folder / "report.html", to_html(blocks, folder))
     return ReportFiles(folder / "report.md", folder / "report.html", tuple(p for p, _ in made))
