@@ -217,8 +217,12 @@ def test_bench_runs_mt_bench_and_gsm8k_files_as_released(tmp_path, kimi_standin)
 
     mt = write_jsonl(tmp_path / "mt_bench" / "question.jsonl", MT_BENCH[:2])
     gsm = write_jsonl(tmp_path / "gsm8k" / "test.jsonl", GSM8K)
+    # two files of one format (both read as `spec-bench`): two suites, each with its own cells
+    sb = [write_jsonl(tmp_path / f"{n}.jsonl", [SPEC_BENCH_EXTRA | {"question_id": i, "turns": [t]}])
+          for i, (n, t) in enumerate([("translation", "Translate to French: good morning."),
+                                      ("rag", "From the passage 'the cat sat', who sat?")])]
     run_id = f"test-benchfiles-{tmp_path.name}"
-    sets = [f"bench.suites=['{mt}','{gsm}']", "bench.method='ngram'", "bench.reference_drafts=[]",
+    sets = [f"bench.suites=['{mt}','{gsm}','{sb[0]}','{sb[1]}']", "bench.method='ngram'", "bench.reference_drafts=[]",
             "bench.num_prompts=2", "bench.max_tokens=12", "bench.k=[3]", "bench.concurrency=[2]",
             "bench.warmup_requests=0", "bench.engine='offline'"]
     args = [sys.executable, "-m", "harness", "bench", "--run-id", run_id]
@@ -229,7 +233,8 @@ def test_bench_runs_mt_bench_and_gsm8k_files_as_released(tmp_path, kimi_standin)
         proc = subprocess.run(args, check=False, capture_output=True, text=True, timeout=900, cwd=REPO_ROOT)
         assert proc.returncode == 0, proc.stderr[-2000:]
         manifest, df, missing = load_run(run_dir)
-        assert not missing and set(df["suite"]) == {"mt-bench", "gsm8k"}
+        assert not missing and set(df["suite"]) == {"mt-bench", "gsm8k", "spec-bench-translation", "spec-bench-rag"}
+        assert df.groupby("suite")["suite_sha"].nunique().eq(1).all() and df["suite_sha"].nunique() == 4
         spec = df[df["mode"] == "speculative"].set_index("suite")
         # 2 MT-Bench records x 2 turns, 2 GSM8K questions: every turn went to the engine
         assert spec.loc["mt-bench", "num_requests"] == 4 and spec.loc["gsm8k", "num_requests"] == 2
@@ -239,7 +244,8 @@ def test_bench_runs_mt_bench_and_gsm8k_files_as_released(tmp_path, kimi_standin)
         # server's in tests/test_faults.py): one run serves both checks in CI
         from tests.step_sums import assert_steps_sum_to_counters
 
-        assert_steps_sum_to_counters(run_dir, df, requests_per_cell={"mt-bench": 4, "gsm8k": 2}, repeats=1)
+        assert_steps_sum_to_counters(run_dir, df, requests_per_cell={"mt-bench": 4, "gsm8k": 2, "spec-bench-translation": 1,
+                                                                     "spec-bench-rag": 1}, repeats=1)
         rep = subprocess.run([sys.executable, "-m", "harness", "report", str(run_dir)], check=False,
                              capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
         assert rep.returncode == 0, rep.stderr[-2000:]

@@ -349,9 +349,9 @@ _TINY_SERVER_BENCH = ["bench.engine='server'", "bench.suites=['code']", "bench.n
                       "bench.reference_drafts=[]", "bench.method='ngram'"]
 
 
-def _bench(run_id: str, *extra: str) -> subprocess.Popen:
+def _bench(run_id: str, *extra: str, sets: list[str] = _TINY_SERVER_BENCH) -> subprocess.Popen:
     args = [PY, "-m", "harness", "bench", "--run-id", run_id, *extra]
-    for s in _TINY_SERVER_BENCH:
+    for s in sets:
         args += ["--set", s]
     return subprocess.Popen(args, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -360,10 +360,12 @@ def _cells(run_dir: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in (run_dir / "cells").glob("*.json")}
 
 
-def _kill_after_next_cell(proc: subprocess.Popen, run_dir: Path, sig: signal.Signals, code: int) -> dict[str, bytes]:
+def _kill_after_next_cell(proc: subprocess.Popen, run_dir: Path, sig: signal.Signals, code: int,
+                          engine_marker: str = "api_server") -> dict[str, bytes]:
     """Wait for one more finished cell than the run had, send `sig`, and check that the harness
-    exits with `code`, that none of its processes (vLLM servers included) is alive 10 s later and
-    that the manifest reads `interrupted`. Returns the cells finished before the signal."""
+    exits with `code`, that none of its processes (vLLM servers or offline engine hosts, found by
+    `engine_marker` in their command line) is alive 10 s later and that the manifest reads
+    `interrupted`. Returns the cells finished before the signal."""
     had = len(_cells(run_dir)) if (run_dir / "cells").is_dir() else 0
     seen: dict[int, int] = {}  # every process of the run, gathered while it runs
     deadline = time.monotonic() + 900
@@ -373,7 +375,7 @@ def _kill_after_next_cell(proc: subprocess.Popen, run_dir: Path, sig: signal.Sig
         seen.update(_descendants(proc.pid))
         time.sleep(0.2)
     seen.update(_descendants(proc.pid))
-    assert any("api_server" in Path(f"/proc/{p}/cmdline").read_text(errors="replace") for p in seen
+    assert any(engine_marker in Path(f"/proc/{p}/cmdline").read_text(errors="replace") for p in seen
                if process_alive(p, seen[p]))
     done = _cells(run_dir)
     proc.send_signal(sig)
@@ -417,6 +419,23 @@ def test_killed_server_bench_leaves_no_process_and_resumes_byte_identical(kimi_s
         spec = df[df["mode"] == "speculative"]
         assert ((spec["speedup_ci_low"] <= spec["speedup"]) & (spec["speedup"] <= spec["speedup_ci_high"])).all()
         assert spec["repetition_share"].between(0.0, 1.0).all()
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_sigkilled_offline_bench_leaves_no_engine_host_behind(kimi_standin):
+    """The offline engine's hosts (spawned children that import vLLM, and vLLM's own engine-core
+    processes below them) die with a harness killed by SIGKILL, which runs no cleanup of its own
+    (harness/engine/ownership.py)."""
+    import shutil
+
+    run_id = f"faults-kill-offline-{uuid.uuid4().hex[:8]}"
+    run_dir = REPO_ROOT / "results" / "runs" / run_id
+    sets = [*_TINY_SERVER_BENCH, "bench.engine='offline'", "bench.concurrency=[1,2]"]  # later --set wins
+    try:
+        proc = _bench(run_id, sets=sets)
+        _kill_after_next_cell(proc, run_dir, signal.SIGKILL, -signal.SIGKILL, engine_marker="multiprocessing")
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
 
