@@ -95,6 +95,9 @@ def bootstrap_ci(per_request_accepted: Sequence[int], per_request_drafts: Sequen
     pairs = [(a, d) for a, d in zip(per_request_accepted, per_request_drafts, strict=True) if d > 0]
     if len(pairs) < 2:
         return None
+    # Kept by hand, not scipy.stats.bootstrap(paired=True): the al_ci_low/high in committed baselines
+    # (results/baselines/) come from this seeded random.Random resampling; scipy draws from a numpy
+    # generator, so the same seed would move every stored CI.
     rng = random.Random(seed)
     stats = []
     for _ in range(num_resamples):

@@ -6,8 +6,9 @@ Speedup and its CI (paired A/B repeats; same prompts, max tokens, sampling, conc
   sums over repeats — the ratio of the two arms' output tok/s as bench/run.py computes them.
   Bootstrap (percentile, seeded numpy generator, default 2000 resamples, 95 %): resample repeats
   with replacement, keeping each repeat's two arms together (they ran interleaved, so they share
-  the machine's drift); where per-request timings are given, also resample the requests of each
-  chosen repeat, the same prompt indices in both arms (paired). A request's share of its batch's
+  the machine's drift) — scipy.stats.bootstrap(paired=True) over the repeats; where per-request
+  timings are given, also resample the requests of each chosen repeat, the same prompt indices in
+  both arms (paired) — a two-stage resampling, done by hand. A request's share of its batch's
   wall is wall × its latency / Σ latencies of the batch, so the full sample reproduces the
   point value exactly. No CI from a single repeat without per-request timings.
 
@@ -92,6 +93,11 @@ def _request_arrays(arm: ArmRepeat) -> tuple[np.ndarray, np.ndarray] | None:
     return np.asarray(arm.request_tokens, dtype=float), arm.wall_s * lat / lat.sum()
 
 
+def _speedup_of_sums(bt: np.ndarray, bw: np.ndarray, st: np.ndarray, sw: np.ndarray, axis: int = -1) -> np.ndarray:
+    """(Σ spec tokens / Σ spec wall) / (Σ base tokens / Σ base wall) along `axis`."""
+    return (st.sum(axis=axis) / sw.sum(axis=axis)) / (bt.sum(axis=axis) / bw.sum(axis=axis))
+
+
 def speedup_replicates(baseline: Sequence[ArmRepeat], speculative: Sequence[ArmRepeat],
                        num_resamples: int = 2000, seed: int = 0) -> np.ndarray:
     """Bootstrap replicates of the speedup (empty when there is nothing to resample)."""
@@ -102,13 +108,18 @@ def speedup_replicates(baseline: Sequence[ArmRepeat], speculative: Sequence[ArmR
     per_req = [(_request_arrays(b), _request_arrays(s)) for b, s in zip(baseline, speculative)]
     paired = all(b is not None and s is not None and len(b[0]) == len(s[0]) for b, s in per_req)
     if not paired:
-        if n_rep < 2:
+        if n_rep < 2 or num_resamples < 1:
             return np.empty(0)
-        idx = rng.integers(0, n_rep, size=(num_resamples, n_rep))
+        from scipy.stats import bootstrap  # imported here: scipy.stats takes about a second
+
         cols = [np.asarray([getattr(r, f) for r in arm], dtype=float)
                 for arm in (baseline, speculative) for f in ("output_tokens", "wall_s")]
-        bt, bw, st, sw = (c[idx].sum(axis=1) for c in cols)
-        return (st / sw) / (bt / bw)
+        # paired: one index draw per resample picks whole repeats, both arms together
+        res = bootstrap(cols, _speedup_of_sums, paired=True, vectorized=True, n_resamples=num_resamples,
+                        method="percentile", rng=rng)
+        return res.bootstrap_distribution
+    # Two-stage (repeats, then the requests of each chosen repeat): scipy.stats.bootstrap resamples
+    # one level of observations only, so this nested resampling stays a loop.
     out = np.empty(num_resamples)
     for i in range(num_resamples):
         sums = np.zeros(4)  # base tokens, base wall, spec tokens, spec wall

@@ -18,8 +18,8 @@ where each position's distribution depends on the earlier samples (Rosenblatt) â
 positions of all requests pool into one sample of size n.
   chi2, p_value     Pearson chi-square of the u histogram in B equal bins against n/B each,
                     B - 1 degrees of freedom (B = min(num_bins, n // 5): >= 5 expected per bin).
-  ks_statistic, ks_p_value   Kolmogorov-Smirnov of the u against U(0, 1), asymptotic
-                    distribution with Stephens' small-sample correction.
+  ks_statistic, ks_p_value   Kolmogorov-Smirnov of the u against U(0, 1), the exact
+                    distribution of the two-sided statistic D_n (scipy.stats.kstwo).
   tv_pit            the measured divergence: total variation between the u histogram and the
                     uniform one, 1/2 sum_b |observed_b/n - 1/B|. Not 0 under the null: about
                     sqrt(B / (2 pi n)) from sampling alone.
@@ -27,11 +27,13 @@ positions of all requests pool into one sample of size n.
                     least this is detected at level alpha with probability >= power. From the
                     noncentral chi-square: the test has that power at noncentrality
                     lambda* = n w^2 (Cohen's w^2 = sum_b (q_b - 1/B)^2 B), and by Cauchy-Schwarz
-                    w >= 2 TV, so TV >= sqrt(lambda*/n)/2 guarantees it.
+                    w >= 2 TV, so TV >= sqrt(lambda*/n)/2 guarantees it. lambda* solves
+                    ncx2.sf(chi2.isf(alpha, B - 1), B - 1, lambda*) = power (Brent's method).
   rank_observed / rank_expected   descriptive: the fraction of samples at rank 1..N and
                     "other", and the mean verifier probability of each rank; tv_rank is their
                     total variation (a sampler emitting junk tokens shows up in "other").
-No scipy: chi-square tails are torch's regularized incomplete gamma.
+The tests and distributions are scipy.stats' (chisquare, kstest; chi2, ncx2, kstwo), imported where
+first used: scipy.stats takes about a second to import.
 """
 
 from __future__ import annotations
@@ -84,56 +86,49 @@ class SamplingFidelity:
 
 def chi2_sf(x: float, df: float) -> float:
     """P(X > x) for X ~ chi-square(df)."""
-    import torch
+    from scipy.stats import chi2
 
-    if x <= 0:
-        return 1.0
-    return float(torch.special.gammaincc(torch.tensor(df / 2, dtype=torch.float64),
-                                         torch.tensor(x / 2, dtype=torch.float64)))
+    return float(chi2.sf(x, df))
 
 
 def chi2_isf(q: float, df: float) -> float:
-    """x with P(X > x) = q, by bisection."""
-    lo, hi = 0.0, max(1.0, df)
-    while chi2_sf(hi, df) > q:
-        hi *= 2
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if chi2_sf(mid, df) > q else (lo, mid)
-    return (lo + hi) / 2
+    """x with P(X > x) = q for X ~ chi-square(df)."""
+    from scipy.stats import chi2
+
+    return float(chi2.isf(q, df))
 
 
 def ncx2_sf(x: float, df: float, nc: float) -> float:
-    """P(X > x) for the noncentral chi-square: a Poisson(nc/2) mixture of central ones."""
-    half = nc / 2
-    j_max = int(half + 12 * math.sqrt(half) + 30)
-    total = 0.0
-    for j in range(j_max + 1):
-        log_w = -half + (j * math.log(half) if half > 0 else (0.0 if j == 0 else -math.inf)) - math.lgamma(j + 1)
-        total += math.exp(log_w) * chi2_sf(x, df + 2 * j)
-    return min(1.0, total)
+    """P(X > x) for X ~ noncentral chi-square(df, nc)."""
+    from scipy.stats import ncx2
+
+    return float(ncx2.sf(x, df, nc))
 
 
-@lru_cache(maxsize=64)  # ~3,000 gamma evaluations; the bench asks for few (df, alpha, power)
+@lru_cache(maxsize=64)
 def detectable_noncentrality(df: float, alpha: float = ALPHA, power: float = POWER) -> float:
-    """Smallest noncentrality at which the level-alpha chi-square test rejects with `power`."""
+    """Smallest noncentrality at which the level-alpha chi-square test rejects with `power`:
+    the root of ncx2.sf(crit, df, nc) = power (increasing in nc), bracketed by doubling."""
+    from scipy.optimize import brentq
+
     crit = chi2_isf(alpha, df)
-    lo, hi = 0.0, 1.0
-    while ncx2_sf(crit, df, hi) < power:
+
+    def excess(nc: float) -> float:
+        return ncx2_sf(crit, df, nc) - power
+
+    if excess(0.0) >= 0:  # power <= alpha: the central chi-square already gets there
+        return 0.0
+    hi = 1.0
+    while excess(hi) < 0:
         hi *= 2
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if ncx2_sf(crit, df, mid) < power else (lo, mid)
-    return (lo + hi) / 2
+    return float(brentq(excess, 0.0, hi, xtol=1e-12))
 
 
 def ks_sf(d: float, n: int) -> float:
-    """Asymptotic P(D_n > d) for the one-sample Kolmogorov-Smirnov statistic (Stephens)."""
-    lam = (math.sqrt(n) + 0.12 + 0.11 / math.sqrt(n)) * d
-    if lam < 0.2:
-        return 1.0
-    s = sum((-1) ** (k - 1) * math.exp(-2 * k * k * lam * lam) for k in range(1, 101))
-    return min(1.0, max(0.0, 2 * s))
+    """P(D_n > d) for the two-sided one-sample Kolmogorov-Smirnov statistic, exact (kstwo)."""
+    from scipy.stats import kstwo
+
+    return float(kstwo.sf(d, n))
 
 
 def bucket_probs(logprobs: TopLogprobs, num_top: int) -> tuple[list[int], np.ndarray]:
@@ -162,6 +157,8 @@ def randomized_pit(samples: Sequence[SampledToken], num_top: int, seed: int = 0)
 def sampling_fidelity(samples: Sequence[SampledToken], num_top: int, num_bins: int = 10,
                       alpha: float = ALPHA, power: float = POWER, seed: int = 0) -> SamplingFidelity:
     """Test that `samples` follow their verifier distributions (module doc for every field)."""
+    from scipy.stats import chisquare, kstest
+
     n = len(samples)
     u, buckets = randomized_pit(samples, num_top, seed)
     rank_obs = np.bincount(buckets, minlength=num_top + 1)[: num_top + 1] / max(n, 1)
@@ -172,13 +169,12 @@ def sampling_fidelity(samples: Sequence[SampledToken], num_top: int, num_bins: i
         return SamplingFidelity(n, 0, None, None, None, None, None, None, alpha, power,
                                 tuple(rank_obs), tuple(rank_exp), None)
     observed = np.bincount(np.minimum((u * bins).astype(int), bins - 1), minlength=bins)
-    expected = n / bins
-    chi2 = float(((observed - expected) ** 2 / expected).sum())
-    ks = _ks_statistic(u)
+    pearson = chisquare(observed)  # against n/B per bin, B - 1 df: p-value chi2_sf(statistic, B - 1)
+    ks = kstest(u, "uniform", method="exact")  # p-value kstwo.sf(statistic, n), as ks_sf
     lam = detectable_noncentrality(bins - 1, alpha, power)
     return SamplingFidelity(
-        num_samples=n, num_bins=bins, chi2=chi2, p_value=chi2_sf(chi2, bins - 1),
-        ks_statistic=ks, ks_p_value=ks_sf(ks, n),
+        num_samples=n, num_bins=bins, chi2=float(pearson.statistic), p_value=float(pearson.pvalue),
+        ks_statistic=float(ks.statistic), ks_p_value=float(ks.pvalue),
         tv_pit=float(0.5 * np.abs(observed / n - 1 / bins).sum()),
         min_detectable_tv=math.sqrt(lam / n) / 2, alpha=alpha, power=power,
         rank_observed=tuple(float(x) for x in rank_obs), rank_expected=tuple(float(x) for x in rank_exp),
@@ -222,9 +218,3 @@ def rescored_samples(outputs: Sequence[Sequence[int]], rescored: Sequence[Sequen
             out.append(SampledToken(int(tok), kept))
     return out
 
-
-def _ks_statistic(u: np.ndarray) -> float:
-    x = np.sort(u)
-    n = len(x)
-    i = np.arange(1, n + 1)
-    return float(max((i / n - x).max(), (x - (i - 1) / n).max()))

@@ -12,10 +12,12 @@ confidence=NOISE_AWARE_CONFIDENCE to match it exactly.
 SE = standard error of the cell's pooled AL, the request being the unit (as in the bootstrap CI):
   from per-request counts (accepted a_i, drafts d_i; R = Σa / Σd, AL = 1 + R), the linearised
       SE of a ratio estimator:  SE = sqrt(Σ (a_i − R·d_i)² / (n (n − 1))) / mean(d);
-  from per-request AL values only: SE = sd(AL_i) / sqrt(n), the SE of their mean;
+  from per-request AL values only: SE = sd(AL_i) / sqrt(n), the SE of their mean (scipy.stats.sem);
   from a bootstrap CI (low, high) at level L: SE = (high − low) / (2 · z_{(1+L)/2}).
 The gate holds a run against a stored baseline value; when the baseline is itself an estimate
 pass its SE as baseline_se, and the difference's SE = sqrt(SE² + baseline_se²).
+
+z_q is scipy.stats.norm.ppf(q) (imported where first used: scipy.stats takes about a second).
 
 Prompts needed to detect a relative drop t: SE scales as 1/sqrt(n) (the baseline's too, when it
 is measured on as many prompts), so  n_needed = ceil(n · (MDD / t)²).
@@ -26,7 +28,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
+
+import numpy as np
 
 from harness.errors import BadInput
 
@@ -35,7 +38,10 @@ NOISE_AWARE_CONFIDENCE = 0.975  # gate.py's noise-aware check: upper end of a tw
 
 
 def z(q: float) -> float:
-    return NormalDist().inv_cdf(q)
+    """The standard normal quantile at q."""
+    from scipy.stats import norm
+
+    return float(norm.ppf(q))
 
 
 def se_from_counts(per_request_accepted: Sequence[int], per_request_drafts: Sequence[int]) -> tuple[float, float, int]:
@@ -52,13 +58,13 @@ def se_from_counts(per_request_accepted: Sequence[int], per_request_drafts: Sequ
 
 def se_from_per_request_al(values: Sequence[float]) -> tuple[float, float, int]:
     """(mean per-request AL, its SE, requests)."""
-    xs = [float(v) for v in values]
+    from scipy.stats import sem
+
+    xs = np.array([float(v) for v in values])
     n = len(xs)
     if n < 2:
         raise BadInput(f"power needs per-request AL of >= 2 requests, got {n}")
-    mean = sum(xs) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
-    return mean, sd / math.sqrt(n), n
+    return float(xs.mean()), float(sem(xs)), n
 
 
 def se_from_ci(low: float, high: float, level: float = 0.95) -> float:
