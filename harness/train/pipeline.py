@@ -306,7 +306,9 @@ def fit_config(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: l
         draft_layer_config=draft_layer_config(recipe, layout, recipe.engine.max_model_len),
         aux_layer_ids=aux_ids, draft_vocab_size=recipe.draft.draft_vocab_size,
         ttt_steps=t.ttt_steps, ttt_step_loss_decay=t.ttt_step_loss_decay, loss=t.loss,
-        attn_impl=t.attn_impl, hidden_states_dtype=t.hidden_states_dtype,
+        # the Trainer autocasts to this dtype: float32 on a CPU that would emulate bf16 (harness/hardware.py);
+        # the shards on disk keep train.hidden_states_dtype
+        attn_impl=t.attn_impl, hidden_states_dtype=_train_compute_dtype(recipe),
         validation_fraction=t.validation_fraction, total_seq_len=t.total_seq_len,
         lr=t.lr, epochs=t.epochs, max_steps=t.max_steps, scheduler=t.scheduler,
         warmup_ratio=t.warmup_ratio, seed=t.seed, fsdp=t.fsdp, init_from=t.init_from,
@@ -481,3 +483,10 @@ def run_train(recipe: Recipe, run_dir: Path, reporter: Reporter, spare_hosts: in
         atomic_write_json(report_path, report.to_dict())
         _plot_training(run_dir, reporter)
     return TrainResult(run_dir, draft, report, layout)
+
+
+def _train_compute_dtype(recipe: Recipe) -> str:
+    from harness.hardware import cpu_compute_dtype
+
+    dtype = recipe.train.hidden_states_dtype
+    return cpu_compute_dtype(dtype) if recipe.engine.device == "cpu" else dtype

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import torch
 
+from harness.hardware import cpu_compute_dtype
 from harness.verifier.standins.specs import StandinSpec
 from harness.verifier.standins.tokenizer import BOS, EOS, THINK_CLOSE, THINK_OPEN
 
@@ -93,6 +94,7 @@ def pretrain(model, windows: torch.Tensor, spec: StandinSpec,
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
     order = torch.randperm(len(windows), generator=g)
+    spec_bf16 = cpu_compute_dtype("bfloat16") == "bfloat16"  # float32 where bf16 is emulated
     losses = []
     model.train()
     pos = 0
@@ -101,7 +103,7 @@ def pretrain(model, windows: torch.Tensor, spec: StandinSpec,
             order, pos = torch.randperm(len(windows), generator=g), 0
         batch = windows[order[pos : pos + spec.batch_size]]
         pos += spec.batch_size
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=spec_bf16):
             loss = model(input_ids=batch, labels=batch).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

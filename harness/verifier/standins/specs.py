@@ -54,6 +54,11 @@ class StandinSpec:
             del fields["thinking"]  # specs from before the field keep their fingerprints (and caches)
         else:
             fields["thinking"] = THINKING_FORMAT
+        from harness.hardware import cpu_compute_dtype
+
+        # pretrained in float32 where bf16 is emulated: another stand-in (bf16 builds keep their fingerprints)
+        if (compute := cpu_compute_dtype("bfloat16")) != "bfloat16":
+            fields["pretrain_compute"] = compute
         blob = json.dumps({**fields, "corpus": corpus_fp, "v": BUILDER_VERSION}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
