@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from typing import Any
@@ -115,8 +116,15 @@ def stderr_console():
     return Console(stderr=True)
 
 
-def fmt(value: Any, spec: str = "{:.3f}", none: str = "-") -> str:
-    """One number formatter for every table: `none` for a missing or NaN value."""
-    if value is None or (isinstance(value, float) and value != value):
-        return none
+MISSING = "—"  # the one mark of a missing value, in every table, report and summary
+
+
+def fmt(value: Any, spec: int | str = 3) -> str:
+    """The one number formatter: MISSING for None or NaN. `spec` is either a number of decimals (floats get
+    them; ints and labels print as they are: fmt(3) is "3") or a format string such as "{:.2f}x" (applied
+    to ints and floats alike: fmt(3, "{:.2f}") is "3.00")."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    if isinstance(spec, int):
+        return f"{value:.{spec}f}" if isinstance(value, float) else str(value)
     return spec.format(value) if isinstance(value, int | float) else str(value)

@@ -125,7 +125,7 @@ def test_gating_a_one_point_run_against_a_grid_baseline_says_one_load_point(tmp_
                                          "needs 2 or more concurrencies (baseline: 5.04 [4.46, 5.63])"]
     with pytest.raises(BadInput, match="unusable gate input"):
         gate.gate(one, base_dir)
-    res = gate.gate(one, base_dir, allow_missing=True)
+    res = gate.gate(one, base_dir, gate.GateOptions(allow_missing=True))
     assert not [c for c in res.checks if c.metric == "crossover concurrency"]
     assert any("one load point (c=4)" in p for p in res.not_gated)
 

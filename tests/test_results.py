@@ -178,13 +178,13 @@ def test_noise_aware_passes_when_ci_upper_end_clears_the_bound(runs):
     noisy = dict(MATRIX[0], per_pos=[76, 52, 37], ci=(2.55, 2.75))
     run = more("noisy", [noisy, *MATRIX[1:]])
     assert gate.gate(run, base_dir).exit_code == 1
-    res = gate.gate(run, base_dir, noise_aware=True)
+    res = gate.gate(run, base_dir, gate.GateOptions(noise_aware=True))
     assert res.exit_code == 0
     al = next(c for c in res.checks if c.metric == "acceptance_length" and c.concurrency == 1 and c.suite == "chat")
     assert al.value == pytest.approx(2.65) and al.compared == pytest.approx(2.75) and al.passed
     # without a CI, noise-aware falls back to the point value
     run2 = more("noisy-no-ci", [dict(noisy, ci=None), *MATRIX[1:]])
-    assert gate.gate(run2, base_dir, noise_aware=True).exit_code == 1
+    assert gate.gate(run2, base_dir, gate.GateOptions(noise_aware=True)).exit_code == 1
 
 
 def test_check_cell_literal_numbers():
@@ -203,7 +203,7 @@ def test_gate_refuses_incomparable_cells_unless_allow_missing(runs):
     run = more("other-suite", [dict(MATRIX[0], suite_sha="sha-new"), *MATRIX[1:]])
     with pytest.raises(BadInput, match="suite_sha sha-chat vs sha-new"):
         gate.gate(run, base_dir)
-    res = gate.gate(run, base_dir, allow_missing=True)
+    res = gate.gate(run, base_dir, gate.GateOptions(allow_missing=True))
     assert res.exit_code == 0 and len(res.checks) == 12 and "not comparable" in res.not_gated[0]
     other = more("other-verifier", [dict(m, verifier_hash="vh-b") for m in MATRIX])
     code, out, exc = invoke(["gate", other, "--baseline", base_dir])
@@ -518,7 +518,7 @@ def test_a_baseline_pins_floors_per_thinking_and_answer_segment(tmp_path):
     assert cell["segment_floors"] == pytest.approx({"thinking": 1.8, "answer": 2.7})
 
     def seg_checks(run, **kw):
-        return {c.metric: c for c in gate.gate(run, base_dir, **kw).checks if "[" in c.metric and "rate" not in c.metric}
+        return {c.metric: c for c in gate.gate(run, base_dir, gate.GateOptions(**kw)).checks if "[" in c.metric and "rate" not in c.metric}
 
     ok = seg_checks(_segment_run(tmp_path, "ok", 1.85, 2.9))
     assert set(ok) == {"acceptance_length[thinking]", "acceptance_length[answer]"} and all(c.passed for c in ok.values())

@@ -15,18 +15,21 @@ Beyond noise:
       the same in both runs; beyond noise when the percentile CI of AL_i − AL_first excludes 0.
       More sensitive than CI overlap: the prompts' shared difficulty cancels.
 Cells are aligned on key columns (default suite, k, concurrency, temperature); a cell present in one
-run only is not a row: it is listed once at the end (`only_in`).
+run only is not a row: it is listed once at the end (`only_in`). `compact` aligns (label, rows) pairs;
+`aligned` takes rows the caller already indexed (harness/results/compare.py builds the whole comparison,
+this table included, from one alignment). Numbers print through harness.ui.fmt, the one formatter.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from harness.errors import BadInput
+from harness.ui import MISSING, fmt
 
 KEY = ("suite", "k", "concurrency", "temperature")
 CI_COLUMNS = {
@@ -38,6 +41,7 @@ LABELS = {"acceptance_length": "AL", "speedup": "speedup", "output_tok_per_s": "
 DIGITS = {"acceptance_length": 2, "speedup": 2, "output_tok_per_s": 1}
 MARK = "*"
 Row = Mapping[str, Any]
+R = TypeVar("R", bound=Row)
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,14 @@ def paired_al_difference_ci(first: Row, other: Row, level: float = 0.95, num_res
     return float(np.percentile(diff, alpha)), float(np.percentile(diff, 100 - alpha))
 
 
+def difference(first: float | None, other: float | None) -> tuple[float | None, float | None]:
+    """(other − first, that relative to first): None where a value is missing; relative also where first is 0."""
+    if first is None or other is None:
+        return None, None
+    d = other - first
+    return d, (d / first if first else None)
+
+
 def value_of(row: Row | None, metric: str) -> Value | None:
     if row is None:
         return None
@@ -110,21 +122,22 @@ def delta_of(metric: str, first: Row | None, other: Row | None, paired: bool) ->
     a, b = value_of(first, metric), value_of(other, metric)
     if a is None or b is None or a.value is None or b.value is None:
         return None
-    d = b.value - a.value
-    rel = d / a.value if a.value else None
+    d, rel = difference(a.value, b.value)
     if paired and metric == "acceptance_length" and (ci := paired_al_difference_ci(first, other)) is not None:
         return Delta(d, rel, ci[0] > 0 or ci[1] < 0, "paired bootstrap")
     beyond = False if d == 0 else cis_disjoint(a, b)  # a zero delta is never beyond noise
     return Delta(d, rel, beyond, "no CI" if beyond is None else "CI overlap")
 
 
-def _index(label: str, rows: Sequence[Row], key: Sequence[str]) -> dict[tuple, Row]:
-    out: dict[tuple, Row] = {}
+def index_rows(label: str, rows: Iterable[R], key: Sequence[str],
+               hint: str = "compare one draft per run or add the column that tells them apart to the key"
+               ) -> dict[tuple, R]:
+    """A run's rows by their key; two rows sharing one would be compared as one cell, so that is refused."""
+    out: dict[tuple, R] = {}
     for r in rows:
         k = tuple(r.get(c) for c in key)
         if k in out:
-            raise BadInput(f"run {label}: several rows share {dict(zip(key, k))}; compare one draft per run "
-                           "or add the column that tells them apart to the key")
+            raise BadInput(f"run {label}: several rows share {dict(zip(key, k))}; {hint}")
         out[k] = r
     return out
 
@@ -133,18 +146,18 @@ def _order(k: tuple) -> tuple:
     return tuple((0, v) if isinstance(v, int | float) else (1, str(v)) for v in k)
 
 
-def compact(runs: Sequence[tuple[str, Sequence[Row]]], key: Sequence[str] = KEY, paired: bool = False,
-            metrics: Sequence[str] = tuple(CI_COLUMNS)) -> CompactCompare:
-    """Align runs' cell rows (label, rows) and mark each delta vs the first run."""
-    if not runs:
-        raise BadInput("compare needs at least one run")
-    labels = [lab for lab, _ in runs]
-    indexed = [_index(lab, rows, key) for lab, rows in runs]
-    keys = sorted({k for idx in indexed for k in idx}, key=_order)
+def ordered(keys: Iterable[tuple]) -> list[tuple]:
+    """Distinct cell keys in first-seen order, sorted numbers before labels per column (c=4 before c=16)."""
+    return sorted(dict.fromkeys(keys), key=_order)
+
+
+def aligned(labels: Sequence[str], indexed: Sequence[Mapping[tuple, Row]], key: Sequence[str],
+            paired: bool = False, metrics: Sequence[str] = tuple(CI_COLUMNS)) -> CompactCompare:
+    """Each run's rows by cell key (index_rows) -> the compact table, each delta vs the first run marked."""
     rows, only = [], []
-    for k in keys:
+    for k in ordered(k for idx in indexed for k in idx):
         holders = [i for i, idx in enumerate(indexed) if k in idx]
-        if len(runs) > 1 and len(holders) == 1:
+        if len(labels) > 1 and len(holders) == 1:
             only.append((k, labels[holders[0]]))
             continue
         cells = [idx.get(k) for idx in indexed]
@@ -153,14 +166,28 @@ def compact(runs: Sequence[tuple[str, Sequence[Row]]], key: Sequence[str] = KEY,
     return CompactCompare(tuple(labels), tuple(key), tuple(rows), tuple(only))
 
 
+def compact(runs: Sequence[tuple[str, Sequence[Row]]], key: Sequence[str] = KEY, paired: bool = False,
+            metrics: Sequence[str] = tuple(CI_COLUMNS)) -> CompactCompare:
+    """Align runs' cell rows (label, rows) and mark each delta vs the first run."""
+    if not runs:
+        raise BadInput("compare needs at least one run")
+    return aligned([lab for lab, _ in runs], [index_rows(lab, rows, key) for lab, rows in runs], key, paired, metrics)
+
+
+def key_cells(key: tuple) -> list[str]:
+    """A cell key as table text: temperatures and other floats short (0.7, not 0.700)."""
+    return [f"{v:g}" if isinstance(v, float) else fmt(v) for v in key]
+
+
 def _cell(v: Value | None, d: Delta | None, digits: int) -> str:
     if v is None or v.value is None:
-        return "—"
-    text = f"{v.value:.{digits}f}"
+        return MISSING
+    num = f"{{:.{digits}f}}"  # a format string: an int value still prints with its decimals
+    text = fmt(v.value, num)
     if v.low is not None and v.high is not None:
-        text += f" [{v.low:.{digits}f}, {v.high:.{digits}f}]"
+        text += f" [{fmt(v.low, num)}, {fmt(v.high, num)}]"
     if d is not None and d.delta is not None:
-        text += f" {d.delta:+.{digits}f}" + (MARK if d.beyond_noise else "")
+        text += " " + fmt(d.delta, f"{{:+.{digits}f}}") + (MARK if d.beyond_noise else "")
     return text
 
 
@@ -170,7 +197,7 @@ def table(cc: CompactCompare) -> tuple[list[str], list[list[str]]]:
     headers = [*cc.key_columns] + [f"{run} {LABELS.get(m, m)}" for run in cc.runs for m in metrics]
     body = []
     for r in cc.rows:
-        cells = [f"{v:g}" if isinstance(v, float) else str(v) for v in r.key]
+        cells = key_cells(r.key)
         for i in range(len(cc.runs)):
             cells += [_cell(r.values[m][i], r.deltas[m][i - 1] if i else None, DIGITS.get(m, 3)) for m in metrics]
         body.append(cells)

@@ -37,7 +37,7 @@ from harness.bench.rows import ArmResult, CellIdentity, CellRow, cell_rows
 from harness.benchfiles import expand_suite_specs
 from harness.draft.under_test import DraftUnderTest, verifier_identity
 from harness.draft.verifier import load_tokenizer
-from harness.engine.base import BatchResult, Engine, GenOutput, GenRequest, Sampling
+from harness.engine.base import BatchResult, Engine, GenOutput, GenRequest, Rescorer, Sampling
 from harness.engine.settings import (
     EnginePlan,
     SpeculativeSpec,
@@ -109,6 +109,49 @@ class BenchRun:
     # per verifier path: its tokenizer and every suite's rendered prompts (render_all: checked
     # against the context before any engine starts or any file is written)
     prompts: dict[str, tuple[Any, dict[str, Prompts]]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ArmInputs:
+    """What both arms of a cell run on: the verifier's tokenizer, the suite's rendered prompts,
+    the cell's sampling settings and the longest prompt a later turn may grow to
+    (engine.max_model_len - bench.max_tokens)."""
+
+    tokenizer: Any
+    prompts: Prompts
+    sampling: Sampling
+    max_prompt: int
+
+
+@dataclass(frozen=True)
+class MeasuredArms:
+    """A cell's two arms (_measure_arms): the baseline arm (measured here or shared, see
+    bench.shared_baseline), the speculative arm, the id of the cell that measured the baseline,
+    and the machine sentinels around them (None when bench.machine_sentinel is off)."""
+
+    baseline: ArmResult
+    speculative: ArmResult
+    baseline_cell: str
+    machine: MachineReading | None
+
+
+@dataclass(frozen=True)
+class MeasuredCell:
+    """A measured cell (measure_cell): its (baseline, speculative) rows, and its per-request
+    records by arm ({"baseline": [...], "speculative": [...]}, the side file beside the cell)."""
+
+    rows: tuple[CellRow, CellRow]
+    requests: dict[str, list[dict]]
+
+
+@dataclass(frozen=True)
+class VerifierShared:
+    """What every speculative engine of one verifier shares (bench_verifier): the baseline engine,
+    the verifier's tokenizer and every suite's rendered prompts, by suite name."""
+
+    base_engine: Engine
+    tokenizer: Any
+    prompts: dict[str, Prompts]
 
 
 # ----------------------------------------------------------------------------- planning
@@ -229,12 +272,13 @@ def run_arm(engine: Engine, tokenizer, prompts: Prompts, sampling: Sampling,
 
 def request_record(o: GenOutput, repeat: int) -> RequestRecord:
     """What the breakdowns keep of a finished request (vLLM's per-step arrays when it gave them)."""
-    spec = o.spec or {}
-    accepted, drafted = spec.get("per_step_accepted") or [], spec.get("per_step_drafted") or []
-    has_steps = bool(accepted) or (o.spec is not None and not spec.get("num_spec_steps"))
+    spec = o.spec
+    if spec is None:  # no speculation (the baseline arm), or a failed request
+        return RequestRecord(o.request_id, repeat, o.prompt_len, tuple(o.output_token_ids), o.latency_s,
+                             (), (), None, False)
+    has_steps = bool(spec.per_step_accepted) or not spec.num_spec_steps
     return RequestRecord(o.request_id, repeat, o.prompt_len, tuple(o.output_token_ids), o.latency_s,
-                         tuple(int(a) for a in accepted), tuple(int(d) for d in drafted),
-                         spec.get("num_spec_tokens"), has_steps)
+                         spec.per_step_accepted, spec.per_step_drafted, spec.num_spec_tokens, has_steps)
 
 
 def collect_output(acc: ArmResult, o: GenOutput, repeat: int = 0) -> None:
@@ -252,9 +296,9 @@ def collect_output(acc: ArmResult, o: GenOutput, repeat: int = 0) -> None:
         acc.itl += [x * 1000 for x in o.itl_s]
     if o.latency_s and o.ttft_s is not None and len(o.output_token_ids) > 1:
         acc.tpot.append((o.latency_s - o.ttft_s) * 1000 / (len(o.output_token_ids) - 1))
-    if o.spec:
-        drafts = int(o.spec.get("num_spec_steps") or 0)
-        accepted = int(o.spec.get("num_accepted_draft_tokens") or 0)
+    if o.spec is not None:
+        drafts = o.spec.num_spec_steps or 0
+        accepted = o.spec.num_accepted_draft_tokens or 0
         acc.per_request.append((accepted, drafts))
         if drafts:
             acc.per_request_al.append(1 + accepted / drafts)
@@ -303,15 +347,15 @@ def default_engine_factory(recipe: Recipe, run_dir: Path) -> EngineFactory:
 
 
 def measure_cell(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: tuple[Engine, Engine],
-                 tokenizer, prompts: Prompts) -> tuple[tuple[CellRow, CellRow], dict]:
+                 tokenizer, prompts: Prompts) -> MeasuredCell:
     """Both arms of a cell (_measure_arms): the cell's two rows, and its per-request records by
     arm (the side file beside the cell)."""
     b = run.recipe.bench
     base_engine, spec_engine = engines
     sampling = sampling_for(run.recipe, cell.temperature, draft.verifier)
     max_prompt = run.recipe.engine.max_model_len - b.max_tokens
-    barm, sarm, baseline_cell, machine = _measure_arms(run, cell, draft, engines,
-                                                       (tokenizer, prompts, sampling, max_prompt))
+    arms = _measure_arms(run, cell, draft, engines, ArmInputs(tokenizer, prompts, sampling, max_prompt))
+    barm, sarm = arms.baseline, arms.speculative
     missed = cell.temperature == 0 and any(sarm.outputs.get(k) != v for k, v in barm.outputs.items())
     key = (draft.verifier.path, cell.suite, cell.concurrency)
     if missed and key not in run.noise_nats:
@@ -324,21 +368,21 @@ def measure_cell(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: 
                      deterministic_verifier=draft.deterministic_verifier,
                      mismatch_tolerance=b.mismatch_tolerance, train_context_len=draft.train_context_len,
                      end_think_id=end_think_id(tokenizer, run.suites[cell.suite]), noise_nats=noise, num_top_logprobs=b.lossless_logprobs,
-                     sampling_samples=samples, machine=machine)
+                     sampling_samples=samples, machine=arms.machine)
     for r in rows:
-        r.baseline_cell = baseline_cell
-    return rows, {"baseline": [asdict(r) for r in barm.requests], "speculative": [asdict(r) for r in sarm.requests]}
+        r.baseline_cell = arms.baseline_cell
+    return MeasuredCell(rows, {"baseline": [asdict(r) for r in barm.requests],
+                               "speculative": [asdict(r) for r in sarm.requests]})
 
 
 def _measure_arms(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: tuple[Engine, Engine],
-                  shared: tuple[Any, Prompts, Sampling, int]) -> tuple[ArmResult, ArmResult, str, MachineReading | None]:
+                  inputs: ArmInputs) -> MeasuredArms:
     """The cell's (baseline, speculative) arms, the id of the cell that measured the baseline, and
     the machine sentinels around them. Both arms are measured here, A/B interleaved over the
     repeats (the order alternates so drift cancels), unless bench.shared_baseline holds an arm for
     this (verifier, suite, concurrency, temperature): then only the speculative arm, and the
     baseline again beside it when the sentinels say the machine's speed moved since it was measured."""
     b = run.recipe.bench
-    tokenizer, prompts, sampling, max_prompt = shared
     key = (draft.verifier.path, cell.suite, cell.concurrency, cell.temperature)
     clock = run.clocks.get(draft.verifier.path)
     timeline = [sentinel_tok_s(engines[0], clock)] if clock else []
@@ -346,7 +390,8 @@ def _measure_arms(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines:
 
     def measure(which: str, arm: ArmResult) -> None:
         eng = engines[0] if which == "baseline" else engines[1]
-        run_arm(eng, tokenizer, prompts, sampling, b.max_tokens, cell.concurrency, max_prompt, arm)
+        run_arm(eng, inputs.tokenizer, inputs.prompts, inputs.sampling, b.max_tokens, cell.concurrency,
+                inputs.max_prompt, arm)
         if clock:  # the sentinels before and after this arm
             timeline.append(sentinel_tok_s(engines[0], clock))
             brackets[which] += timeline[-2:]
@@ -368,7 +413,7 @@ def _measure_arms(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines:
     reading = None if clock is None else MachineReading(
         measured.sentinels if measured else tuple(brackets["baseline"]), tuple(brackets["speculative"]),
         clock.noise, remeasured)
-    return barm, sarm, measured.cell_id if measured else cell.id, reading
+    return MeasuredArms(barm, sarm, measured.cell_id if measured else cell.id, reading)
 
 
 def sentinel_tok_s(engine: Engine, clock: Clock) -> float:
@@ -398,11 +443,11 @@ def rescored_arms(base_engine: Engine, prompts: Prompts, arms: tuple[ArmResult, 
                   sampling: Sampling, num_top: int) -> tuple[list, list] | None:
     """For the T > 0 test: each arm's first-turn outputs with the verifier's sampling distribution
     at every output position, from the no-speculation engine re-scoring prompt + output over its
-    whole vocabulary, kept as `num_top` buckets. None when the engine cannot re-score (server,
-    attach) or the test is off (bench.lossless_logprobs = 0)."""
+    whole vocabulary, kept as `num_top` buckets. None when the engine is no `Rescorer` (server,
+    attach: harness/engine/base.py) or the test is off (bench.lossless_logprobs = 0)."""
     from harness.analysis.lossless_sampling import rescored_samples
 
-    if num_top <= 0 or not hasattr(base_engine, "rescore"):
+    if num_top <= 0 or not isinstance(base_engine, Rescorer):
         return None
     out = []
     for arm in arms:
@@ -435,9 +480,9 @@ def end_think_id(tokenizer, suite: Suite | None = None) -> int | None:
     return vocab.get(END_THINK)
 
 
-def record_cell(run: BenchRun, cell: CellSpec, measured: tuple[tuple[CellRow, CellRow], dict]) -> None:
-    rows, requests = measured
-    write_cell(run.run_dir, cell.id, [r.to_dict() for r in rows], requests)
+def record_cell(run: BenchRun, cell: CellSpec, measured: MeasuredCell) -> None:
+    rows = measured.rows
+    write_cell(run.run_dir, cell.id, [r.to_dict() for r in rows], measured.requests)
     rs = rows[1]
     for f in rs.flags:
         run.reporter.log(f"[{cell.id}] {f}")
@@ -481,17 +526,17 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
                     record_engine(run.run_dir, name, spec_engine)
                     warm_up(spec_engine, first, recipe, layout)
                     for cell in kcells:
-                        rows = measure_cell(run, cell, d, (base_engine, spec_engine), tok, prompts[cell.suite])
-                        record_cell(run, cell, rows)
+                        measured = measure_cell(run, cell, d, (base_engine, spec_engine), tok, prompts[cell.suite])
+                        record_cell(run, cell, measured)
             dyn = [c for c in cells if c.draft == dynamic_label(d.label)]
             if dyn:
-                bench_dynamic(run, layout, d, dyn, (base_engine, tok, prompts))
+                bench_dynamic(run, layout, d, dyn, VerifierShared(base_engine, tok, prompts))
 
 
 def bench_dynamic(run: BenchRun, layout: VerifierLayout, draft: DraftUnderTest, cells: list[CellSpec],
-                  shared: tuple[Engine, Any, dict[str, Prompts]]) -> None:
+                  shared: VerifierShared) -> None:
     """The draft's best-k schedule, derived from its finished fixed-k cells, as an engine of its own."""
-    base_engine, tok, prompts = shared
+    prompts = shared.prompts
     schedule = derive_schedule(load_rows(run.run_dir), draft.label)
     if schedule is None:
         run.reporter.log(f"[{draft.label}] dynamic k: no finished fixed-k cell to derive a schedule from; skipped")
@@ -505,9 +550,10 @@ def bench_dynamic(run: BenchRun, layout: VerifierLayout, draft: DraftUnderTest, 
         record_engine(run.run_dir, dyn.label, spec_engine)
         warm_up(spec_engine, next(iter(prompts.values())), run.recipe, layout)
         for cell in cells:
-            (rb, rs), reqs = measure_cell(run, cell, dyn, (base_engine, spec_engine), tok, prompts[cell.suite])
-            rs.k_schedule = json.dumps([list(r) for r in schedule])
-            record_cell(run, cell, ((rb, rs), reqs))
+            measured = measure_cell(run, cell, dyn, (shared.base_engine, spec_engine), shared.tokenizer,
+                                    prompts[cell.suite])
+            measured.rows[1].k_schedule = json.dumps([list(r) for r in schedule])
+            record_cell(run, cell, measured)
 
 
 def check_prompts_fit(recipe: Recipe, layout: VerifierLayout) -> None:

@@ -10,14 +10,29 @@ Contract of `generate(requests, sampling, concurrency)`: every request is attemp
 `concurrency` are in flight at once; a request that fails or takes longer than `timeout_s`
 (default: the engine's) comes back with `error` set (the batch still returns); outputs come back in request order. `counters()` reads
 vLLM's cumulative speculative-decoding counters (callers take deltas).
+
+Capabilities beyond `Engine`, each a protocol of its own (`isinstance(engine, Rescorer)`):
+
+  protocol           method                          OfflineEngine  ServerEngine  AttachedEngine
+  Engine             generate/counters/describe/close     yes           yes           yes
+  Rescorer           rescore(sequences)                    yes           no            no
+  LayerStateReader   layer_states(token_ids, layer_ids)    yes           no            no
+
+`rescore` needs vLLM's `prompt_logprobs` over the whole vocabulary and `layer_states` a probe in
+the worker (`OfflineEngine(probe=True)`); an OpenAI server exposes neither. The bench re-scores
+T > 0 outputs only when its baseline engine is a Rescorer (harness/bench/run.py rescored_arms);
+the agreement check reads layer states (harness/train/agree.py layer_differences).
+The protocols are runtime-checkable: isinstance looks for the method (statically, on the class
+or the instance, from Python 3.12 on: a wrapper that forwards it through __getattr__ is no
+Rescorer there; define the method, or subclass the protocol as OfflineEngine does).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-from harness.engine.counters import SpecCounters
+from harness.engine.counters import SpecCounters, SpecSummary
 
 
 @dataclass(frozen=True)
@@ -50,8 +65,8 @@ class GenOutput:
     itl_s: list[float] = field(default_factory=list)
     latency_s: float | None = None
     error: str | None = None
-    # vLLM's per-request summary (num_spec_steps, num_accepted_draft_tokens, num_draft_tokens, …)
-    spec: dict[str, Any] | None = None
+    # vLLM's per-request speculative-decoding summary; None without speculation
+    spec: SpecSummary | None = None
     # per output token: token id -> logprob (top-N + the sampled token), when Sampling.logprobs
     logprobs: list[dict[int, float]] | None = None
 
@@ -83,6 +98,27 @@ class Engine(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Rescorer(Protocol):
+    """An engine that re-scores token sequences: the verifier's log-probabilities over its whole
+    vocabulary (OfflineEngine; the engine needs max_logprobs = -1)."""
+
+    def rescore(self, sequences: list[tuple[list[int], int]]) -> list[list[dict[int, float]]]:
+        """Per (token ids, start): from position `start` on, {token id: logprob} over the
+        vocabulary for each position, given the tokens before it."""
+        ...
+
+
+@runtime_checkable
+class LayerStateReader(Protocol):
+    """An engine that reads its own residual stream entering given decoder layers (OfflineEngine
+    started with probe=True)."""
+
+    def layer_states(self, token_ids: list[int], layer_ids: list[int]) -> dict[int, Any]:
+        """layer id -> the [T, H] hidden states entering that layer for one prefill of `token_ids`."""
+        ...
 
 
 # Engines own processes; whatever happens to the caller (a failed assertion, Ctrl-C, an

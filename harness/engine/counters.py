@@ -4,10 +4,15 @@ Server: Prometheus text from `/metrics` (`vllm:spec_decode_num_drafts_total`, â€
 `vllm:spec_decode_num_accepted_tokens_per_pos_total{position="i"}`), summed over engines/labels.
 Offline: the `Metric` objects of `LLM.get_metrics()` (`vllm:spec_decode_num_drafts`, â€¦, and the
 vector `vllm:spec_decode_num_accepted_tokens_per_pos`).
+
+Per request, `SpecSummary`: vLLM's speculative-decoding summary of one finished request, from
+either surface (server: the response's `metrics.speculative_decoding` JSON; offline: the
+`RequestSpecDecodeMetrics` on `CompletionOutput.spec_decode_metrics`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +47,37 @@ class SpecCounters:
             self.num_accepted_tokens + sign * other.num_accepted_tokens,
             tuple(x + sign * y for x, y in zip(a, b, strict=True)),
         )
+
+
+
+@dataclass(frozen=True)
+class SpecSummary:
+    """vLLM's per-request speculative-decoding summary (`RequestSpecDecodeMetrics.to_dict()`), the
+    fields the harness reads. A field vLLM left out is None (the per-step arrays: empty; vLLM
+    sends them only at per_request_spec_decode_metrics='detailed')."""
+
+    num_spec_steps: int | None = None  # verify steps (vLLM: sum of the acceptance histogram)
+    num_accepted_draft_tokens: int | None = None  # draft tokens accepted over all steps (no bonus)
+    num_draft_tokens: int | None = None  # draft tokens proposed over all steps
+    num_spec_tokens: int | None = None  # k the engine ran with
+    per_step_accepted: tuple[int, ...] = ()  # accepted at each verify step, in step order
+    per_step_drafted: tuple[int, ...] = ()  # proposed at each verify step
+
+    @classmethod
+    def from_vllm(cls, metrics: Mapping[str, Any] | Any | None) -> SpecSummary | None:
+        """From the server's JSON (a mapping) or the offline `RequestSpecDecodeMetrics` (read
+        through its `to_dict()`); None when vLLM gave none (an engine without speculation)."""
+        if metrics is None:
+            return None
+        d = metrics if isinstance(metrics, Mapping) else metrics.to_dict()
+
+        def num(name: str) -> int | None:
+            v = d.get(name)
+            return None if v is None else int(v)
+
+        return cls(num("num_spec_steps"), num("num_accepted_draft_tokens"), num("num_draft_tokens"),
+                   num("num_spec_tokens"), tuple(int(a) for a in d.get("per_step_accepted") or ()),
+                   tuple(int(x) for x in d.get("per_step_drafted") or ()))
 
 
 def counters_from_prometheus(text: str) -> tuple[SpecCounters, dict[str, float]]:

@@ -28,22 +28,24 @@ import tempfile
 import time
 import traceback
 from collections import deque
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from harness.engine.base import BatchResult, GenOutput, GenRequest, Sampling, track
-from harness.engine.counters import SpecCounters, counters_from_offline
+from harness.engine.base import (
+    BatchResult,
+    GenOutput,
+    GenRequest,
+    LayerStateReader,
+    Rescorer,
+    Sampling,
+    track,
+)
+from harness.engine.counters import SpecCounters, SpecSummary, counters_from_offline
 from harness.engine.logs import failing_checkpoint, tail
 from harness.engine.ownership import die_with_parent, start_watchdog
 from harness.engine.settings import EnginePlan
 from harness.errors import InfraError
-
-
-def _spec_dict(m: Any) -> dict[str, Any] | None:
-    if m is None:
-        return None
-    return m.to_dict() if hasattr(m, "to_dict") else dict(m)
 
 
 def _plain_logprobs(positions: Any) -> list[dict[int, float]]:
@@ -95,7 +97,7 @@ def _run_batch(llm, requests: list[GenRequest], sampling: Sampling, concurrency:
             if ro.finished:
                 o.finish_reason = comp.finish_reason
                 o.latency_s = now - st["start"]
-                o.spec = _spec_dict(getattr(comp, "spec_decode_metrics", None))
+                o.spec = SpecSummary.from_vllm(getattr(comp, "spec_decode_metrics", None))
                 del inflight[ro.request_id]
         for rid, st in list(inflight.items()):
             if now - st["start"] > timeout_s:
@@ -223,6 +225,84 @@ def _import_vllm_quietly() -> None:
         pass
 
 
+# ----------------------------------------------------------------------------- the host's pipe
+# The harness sends a host one message at a time and waits for its one reply (_Exit has none).
+# A host without an engine takes _Open (-> _Ready, or _Failed and the host ends) or _Exit; a host
+# with one takes _Generate, _Rescore, _LayerStates, _Counters (-> _Ok or _Failed) and _Close
+# (-> _Closed: the engine is shut down, the host free again). `what` names the request in the
+# harness's error messages.
+
+
+@dataclass(frozen=True)
+class _Open:
+    what: ClassVar[str] = "start"
+    plan: EnginePlan
+    timeout_s: float  # the default per-request timeout of the engine's batches
+    log_path: str
+
+
+@dataclass(frozen=True)
+class _Exit:
+    what: ClassVar[str] = "exit"
+
+
+@dataclass(frozen=True)
+class _Generate:
+    what: ClassVar[str] = "generate"
+    requests: list[GenRequest]
+    sampling: Sampling
+    concurrency: int
+    timeout_s: float | None  # None: the engine's
+
+
+@dataclass(frozen=True)
+class _Rescore:
+    what: ClassVar[str] = "rescore"
+    sequences: list[tuple[list[int], int]]
+
+
+@dataclass(frozen=True)
+class _LayerStates:
+    what: ClassVar[str] = "layer_states"
+    token_ids: list[int]
+    layer_ids: list[int]
+
+
+@dataclass(frozen=True)
+class _Counters:
+    what: ClassVar[str] = "counters"
+
+
+@dataclass(frozen=True)
+class _Close:
+    what: ClassVar[str] = "close"
+
+
+@dataclass(frozen=True)
+class _Ready:
+    info: dict[str, Any]  # what describe() adds, e.g. vllm_version
+
+
+@dataclass(frozen=True)
+class _Ok:
+    value: Any
+
+
+@dataclass(frozen=True)
+class _Failed:
+    error: str  # "ExceptionType: message"
+    traceback: str  # its last 4000 characters
+
+
+@dataclass(frozen=True)
+class _Closed:
+    pass
+
+
+def _failed(e: BaseException) -> _Failed:
+    return _Failed(f"{type(e).__name__}: {e}", traceback.format_exc()[-4000:])
+
+
 def _host(conn, env: dict[str, str], probe: bool) -> None:  # runs in the child
     # Own process group: the parent can stop this child and vLLM's processes below it, and only them.
     os.setpgrp()
@@ -247,12 +327,12 @@ def _host(conn, env: dict[str, str], probe: bool) -> None:  # runs in the child
             msg = conn.recv()
         except EOFError:
             return
-        if msg[0] == "exit":
+        if not isinstance(msg, _Open):  # _Exit
             return
-        _, plan, timeout_s, log_path = msg  # "open"
+        plan = msg.plan
         # vLLM logs to stdout; the harness keeps stdout for its tables and each engine's log in
         # a file (its engine-core and worker processes inherit these descriptors).
-        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(msg.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
@@ -263,18 +343,18 @@ def _host(conn, env: dict[str, str], probe: bool) -> None:  # runs in the child
                 _guard_kernel_rebind()
             llm = LLM(model=plan.model, **plan.engine_kwargs)
         except BaseException as e:  # noqa: BLE001 - report any start failure to the parent
-            conn.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()[-4000:]))
+            conn.send(_failed(e))
             return  # a failed start may leave state behind: this host is not reused
-        conn.send(("ready", {"vllm_version": __import__("vllm").__version__}))
+        conn.send(_Ready({"vllm_version": __import__("vllm").__version__}))
         try:
-            _serve(conn, llm, timeout_s)
+            _serve(conn, llm, msg.timeout_s)
         finally:
             _shutdown(llm)
             del llm
             import gc
 
             gc.collect()
-        conn.send(("closed", None))
+        conn.send(_Closed())
 
 
 def _serve(conn, llm, timeout_s: float) -> None:
@@ -284,20 +364,20 @@ def _serve(conn, llm, timeout_s: float) -> None:
         except EOFError:
             return
         try:
-            if msg[0] == "generate":
-                _, requests, sampling, concurrency, call_timeout = msg
-                conn.send(("ok", _run_batch(llm, requests, sampling, concurrency, call_timeout or timeout_s)))
-            elif msg[0] == "rescore":
-                conn.send(("ok", _rescore(llm, msg[1])))
-            elif msg[0] == "layer_states":
-                _, token_ids, layer_ids = msg
-                conn.send(("ok", _layer_states(llm, token_ids, layer_ids)))
-            elif msg[0] == "counters":
-                conn.send(("ok", counters_from_offline(llm.get_metrics())))
-            elif msg[0] == "close":
-                return
+            match msg:
+                case _Generate():
+                    conn.send(_Ok(_run_batch(llm, msg.requests, msg.sampling, msg.concurrency,
+                                             msg.timeout_s or timeout_s)))
+                case _Rescore():
+                    conn.send(_Ok(_rescore(llm, msg.sequences)))
+                case _LayerStates():
+                    conn.send(_Ok(_layer_states(llm, msg.token_ids, msg.layer_ids)))
+                case _Counters():
+                    conn.send(_Ok(counters_from_offline(llm.get_metrics())))
+                case _Close():
+                    return
         except BaseException as e:  # noqa: BLE001
-            conn.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()[-4000:]))
+            conn.send(_failed(e))
 
 
 class _HostProcess:
@@ -359,7 +439,7 @@ def shutdown_hosts() -> None:
     while _IDLE:
         host = _IDLE.pop()
         try:
-            host.conn.send(("exit",))
+            host.conn.send(_Exit())
             host.proc.join(10)
         except (OSError, BrokenPipeError):
             pass
@@ -380,7 +460,10 @@ def _register_shutdown() -> None:
         _REGISTERED.append(True)
 
 
-class OfflineEngine:
+class OfflineEngine(Rescorer, LayerStateReader):
+    """An `Engine` that is also a `Rescorer` and a `LayerStateReader` (harness/engine/base.py);
+    `layer_states` needs the engine started with probe=True."""
+
     kind = "offline"
 
     def __init__(self, plan: EnginePlan, startup_timeout_s: float = 600, request_timeout_s: float = 600,
@@ -398,18 +481,18 @@ class OfflineEngine:
         track(self)
         t0 = time.perf_counter()
         try:
-            self._conn.send(("open", plan, request_timeout_s, str(log_path)))
-            msg = self._recv(startup_timeout_s, "start")
+            self._conn.send(_Open(plan, request_timeout_s, str(log_path)))
+            msg = self._recv(startup_timeout_s, _Open.what)
         except BaseException:  # Ctrl-C or a timeout while starting: stop what was started
             self.close()
             raise
-        if msg[0] != "ready":
+        if not isinstance(msg, _Ready):  # _Failed
             self.close()
             draft = plan.speculative.draft if plan.speculative else None
-            raise InfraError(f"vLLM engine failed to start for {failing_checkpoint(log_path, plan.model, draft, msg[-1])}: "
-                             f"{msg[1]}; last lines of "
+            raise InfraError(f"vLLM engine failed to start for {failing_checkpoint(log_path, plan.model, draft, msg.traceback)}: "
+                             f"{msg.error}; last lines of "
                              f"{log_path}:\n{tail(log_path)}")
-        self.info = {**msg[1], "startup_s": round(time.perf_counter() - t0, 1)}
+        self.info = {**msg.info, "startup_s": round(time.perf_counter() - t0, 1)}
 
     def _recv(self, timeout_s: float, what: str):
         deadline = time.monotonic() + timeout_s
@@ -425,30 +508,30 @@ class OfflineEngine:
         except EOFError as e:
             raise InfraError(f"vLLM engine process closed its pipe during {what}") from e
 
-    def _call(self, *msg, timeout_s: float = 24 * 3600):
-        self._conn.send(msg)
-        reply = self._recv(timeout_s, msg[0])
-        if reply[0] == "error":
-            raise InfraError(f"vLLM engine failed in {msg[0]}: {reply[1]}")
-        return reply[1]
+    def _call(self, request: _Generate | _Rescore | _LayerStates | _Counters, timeout_s: float = 24 * 3600):
+        self._conn.send(request)
+        reply = self._recv(timeout_s, request.what)
+        if isinstance(reply, _Failed):
+            raise InfraError(f"vLLM engine failed in {request.what}: {reply.error}")
+        return reply.value
 
     def counters(self) -> tuple[SpecCounters, dict[str, float]]:
-        return self._call("counters")
+        return self._call(_Counters())
 
     def rescore(self, sequences: list[tuple[list[int], int]]) -> list[list[dict[int, float]]]:
         """Per sequence, from position `start` on: the verifier's raw logprob of every vocabulary
         token given the tokens before it (the engine needs max_logprobs = -1)."""
-        return self._call("rescore", [(list(ids), int(start)) for ids, start in sequences])
+        return self._call(_Rescore([(list(ids), int(start)) for ids, start in sequences]))
 
     def layer_states(self, token_ids: list[int], layer_ids: list[int]) -> dict[int, Any]:
         """vLLM's own residual stream entering each of `layer_ids` (aux-id semantics), [T, H]."""
-        return self._call("layer_states", list(token_ids), list(layer_ids))
+        return self._call(_LayerStates(list(token_ids), list(layer_ids)))
 
     def generate(self, requests: list[GenRequest], sampling: Sampling, concurrency: int,
                  timeout_s: float | None = None) -> BatchResult:
         before, tb = self.counters()
         t0 = time.perf_counter()
-        outputs = self._call("generate", requests, sampling, concurrency, timeout_s)
+        outputs = self._call(_Generate(requests, sampling, concurrency, timeout_s))
         wall = time.perf_counter() - t0
         after, ta = self.counters()
         gen = ta.get("generation_tokens", 0) - tb.get("generation_tokens", 0) if "generation_tokens" in ta else None
@@ -469,9 +552,9 @@ class OfflineEngine:
         reusable = False
         if reuse and self._proc.is_alive() and getattr(self, "info", None) is not None:
             try:
-                self._conn.send(("close",))
+                self._conn.send(_Close())
                 if self._conn.poll(60):
-                    reusable = self._conn.recv()[0] == "closed"
+                    reusable = isinstance(self._conn.recv(), _Closed)
             except (OSError, BrokenPipeError, EOFError):
                 reusable = False
         if reusable and self._proc.is_alive():

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.engine.base import BatchResult, GenOutput, GenRequest, Sampling, track
-from harness.engine.counters import SpecCounters, counters_from_prometheus
+from harness.engine.counters import SpecCounters, SpecSummary, counters_from_prometheus
 from harness.engine.logs import failing_checkpoint, tail
 from harness.engine.ownership import child_preexec, start_watchdog, stop_group
 from harness.engine.settings import EnginePlan
@@ -57,7 +57,7 @@ def _http_get(url: str, timeout: float = 10) -> tuple[int, str]:
 class _Captured:
     token_ids: list[int] = field(default_factory=list)
     finish_reason: str | None = None
-    spec: dict[str, Any] | None = None
+    spec: SpecSummary | None = None
     logprobs: list[dict[int, float]] | None = None
 
 
@@ -113,7 +113,7 @@ def _on_stream_object(obj: dict[str, Any], out, cap: _Captured, clock: _Clock) -
         out.output_tokens = obj["usage"].get("completion_tokens") or 0
     spec = (obj.get("metrics") or {}).get("speculative_decoding")
     if spec:
-        cap.spec = spec
+        cap.spec = SpecSummary.from_vllm(spec)
 
 
 async def _stream_completion(session, rfi, out, cap: _Captured, clock: _Clock) -> None:

@@ -49,44 +49,23 @@ def compare(
 
     from harness.provenance import atomic_write_text
     from harness.results import compare as cmp
+    from harness.results import compare_compact as cc
 
-    keys = [c.strip() for c in by.split(",") if c.strip()]
-    if not long and not csv:
-        return _compact(runs, keys, force, markdown, json_out)
-    result = cmp.compare_runs(runs, keys, force)
+    result = cmp.compare_runs(runs, [c.strip() for c in by.split(",") if c.strip()], force)
+    long_form = long or csv is not None  # the CSV has one row per cell and metric: it goes with the long form
     if markdown:
-        atomic_write_text(markdown, cmp.to_markdown(result))
+        atomic_write_text(markdown, cmp.to_markdown(result) if long_form else cc.to_markdown(result))
     if csv:
         atomic_write_text(csv, cmp.to_csv(result))
     if json_out:
-        print(json.dumps(result.to_dict(), indent=2))
+        print(json.dumps(result.to_dict() if long_form else cc.to_dict(result), indent=2))
         return
-    _console().print(cmp.to_rich(result))
+    _console().print(cmp.to_rich(result) if long_form else cc.to_rich(result))
     if result.published:
         from harness.results.published import to_rich
 
         _console().print(to_rich([list(r) for r in result.published]))
-    _notes(result.notes())
-
-
-def _compact(runs: list[Path], keys: list[str], force: bool, markdown: Path | None, json_out: bool) -> None:
-    import json
-
-    from harness.provenance import atomic_write_text
-    from harness.results import compare_compact as cc
-
-    result = cc.compact_runs(runs, keys, force)
-    if markdown:
-        atomic_write_text(markdown, cc.to_markdown(result))
-    if json_out:
-        print(json.dumps(result.to_dict(), indent=2))
-        return
-    _console().print(cc.to_rich(result))
-    if result.published:
-        from harness.results.published import to_rich
-
-        _console().print(to_rich([list(r) for r in result.published]))
-    _notes(result.notes())
+    _notes(cmp.long_notes(result) if long_form else result.notes())
 
 
 def report(
@@ -101,11 +80,13 @@ def report(
                      + "\n        ".join(str(p) for p in files.plots), highlight=False)
 
 
-def _check_gate_options(tolerance: float | None, min_speedup: float | None, max_crossover_drop: float | None,
-                        sampling_p_floor: float | None, lossless: str | None) -> None:
-    """Out-of-range gate options are bad input (exit 2), never a verdict."""
+def _check_gate_options(options) -> None:
+    """Out-of-range gate options (a harness.results.gate.GateOptions) are bad input (exit 2), never a verdict."""
     from harness.analysis.lossless import LOSSLESS_REQUIREMENTS
     from harness.errors import BadInput
+
+    tolerance, min_speedup, lossless = options.tolerance, options.min_speedup, options.lossless
+    max_crossover_drop, sampling_p_floor = options.max_crossover_drop, options.sampling_p_floor
 
     # A relative drop: 0 allows none, 1 would allow AL to fall to nothing (and < 0 or > 1 turn
     # the bound into nonsense that passes or fails everything).
@@ -146,25 +127,30 @@ def gate(
              "p-value below this, e.g. 0.01.")] = None,
 ):
     """Check a run against a baseline: exit 0 pass, 1 regression, 2 unusable input."""
+    from dataclasses import replace
+
     from harness.errors import BadInput, Regression
     from harness.results import gate as g
 
-    _check_gate_options(tolerance, min_speedup, max_crossover_drop, sampling_p_floor, lossless)
+    options = g.GateOptions(tolerance=tolerance, min_speedup=min_speedup, noise_aware=noise_aware,
+                            allow_missing=allow_missing, draft=draft, lossless=lossless,
+                            max_crossover_drop=max_crossover_drop, sampling_p_floor=sampling_p_floor,
+                            strict_power=strict_power)
+    _check_gate_options(options)
     if update_baseline:
         folder = g.update_baseline(run, baseline, g.DEFAULT_TOLERANCE if tolerance is None else tolerance,
                                    allow_missing, draft, max_crossover_drop)
         _console().print(f"baseline written: {folder / g.BASELINE_FILE} (+ {g.MANIFEST_FILE})", highlight=False)
         return
-    try:
-        floor_list = [float(x) for x in floors.split(",")] if floors else None
+    try:  # --floors is read only when gating (--update-baseline ignores it)
+        options = replace(options, floors=tuple(float(x) for x in floors.split(",")) if floors else None)
     except ValueError as e:
         raise BadInput(f"--floors {floors!r}: expected comma-separated numbers like 0.73,0.52,0.35") from e
-    result = g.gate(run, baseline, tolerance, min_speedup, noise_aware, floor_list, allow_missing, draft, lossless,
-                    max_crossover_drop, sampling_p_floor)
+    result = g.gate(run, baseline, options)
     g.write_gate_files(result, markdown, junit)
     _console().print(g.to_rich(result))
     _notes(g.notes(result))
-    if strict_power and result.power_warnings:
+    if options.strict_power and result.power_warnings:
         more = f" (+{len(result.power_warnings) - 1} more)" if len(result.power_warnings) > 1 else ""
         raise BadInput(f"--strict-power: {result.power_warnings[0]}{more}; add prompts to the suite "
                        "(bench.num_prompts) or gate a larger tolerance")

@@ -1,5 +1,15 @@
 """`harness compare`: several runs side by side, cell by cell, with deltas against the first.
 
+One model, one builder, renderers that only format it:
+  `build` (loaded runs) / `compare_runs` (run folders) -> `Comparison`, holding both views of the runs:
+    lines      the long form: every metric of every aligned cell (both modes), a value per run, deltas
+    table      the compact form (speculative cells): AL, speedup, tok/s with CIs, deltas marked `*`
+               beyond noise (the statistics: harness/analysis/compare_marks.py)
+    crossovers the crossover concurrency per (draft, suite, k, T), a text per run (results/load_view.py)
+    published  published figures matching a cell (results/published.py)
+  Renderers: here the long form (`to_rich`, `to_markdown`, `to_csv`, `Comparison.to_dict`, `long_notes`);
+  harness/results/compare_compact.py the compact form `harness compare` prints by default.
+
 Cells are aligned on the `by` columns (default suite, k, concurrency, temperature) plus the
 mode (baseline / speculative); the draft label joins the key only when a run holds several
 drafts, so runs of differently named drafts still line up. Cells measured against a different
@@ -11,13 +21,17 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.analysis import compare_marks as cm
 from harness.errors import BadInput
+from harness.results import load_view
 from harness.results import published as pub
-from harness.results.runs import COMPARABILITY, Run, fmt, read_run, unique_labels
+from harness.results.runs import COMPARABILITY, Run, is_speculative, read_run, unique_labels
+from harness.ui import MISSING, fmt
 
 METRICS = ("acceptance_length", "draft_acceptance_rate", "output_tok_per_s", "speedup",
            "lossless_match_rate", "ttft_ms_median")
@@ -27,43 +41,60 @@ KEY_CHOICES = ("suite", "k", "concurrency", "temperature", "draft", "method", "t
 DIGITS = {"output_tok_per_s": 1, "ttft_ms_median": 1, "speedup": 3}
 
 
+# ----------------------------------------------------------------------------- the model
+
+
 @dataclass(frozen=True)
 class Line:
-    """One aligned cell × metric: a value per run (None where the run lacks it)."""
+    """One aligned cell × metric: a value per run (None where the run lacks it) and, per run after the
+    first, the delta against the first run and that delta relative to the first run's value."""
 
     key: tuple
     metric: str
     values: tuple[float | None, ...]
+    deltas: tuple[float | None, ...]
+    rels: tuple[float | None, ...]
 
     def delta(self, i: int) -> float | None:
-        a, b = self.values[0], self.values[i]
-        return None if a is None or b is None else b - a
+        """Run i's delta (i >= 1: the run's position among all runs)."""
+        return self.deltas[i - 1]
 
     def rel(self, i: int) -> float | None:
-        d, a = self.delta(i), self.values[0]
-        return None if d is None or not a else d / a
+        return self.rels[i - 1]
 
 
 @dataclass(frozen=True)
-class CompareResult:
-    runs: tuple[str, ...]
+class Comparison:
+    """Several runs compared, the first the reference; every renderer formats this and nothing else."""
+
+    runs: tuple[str, ...]  # unique labels (the same run twice gets #2)
     drafts: tuple[str, ...]  # each run's draft labels, for the headers
-    key_columns: tuple[str, ...]
-    lines: tuple[Line, ...]
+    key_columns: tuple[str, ...]  # the long form's key: the `by` columns (+ draft) + mode
+    lines: tuple[Line, ...]  # the long form
+    table: cm.CompactCompare  # the compact form: speculative cells keyed without mode, deltas marked
+    crossovers: dict[tuple, tuple[str, ...]]  # (draft, suite, k, T) -> crossover text per run; {}: see load_note
+    load_note: str | None = None  # why there is no crossover table (no run spans two concurrencies)
     missing: dict[str, str] = field(default_factory=dict)  # run label -> what a killed run lacks
     forced: tuple[str, ...] = ()  # incomparabilities overridden by --force
-    published: tuple[tuple[str, ...], ...] = ()  # published figures matching a cell (results/published.py)
+    published: tuple[tuple[str, ...], ...] = ()  # published figures matching a cell, run label first
 
     def notes(self) -> list[str]:
-        return list(self.missing.values()) + [f"forced: {f}" for f in self.forced]
+        """What the tables leave out: cells of one run only, why no crossover, what killed runs lack,
+        what was forced. (The long table lists one-run cells itself and has no crossovers: `long_notes`.)"""
+        only = [f"only in {run}: " + " ".join(f"{c}={v}" for c, v in zip(self.table.key_columns, key))
+                for key, run in self.table.only_in]
+        load = [f"crossover: {self.load_note}"] if self.load_note else []
+        return only + load + list(self.missing.values()) + [f"forced (not comparable): {f}" for f in self.forced]
 
     def to_dict(self) -> dict[str, Any]:
+        """The long form as JSON (`harness compare --long --json`)."""
         return {"runs": list(self.runs), "drafts": list(self.drafts), "key_columns": list(self.key_columns),
                 "lines": [{**dict(zip(self.key_columns, ln.key)), "metric": ln.metric, "values": list(ln.values),
-                           "delta": [ln.delta(i) for i in range(1, len(self.runs))],
-                           "rel_delta": [ln.rel(i) for i in range(1, len(self.runs))]} for ln in self.lines],
-                "missing": self.missing, "forced": list(self.forced),
-                "published": [dict(zip(["run", *pub.HEADERS], row)) for row in self.published]}
+                           "delta": list(ln.deltas), "rel_delta": list(ln.rels)} for ln in self.lines],
+                "missing": self.missing, "forced": list(self.forced), "published": published_dicts(self)}
+
+
+# ----------------------------------------------------------------------------- alignment
 
 
 def key_columns(runs: list[Run], by: list[str]) -> tuple[str, ...]:
@@ -77,14 +108,8 @@ def key_columns(runs: list[Run], by: list[str]) -> tuple[str, ...]:
 
 
 def index_rows(run: Run, label: str, cols: tuple[str, ...]) -> dict[tuple, dict[str, Any]]:
-    out: dict[tuple, dict[str, Any]] = {}
-    for row in run.rows:
-        key = tuple(row.get(c) for c in cols)
-        if key in out:
-            raise BadInput(f"run {label}: several rows share {dict(zip(cols, key))}; add the column that tells "
-                           f"them apart to --by (e.g. draft, k, concurrency, temperature)")
-        out[key] = row
-    return out
+    return cm.index_rows(label, run.rows, cols, hint="add the column that tells them apart to --by "
+                                                     "(e.g. draft, k, concurrency, temperature)")
 
 
 def incomparabilities(indexed: list[dict[tuple, dict]], labels: list[str], cols: tuple[str, ...]) -> list[str]:
@@ -103,7 +128,7 @@ def incomparabilities(indexed: list[dict[tuple, dict]], labels: list[str], cols:
 
 
 def comparable(runs: list[Run], by: list[str] | None, force: bool
-               ) -> tuple[list[str], list[str], list[dict], list[str]]:
+               ) -> tuple[list[str], tuple[str, ...], list[dict], list[str]]:
     """(labels, key columns, rows indexed by key per run, problems); refuses incomparable cells
     unless forced (the problems are then listed as forced)."""
     if not runs:
@@ -118,89 +143,132 @@ def comparable(runs: list[Run], by: list[str] | None, force: bool
     return labels, cols, indexed, problems
 
 
-def align(runs: list[Run], by: list[str] | None = None, force: bool = False,
-          published: list[pub.Published] | None = None) -> CompareResult:
-    """The pure core: align already-loaded runs (and list the published figures matching their cells)."""
-    labels, cols, indexed, problems = comparable(runs, by, force)
-    keys = list(dict.fromkeys(k for idx in indexed for k in idx))
-    keys.sort(key=lambda k: tuple((0, v) if isinstance(v, int | float) else (1, str(v)) for v in k))
-    lines = []
-    for key in keys:
+# ----------------------------------------------------------------------------- the builder
+
+
+def _lines(indexed: Sequence[dict[tuple, dict]]) -> tuple[Line, ...]:
+    """Every metric of every aligned cell that some run has."""
+    out = []
+    for key in cm.ordered(k for idx in indexed for k in idx):
         for m in METRICS:
             values = tuple(idx[key].get(m) if key in idx else None for idx in indexed)
             if any(v is not None for v in values):
-                lines.append(Line(key, m, values))
-    drafts = tuple(", ".join(sorted({str(r.get("draft")) for r in run.rows})) or "—" for run in runs)
-    missing = {lab: note for run, lab in zip(runs, labels) if (note := run.incomplete_note())}
+                diffs = [cm.difference(values[0], v) for v in values[1:]]
+                out.append(Line(key, m, values, tuple(d for d, _ in diffs), tuple(r for _, r in diffs)))
+    return tuple(out)
+
+
+def _compact(labels: list[str], cols: tuple[str, ...], indexed: Sequence[dict[tuple, dict]]) -> cm.CompactCompare:
+    """The speculative cells of the same alignment, keyed without mode (the baseline arm is inside the speedup)."""
+    spec = [{k[:-1]: row for k, row in idx.items() if is_speculative(row)} for idx in indexed]  # mode: last column
+    return cm.aligned(labels, spec, cols[:-1])
+
+
+def _crossovers(lines: list[list[load_view.CrossoverLine]]) -> dict[tuple, tuple[str, ...]]:
+    """(draft, suite, k, T) -> each run's crossover text (lines: each run's); empty when no run has a
+    crossover at all (every line one load point: the note says so once instead of a table of it)."""
+    if load_view.lines_note([x for ls in lines for x in ls]):
+        return {}
+    per_run = [{(x.draft, x.suite, x.k, x.temperature): x.text() for x in ls} for ls in lines]
+    keys = sorted({k for d in per_run for k in d})
+    return {k: tuple(d.get(k, MISSING) for d in per_run) for k in keys}
+
+
+def build(runs: list[Run], by: list[str] | None = None, force: bool = False,
+          published: list[pub.Published] | None = None) -> Comparison:
+    """The one place a comparison is made: align already-loaded runs once, then derive both forms,
+    the crossovers and the published figures matching their cells."""
+    labels, cols, indexed, problems = comparable(runs, by, force)
+    drafts = tuple(", ".join(sorted({str(r.get("draft")) for r in run.rows})) or MISSING for run in runs)
+    crossover_lines = [load_view.crossovers(run.rows) for run in runs]
     shown = pub.for_runs([(lab, r.rows, r.manifest) for r, lab in zip(runs, labels)], published or [])
-    return CompareResult(tuple(labels), drafts, cols, tuple(lines), missing, tuple(problems),
-                         tuple(map(tuple, shown)))
+    return Comparison(
+        runs=tuple(labels), drafts=drafts, key_columns=cols, lines=_lines(indexed),
+        table=_compact(labels, cols, indexed), crossovers=_crossovers(crossover_lines),
+        load_note=load_view.lines_note([x for ls in crossover_lines for x in ls]),
+        missing={lab: note for run, lab in zip(runs, labels) if (note := run.incomplete_note())},
+        forced=tuple(problems), published=tuple(map(tuple, shown)))
 
 
-def compare_runs(runs: list[Path], by: list[str] | None = None, force: bool = False) -> CompareResult:
-    return align([read_run(r) for r in runs], by, force, pub.load_published())
+def compare_runs(runs: list[Path], by: list[str] | None = None, force: bool = False) -> Comparison:
+    return build([read_run(r) for r in runs], by, force, pub.load_published())
 
 
-# ----------------------------------------------------------------------------- renderers
+# ----------------------------------------------------------------------------- shared by both forms
 
 
-def _cells(result: CompareResult, ln: Line) -> list[str]:
-    d = DIGITS.get(ln.metric, 3)
-    out = [fmt(ln.values[0], d)]
-    for i in range(1, len(result.runs)):
-        v, delta, rel = ln.values[i], ln.delta(i), ln.rel(i)
-        tail = "" if delta is None else f"  {delta:+.{d}f}" + ("" if rel is None else f" ({rel:+.1%})")
-        out.append(fmt(v, d) + tail)
-    return out
+def published_dicts(c: Comparison) -> list[dict[str, str]]:
+    return [dict(zip(["run", *pub.HEADERS], row)) for row in c.published]
 
 
-def _headers(result: CompareResult) -> list[str]:
-    runs = [f"{lab} [{dr}]" for lab, dr in zip(result.runs, result.drafts)]
-    return [*result.key_columns, "metric", runs[0], *(f"{r} Δ vs first" for r in runs[1:])]
+def md_table(headers: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
+    return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)] + \
+        ["| " + " | ".join(r) + " |" for r in body]
 
 
-def _key_cells(ln: Line) -> list[str]:
-    return [fmt(v) if not isinstance(v, float) else f"{v:g}" for v in ln.key]
-
-
-def to_rich(result: CompareResult):
+def rich_table(title: str, headers: Sequence[str], body: Sequence[Sequence[str]], left: Sequence[str],
+               caption: str | None = None):
+    """A rich table of text cells (escaped: a run label or a cell may hold brackets); `left`: the
+    headers justified left, the rest right."""
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=f"compare: {len(result.runs)} run(s), deltas vs {result.runs[0]}",
-              caption="definitions: harness/metrics.py (AL = 1 + accepted/drafts, incl. bonus token)")
-    for h in _headers(result):
-        t.add_column(escape(h), justify="right" if h not in ("suite", "mode", "metric", "draft") else "left")
-    for ln in result.lines:
-        t.add_row(*(escape(x) for x in [*_key_cells(ln), ln.metric, *_cells(result, ln)]))
+    t = Table(title=title, caption=None if caption is None else escape(caption))
+    for h in headers:
+        t.add_column(escape(h), justify="left" if h in left else "right")
+    for row in body:
+        t.add_row(*(escape(x) for x in row))
     return t
 
 
-def to_markdown(result: CompareResult) -> str:
-    heads = _headers(result)
-    out = [f"### Compare: deltas vs `{result.runs[0]}`", "",
-           "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
-    out += ["| " + " | ".join([*_key_cells(ln), ln.metric, *_cells(result, ln)]) + " |" for ln in result.lines]
-    out += [""] + [f"- {n}" for n in result.notes()]
-    if result.published:
-        heads = ["run", *pub.HEADERS]
+# ----------------------------------------------------------------------------- the long form
+
+
+def long_notes(c: Comparison) -> list[str]:
+    return list(c.missing.values()) + [f"forced: {f}" for f in c.forced]
+
+
+def _cells(c: Comparison, ln: Line) -> list[str]:
+    d = DIGITS.get(ln.metric, 3)
+    out = [fmt(ln.values[0], d)]
+    for i in range(1, len(c.runs)):
+        delta, rel = ln.delta(i), ln.rel(i)
+        tail = "" if delta is None else "  " + fmt(delta, f"{{:+.{d}f}}") + ("" if rel is None else f" ({rel:+.1%})")
+        out.append(fmt(ln.values[i], d) + tail)
+    return out
+
+
+def _headers(c: Comparison) -> list[str]:
+    runs = [f"{lab} [{dr}]" for lab, dr in zip(c.runs, c.drafts)]
+    return [*c.key_columns, "metric", runs[0], *(f"{r} Δ vs first" for r in runs[1:])]
+
+
+def _body(c: Comparison) -> list[list[str]]:
+    return [[*cm.key_cells(ln.key), ln.metric, *_cells(c, ln)] for ln in c.lines]
+
+
+def to_rich(c: Comparison):
+    return rich_table(f"compare: {len(c.runs)} run(s), deltas vs {c.runs[0]}", _headers(c), _body(c),
+                      left=("suite", "mode", "metric", "draft"),
+                      caption="definitions: harness/metrics.py (AL = 1 + accepted/drafts, incl. bonus token)")
+
+
+def to_markdown(c: Comparison) -> str:
+    out = [f"### Compare: deltas vs `{c.runs[0]}`", "", *md_table(_headers(c), _body(c))]
+    out += [""] + [f"- {n}" for n in long_notes(c)]
+    if c.published:
         out += ["", "### Published figures for comparison", "", f"- {pub.NOTE}", "",
-                "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
-        out += ["| " + " | ".join(row) + " |" for row in result.published]
+                *md_table(["run", *pub.HEADERS], c.published)]
     out.append("\nDefinitions: `harness/metrics.py` — AL = 1 + accepted/drafts (pooled, incl. the bonus "
                "token); draft acceptance rate = accepted/draft tokens; speedup = spec ÷ baseline output tok/s.")
     return "\n".join(out) + "\n"
 
 
-def to_csv(result: CompareResult) -> str:
+def to_csv(c: Comparison) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
-    runs = result.runs
-    w.writerow([*result.key_columns, "metric", *runs,
-                *(f"{r}_delta" for r in runs[1:]), *(f"{r}_rel_delta" for r in runs[1:])])
-    for ln in result.lines:
-        n = range(1, len(runs))
-        w.writerow([*ln.key, ln.metric, *("" if v is None else v for v in ln.values),
-                    *("" if ln.delta(i) is None else ln.delta(i) for i in n),
-                    *("" if ln.rel(i) is None else ln.rel(i) for i in n)])
+    w.writerow([*c.key_columns, "metric", *c.runs,
+                *(f"{r}_delta" for r in c.runs[1:]), *(f"{r}_rel_delta" for r in c.runs[1:])])
+    for ln in c.lines:
+        w.writerow([*ln.key, ln.metric, *("" if v is None else v for v in (*ln.values, *ln.deltas, *ln.rels))])
     return buf.getvalue()

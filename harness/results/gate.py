@@ -30,6 +30,8 @@ temperature) — the draft label may differ between runs:
                         "no-spec-bug" (default) no miss with a large margin · "none" not checked
   T>0 sampling p-value  >= sampling_p_floor (argument or baseline.json), T > 0 cells with a
                         distribution test (harness/analysis/lossless_sampling.py)
+The arguments ("flags") are one `GateOptions`: built from the CLI's options (harness/results/commands.py)
+or from the recipe's gate section (`GateOptions.from_recipe`, the main job).
 Precedence (flag > file > default): tolerance = the argument, else the baseline's; floors = the
 argument, else the baseline's stored floors when no tolerance was given, else baseline
 rates × (1 − tolerance).
@@ -54,7 +56,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.analysis import power as pw
 from harness.errors import BadInput
@@ -71,6 +73,9 @@ from harness.results.runs import (
     setting,
 )
 
+if TYPE_CHECKING:
+    from harness.recipe import GateSection
+
 FORMAT = 1
 BASELINE_FILE, MANIFEST_FILE = "baseline.json", "manifest.json"
 DEFAULT_TOLERANCE = 0.05
@@ -78,6 +83,34 @@ DEFAULT_LOSSLESS = "no-spec-bug"
 BASELINE_FIELDS = ("draft", "method", "suite", "suite_version", "suite_sha", "k", "concurrency", "temperature",
                    "max_tokens", "verifier_hash", "acceptance_length", "per_position_rates", "al_ci_low",
                    "al_ci_high", "speedup", "al_se", "num_prompts", "segments", "al_by_segment", "sampling_p_value")
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """How to gate (the CLI's `harness gate` options, the recipe's `gate:` section). None means
+    "the baseline's own, else the default" (see the module's precedence)."""
+
+    tolerance: float | None = None  # allowed relative AL drop; None: the baseline's (else 0.05)
+    min_speedup: float | None = None  # also check speedup >= this
+    noise_aware: bool = False  # compare the upper end of the CI
+    floors: tuple[float, ...] | None = None  # per-position floors for every cell
+    allow_missing: bool = False  # gate what matches, list the rest
+    draft: str | None = None  # the run's draft label to gate when it has several
+    lossless: str | None = None  # T = 0 requirement; None: the baseline's, else "no-spec-bug"
+    max_crossover_drop: float | None = None  # None: the baseline's requirement, if any
+    sampling_p_floor: float | None = None  # None: the baseline's, if any
+    strict_power: bool = False  # a power warning is unusable input (applied by the caller: the CLI)
+
+    def __post_init__(self):
+        if self.floors is not None and not isinstance(self.floors, tuple):
+            object.__setattr__(self, "floors", tuple(self.floors))
+
+    @classmethod
+    def from_recipe(cls, section: GateSection, draft: str | None = None) -> GateOptions:
+        """The recipe's gate section (recipe.gate), gating the run's `draft` label."""
+        return cls(tolerance=section.tolerance, min_speedup=section.min_speedup, noise_aware=section.noise_aware,
+                   draft=draft, lossless=section.lossless, max_crossover_drop=section.max_crossover_drop,
+                   sampling_p_floor=section.sampling_p_floor)
 
 
 @dataclass(frozen=True)
@@ -312,32 +345,31 @@ def _cell_checks(run: Run, baseline: dict[str, Any], by_setting: dict[tuple, lis
     return checks, problems
 
 
-def evaluate(run: Run, baseline: dict[str, Any], baseline_name: str, tolerance: float | None = None,
-             min_speedup: float | None = None, noise_aware: bool = False, floors: Sequence[float] | None = None,
-             allow_missing: bool = False, draft: str | None = None, lossless: str | None = None,
-             max_crossover_drop: float | None = None, sampling_p_floor: float | None = None) -> GateResult:
+def evaluate(run: Run, baseline: dict[str, Any], baseline_name: str, options: GateOptions | None = None) -> GateResult:
     """Match the run's speculative cells to the baseline's and check each (no I/O)."""
-    tol = float(baseline.get("tolerance", DEFAULT_TOLERANCE)) if tolerance is None else tolerance
-    if max_crossover_drop is None:
-        max_crossover_drop = baseline.get("max_crossover_drop")
+    o = options or GateOptions()
+    baseline = cells_for_run_verifiers(baseline, run.rows)
+    tol = float(baseline.get("tolerance", DEFAULT_TOLERANCE)) if o.tolerance is None else o.tolerance
+    max_crossover_drop = baseline.get("max_crossover_drop") if o.max_crossover_drop is None else o.max_crossover_drop
     rows = [r for r in run.rows if is_speculative(r)]
-    if draft is not None:
+    if o.draft is not None:
         labels = sorted({str(r.get("draft")) for r in rows})
-        rows = [r for r in rows if r.get("draft") == draft]
+        rows = [r for r in rows if r.get("draft") == o.draft]
         if not rows:
-            raise BadInput(f"--draft {draft}: run {run.label} has no such draft; its drafts: {', '.join(labels)}")
+            raise BadInput(f"--draft {o.draft}: run {run.label} has no such draft; its drafts: {', '.join(labels)}")
     by_setting: dict[tuple, list[dict]] = {}
     for r in rows:
         by_setting.setdefault(setting(r), []).append(r)
     checks, problems = _cell_checks(run, baseline, by_setting, tol, CellRules(
-        floors, tolerance is None, noise_aware, min_speedup, lossless or baseline.get("lossless") or DEFAULT_LOSSLESS,
-        sampling_p_floor if sampling_p_floor is not None else baseline.get("sampling_p_floor")))
+        o.floors, o.tolerance is None, o.noise_aware, o.min_speedup,
+        o.lossless or baseline.get("lossless") or DEFAULT_LOSSLESS,
+        o.sampling_p_floor if o.sampling_p_floor is not None else baseline.get("sampling_p_floor")))
     if max_crossover_drop is not None:
         load_checks, load_problems = gate_load.crossover_checks(baseline.get("crossovers", []), rows,
-                                                                float(max_crossover_drop), noise_aware)
+                                                                float(max_crossover_drop), o.noise_aware)
         checks += load_checks
         problems += load_problems
-    if problems and not allow_missing:
+    if problems and not o.allow_missing:
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
         killed = (f"; run {run.label} is {run.status} with {len(run.missing)} planned cells missing "
                   "(finish it with --resume)") if run.missing else ""
@@ -346,11 +378,11 @@ def evaluate(run: Run, baseline: dict[str, Any], baseline_name: str, tolerance: 
     if not checks:
         raise BadInput(f"nothing to gate: no cell of run {run.label} matches baseline {baseline_name}"
                        + (f" ({problems[0]})" if problems else ""))
-    source = ("--floors" if floors is not None else "baseline.json per_position_floors" if tolerance is None
+    source = ("--floors" if o.floors is not None else "baseline.json per_position_floors" if o.tolerance is None
               else f"baseline rates × (1 − {tol:g})")
     base_keys = {setting(base) for base in baseline.get("cells", [])}
     extra = tuple(describe_setting(k) for k in by_setting if k not in base_keys)
-    return GateResult(run.label, baseline_name, tol, noise_aware, min_speedup, source, tuple(checks),
+    return GateResult(run.label, baseline_name, tol, o.noise_aware, o.min_speedup, source, tuple(checks),
                       tuple(problems), extra, run.incomplete_note(), max_crossover_drop)
 
 
@@ -401,13 +433,31 @@ def read_baseline(folder: Path) -> dict[str, Any]:
     return data
 
 
-def gate(run: str | Path, baseline_dir: str | Path, tolerance: float | None = None,
-         min_speedup: float | None = None, noise_aware: bool = False, floors: Sequence[float] | None = None,
-         allow_missing: bool = False, draft: str | None = None, lossless: str | None = None,
-         max_crossover_drop: float | None = None, sampling_p_floor: float | None = None) -> GateResult:
+def gate(run: str | Path, baseline_dir: str | Path, options: GateOptions | None = None) -> GateResult:
     folder = resolve_baseline_dir(baseline_dir)
-    return evaluate(read_run(run), read_baseline(folder), folder.name, tolerance, min_speedup, noise_aware,
-                    floors, allow_missing, draft, lossless, max_crossover_drop, sampling_p_floor)
+    return evaluate(read_run(run), read_baseline(folder), folder.name, options)
+
+
+def _other_verifiers_cells(path: Path, replaced: set[Any]) -> list[dict[str, Any]]:
+    """An existing baseline's cells of other verifiers: an update replaces only its run's verifiers."""
+    if not path.is_file():
+        return []
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return []
+    return [c for c in old.get("cells", []) if c.get("verifier_hash") not in replaced]
+
+
+def cells_for_run_verifiers(baseline: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A baseline may hold cells for several verifiers (one set per verifier hash: e.g. the CPU
+    stand-in pretrained in bf16 where the CPU computes it natively and in float32 where it does
+    not, harness/hardware.py). The run is gated against the cells of its own verifiers; a baseline
+    with none of them is left whole, so the mismatch is reported as today."""
+    mine = {r.get("verifier_hash") for r in rows}
+    cells = baseline.get("cells", [])
+    ours = [c for c in cells if c.get("verifier_hash") in mine]
+    return {**baseline, "cells": ours} if ours and len(ours) < len(cells) else baseline
 
 
 def update_baseline(run: str | Path, baseline_dir: str | Path, tolerance: float = DEFAULT_TOLERANCE,
@@ -432,6 +482,7 @@ def update_baseline(run: str | Path, baseline_dir: str | Path, tolerance: float 
     if not cells:
         raise BadInput(f"run {r.label} has no finished speculative cell to make a baseline from")
     out = Path(baseline_dir)
+    cells += _other_verifiers_cells(out / BASELINE_FILE, {c.get("verifier_hash") for c in cells})
     atomic_write_json(out / MANIFEST_FILE, r.manifest)
     requirement = {} if max_crossover_drop is None else {"max_crossover_drop": max_crossover_drop}
     atomic_write_json(out / BASELINE_FILE, {

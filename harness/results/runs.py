@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.ui import fmt as ui_fmt
+from harness.ui import fmt  # noqa: F401  (re-exported: the one formatter, harness/ui.py)
 
 # What identifies a measured setting across runs (the draft label may differ between runs).
 SETTING = ("suite", "k", "concurrency", "temperature")
@@ -104,7 +104,3 @@ def buckets(r: dict[str, Any], what: str) -> list[tuple[str, float, float | None
 
     return [(str(name), float(v), at(lo, i), at(hi, i), at(n, i))
             for i, (name, v) in enumerate(zip(names, al)) if v is not None]
-
-
-def fmt(value: Any, digits: int = 3) -> str:
-    return ui_fmt(value, f"{{:.{digits}f}}" if isinstance(value, float) else "{}", none="—")
