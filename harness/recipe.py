@@ -12,7 +12,7 @@ import json
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -345,7 +345,8 @@ def _resolve(value: str, base: Path) -> str:
 
 def resolve_relative_paths(data: dict[str, Any], base: Path) -> None:
     """Resolve the recipe's file paths once, here, so no caller needs the recipe's folder."""
-    ver, train, bench = (data.get(k) if isinstance(data.get(k), dict) else {} for k in ("verifier", "train", "bench"))
+    ver, train, bench = (cast("dict[str, Any]", data.get(k)) if isinstance(data.get(k), dict) else {}
+                         for k in ("verifier", "train", "bench"))
     if isinstance(ver.get("path"), str):
         ver["path"] = _resolve(ver["path"], base)
     if isinstance(train.get("prompts"), str) and train["prompts"] != "builtin":

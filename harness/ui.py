@@ -6,7 +6,10 @@ from __future__ import annotations
 import math
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 
 class Reporter:
@@ -22,8 +25,9 @@ class Reporter:
         self._stage = (name, time.perf_counter())
 
     def _end_stage(self) -> None:
-        if getattr(self, "_stage", None) is not None:
-            name, t0 = self._stage
+        stage: tuple[str, float] | None = getattr(self, "_stage", None)
+        if stage is not None:
+            name, t0 = stage
             self.timings.append((name, time.perf_counter() - t0))
             self._stage = None
 
@@ -55,7 +59,7 @@ class RichReporter(Reporter):
             TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=self.console, transient=False,
         )
         self.progress.start()
-        self.task = None
+        self.task: TaskID | None = None
         self.t0 = time.perf_counter()
         self.title = title
 
@@ -68,7 +72,8 @@ class RichReporter(Reporter):
         if self.task is None:
             return
         info = "  ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in fields.items())
-        self.progress.update(self.task, advance=n, **({"info": info} if fields else {}))
+        extra: dict[str, Any] = {"info": info} if fields else {}
+        self.progress.update(self.task, advance=n, **extra)
 
     def done(self, summary: str = "") -> None:
         super().done(summary)

@@ -440,6 +440,35 @@ def test_sigkilled_offline_bench_leaves_no_engine_host_behind(kimi_standin):
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["offline", "server"])
+def test_an_engine_that_does_not_start_in_time_is_exit_3_in_one_line(engine, kimi_standin):
+    """engine.startup_timeout_s passed: infrastructure (exit 3, CI may retry), one line naming the
+    timeout, the run folder says failed, and no engine process is left behind."""
+    import shutil
+
+    run_id = f"faults-timeout-{engine}-{uuid.uuid4().hex[:8]}"
+    run_dir = REPO_ROOT / "results" / "runs" / run_id
+    sets = [*_TINY_SERVER_BENCH, f"bench.engine='{engine}'", "engine.startup_timeout_s=0.5"]
+    try:
+        proc = _bench(run_id, sets=sets)
+        seen: dict[int, int] = {}
+        while proc.poll() is None:
+            seen.update(_descendants(proc.pid))
+            time.sleep(0.2)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 3, err[-3000:]
+        first = err.strip().splitlines()[0]
+        assert first.startswith("error:") and ("within 0s" in first or "after 0s" in first), err[-3000:]
+        deadline = time.monotonic() + 10
+        while (alive := [p for p, t in seen.items() if process_alive(p, t)]) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert alive == []
+        assert read_manifest(run_dir)["status"] == "failed"
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
 def test_progress_after_an_interrupt_shows_the_count_reached_not_all_done():
     from harness.ui import RichReporter
 

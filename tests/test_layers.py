@@ -15,7 +15,7 @@ PACKAGE = REPO_ROOT / "harness"
 
 # Lowest first. A module's layer is the first prefix that matches its dotted name.
 LAYERS: list[tuple[str, ...]] = [
-    ("harness.paths",),
+    ("harness.paths", "harness.hardware"),
     ("harness.errors", "harness.jsonfiles", "harness.ui", "harness.provenance", "harness.prompts", "harness.benchfiles",
      "harness.suites", "harness.recipe"),
     ("harness.engine", "harness.metrics", "harness.analysis", "harness.results"),

@@ -18,9 +18,26 @@ def test_thinking_is_an_opt_in_that_keeps_existing_fingerprints():
 
     from harness.verifier.standins.specs import BUILDER_VERSION
 
+    from harness.hardware import native_bf16
+
     old = {k: v for k, v in asdict(plain).items() if k != "thinking"}
+    if not native_bf16():  # pretrained in float32 on this CPU: another stand-in (harness/hardware.py)
+        old["pretrain_compute"] = "float32"
     blob = json.dumps({**old, "corpus": "c", "v": BUILDER_VERSION}, sort_keys=True)
     assert plain.fingerprint("c") == hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def test_a_float32_pretrained_stand_in_is_another_fingerprint(monkeypatch):
+    """Where this CPU emulates bf16 the stand-in is pretrained in float32 (harness/hardware.py):
+    other weights, so another fingerprint, and the bf16 build keeps the one it always had."""
+    import harness.hardware as hw
+
+    plain = spec_for("kimi-k2.5")
+    hw.native_bf16.cache_clear()
+    monkeypatch.setattr(hw, "native_bf16", lambda: True)
+    bf16 = plain.fingerprint("c")
+    monkeypatch.setattr(hw, "native_bf16", lambda: False)
+    assert plain.fingerprint("c") != bf16
 
 
 def test_thinking_answers_reason_in_a_fixed_plan_then_answer():

@@ -81,7 +81,7 @@ class CompactCompare:
 
 
 def cis_disjoint(a: Value, b: Value) -> bool | None:
-    if None in (a.low, a.high, b.low, b.high):
+    if a.low is None or a.high is None or b.low is None or b.high is None:
         return None
     return b.low > a.high or b.high < a.low
 
@@ -122,6 +122,7 @@ def delta_of(metric: str, first: Row | None, other: Row | None, paired: bool) ->
     a, b = value_of(first, metric), value_of(other, metric)
     if a is None or b is None or a.value is None or b.value is None:
         return None
+    assert first is not None and other is not None  # value_of gave both values
     d, rel = difference(a.value, b.value)
     if paired and metric == "acceptance_length" and (ci := paired_al_difference_ci(first, other)) is not None:
         return Delta(d, rel, ci[0] > 0 or ci[1] < 0, "paired bootstrap")

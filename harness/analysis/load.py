@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -71,7 +72,7 @@ class Estimate:
     low: float | None = None
     high: float | None = None
 
-    def bounds(self) -> tuple[float, float]:
+    def bounds(self) -> tuple[float | None, float | None]:
         """(low, high), the point value standing in for a missing end."""
         return (self.value if self.low is None else self.low, self.value if self.high is None else self.high)
 
@@ -179,11 +180,12 @@ def crossing(concurrencies: Sequence[float], speedups: Sequence[float], threshol
 
 
 def crossover_from_bounds(concurrencies: Sequence[float], speedups: Sequence[Estimate]) -> Crossover:
-    point = crossing(concurrencies, [e.value for e in speedups])
+    # callers pass estimates that have a value; past the check below both CI ends are set too
+    point = crossing(concurrencies, cast("list[float]", [e.value for e in speedups]))
     if any(e.low is None or e.high is None for e in speedups):
         return Crossover(point, Cross(None, "no CI"), Cross(None, "no CI"), "none")
-    return Crossover(point, crossing(concurrencies, [e.low for e in speedups]),
-                     crossing(concurrencies, [e.high for e in speedups]), "CI bounds")
+    return Crossover(point, crossing(concurrencies, cast("list[float]", [e.low for e in speedups])),
+                     crossing(concurrencies, cast("list[float]", [e.high for e in speedups])), "CI bounds")
 
 
 def crossover_from_replicates(concurrencies: Sequence[float], speedups: Sequence[float], replicates: np.ndarray,
@@ -276,6 +278,6 @@ def dynamic_vs_fixed(dynamic: Mapping[int, Estimate],
             out.append(DynamicVerdict(c, False, ()))
             continue
         beaten = tuple(sorted(k for (k, cc), est in fixed.items()
-                              if cc == c and est.value is not None and est.bounds()[0] > dyn_high))
+                              if cc == c and est.value is not None and cast(float, est.bounds()[0]) > dyn_high))
         out.append(DynamicVerdict(c, not beaten, beaten))
     return out

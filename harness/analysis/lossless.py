@@ -38,11 +38,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-NUMERICS = "NUMERICS"
-SPEC_BUG = "SPEC BUG"
-UNEXPLAINED = "UNEXPLAINED"
+NUMERICS: Final = "NUMERICS"
+SPEC_BUG: Final = "SPEC BUG"
+UNEXPLAINED: Final = "UNEXPLAINED"
 Verdict = Literal["NUMERICS", "SPEC BUG", "UNEXPLAINED"]
 _SEVERITY = {NUMERICS: 0, UNEXPLAINED: 1, SPEC_BUG: 2}
 
@@ -118,6 +118,7 @@ def noise_margin(run_a: Sequence[tuple[Sequence[int], Sequence[TopLogprobs]]],
         for pos in range(min(shared, len(lps_a), len(lps_b))):
             ga, gb = _same_pair_gaps(lps_a[pos], lps_b[pos])
             if ga is not None:
+                assert gb is not None  # the two gaps are both None or both set
                 worst = max(worst, abs(ga - gb))
         if d and d.position < len(lps_a):
             m = margin_at(lps_a[d.position], d.spec_token, d.base_token)

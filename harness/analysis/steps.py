@@ -91,7 +91,8 @@ def from_vllm(metrics: Mapping[str, Any] | Any, *, prompt_tokens: int | None = N
               answer_start: int | None = None) -> RequestSteps:
     """RequestSteps from vLLM's per-request metrics: the `to_dict()` payload (server JSON
     `metrics.speculative_decoding`) or the `RequestSpecDecodeMetrics` object itself."""
-    get = metrics.get if isinstance(metrics, Mapping) else lambda name, default=None: getattr(metrics, name, default)
+    get: Callable[..., Any] = (metrics.get if isinstance(metrics, Mapping)
+                               else lambda name, default=None: getattr(metrics, name, default))
     accepted, drafted = list(get("per_step_accepted") or []), list(get("per_step_drafted") or [])
     steps = get("num_spec_steps")
     if steps is None and get("histogram") is not None:

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from harness.analysis import load, power, repetition, steps
 
-# harness.bench.rows.ArmResult / CellRow (rows imports this module, so not the other way round)
-ArmResult = CellRow = Any
+# harness.bench.rows.ArmResult / CellRow (rows imports this module, so not the other way round;
+# tests/test_layers.py counts a TYPE_CHECKING import too, so they stay Any here)
+ArmResult: TypeAlias = Any
+CellRow: TypeAlias = Any
 
 END_THINK = "</think>"
 
@@ -76,7 +78,8 @@ def request_steps(records: Sequence[RequestRecord], end_think_id: int | None) ->
         return None
     thinking = end_think_id is not None and any(end_think_id in r.output_token_ids for r in records)
     return [steps.RequestSteps(r.accepted, r.drafted, r.prompt_tokens,
-                               steps.answer_start(r.output_token_ids, end_think_id, True) if thinking else None,
+                               steps.answer_start(r.output_token_ids, end_think_id, True)
+                               if thinking and end_think_id is not None else None,
                                r.num_spec_tokens) for r in records]
 
 

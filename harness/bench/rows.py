@@ -7,7 +7,7 @@ Formulas: harness/metrics.py. Column groups: harness/results/table.py.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from harness import metrics
 from harness.analysis.machine import MachineReading
@@ -204,7 +204,7 @@ def _lossless(row: CellRow, base: ArmResult, spec: ArmResult, temperature: float
     row.lossless_verdict, row.lossless_first_position = cols["lossless_verdict"], cols["lossless_first_position"]
     row.lossless_noise_nats = cols["lossless_noise_nats"]
     row.lossless_divergences = json.dumps(cols["lossless_divergences"])
-    return [cell.flag()]
+    return [cast(str, cell.flag())]  # m < n: the cell has a divergence, so a flag
 
 
 def _sampling(rb: CellRow, rs: CellRow, samples: tuple[list, list] | None, num_top: int) -> list[str]:

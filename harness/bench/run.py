@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from harness.analysis.machine import MachineReading, spread, tolerance
 from harness.bench.breakdown import END_THINK, RepeatRecord, RequestRecord
@@ -230,6 +230,7 @@ def _turn_requests(tokenizer, prompts: Prompts, turn: int, histories: dict[str, 
         if turn > 0:
             if rec.id not in histories:
                 continue  # an earlier turn failed
+            assert rec.turns is not None  # turn < num_turns with turn > 0: a multi-turn record
             msgs = histories[rec.id] + [{"role": "user", "content": rec.turns[turn]}]
             ids = render(tokenizer, rec, msgs)
             if len(ids) > max_prompt:
@@ -337,7 +338,8 @@ def default_engine_factory(recipe: Recipe, run_dir: Path) -> EngineFactory:
         from harness.engine.server import AttachedEngine
 
         url = recipe.bench.baseline_url if plan.speculative is None else recipe.bench.url
-        return AttachedEngine(url, request_timeout_s=recipe.engine.request_timeout_s,
+        # the recipe checks that engine "attach" has both bench.url and bench.baseline_url
+        return AttachedEngine(cast(str, url), request_timeout_s=recipe.engine.request_timeout_s,
                               setting="bench.baseline_url" if plan.speculative is None else "bench.url")
 
     return make

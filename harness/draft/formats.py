@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from harness.errors import BadInput
 from harness.jsonfiles import read_checkpoint_config
@@ -47,7 +47,7 @@ class DraftInfo:
 
     path: str
     format: str  # speculators | specforge | mla-eagle3 | p-eagle | mtp
-    vllm_method: str  # the speculative_config "method": eagle3 | mtp
+    vllm_method: Literal["eagle3", "mtp"]  # the speculative_config "method"
     parallel_drafting: bool  # P-EAGLE: vLLM needs speculative_config.parallel_drafting
     architecture: str
     num_layers: int  # draft decoder layers (MTP: prediction layers)
@@ -69,7 +69,7 @@ class DraftInfo:
     model_type: str = ""  # the draft layer's config model_type
 
     @property
-    def method(self) -> str:
+    def method(self) -> Literal["eagle3", "peagle", "mtp"]:
         """The harness's method name (peagle is eagle3 with parallel drafting in vLLM)."""
         return "peagle" if self.parallel_drafting else self.vllm_method
 
@@ -102,7 +102,7 @@ def detect_format(cfg: dict[str, Any], where: str) -> str:
     for fmt, names in (("specforge", LLAMA_EAGLE3_ARCHS), ("mla-eagle3", MLA_EAGLE3_ARCHS), ("p-eagle", PEAGLE_ARCHS)):
         if any(a in names for a in archs):
             return fmt
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    text = cast("dict[str, Any]", cfg.get("text_config")) if isinstance(cfg.get("text_config"), dict) else cfg
     nextn = text.get("num_nextn_predict_layers")
     if isinstance(nextn, int) and nextn > 0:
         return "mtp"
@@ -183,7 +183,7 @@ def _eagle_info(folder: Path, cfg: dict[str, Any], fmt: str) -> DraftInfo:
         layer = cfg
         parallel = fmt == "p-eagle"
         arch = next(a for a in cfg.get("architectures") or [] if isinstance(a, str))
-        eagle_cfg = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+        eagle_cfg = cast("dict[str, Any]", cfg.get("eagle_config")) if isinstance(cfg.get("eagle_config"), dict) else {}
         ids = cfg.get("eagle_aux_hidden_state_layer_ids") or eagle_cfg.get("eagle_aux_hidden_state_layer_ids") or []
         verifier = {k: cfg[k] for k in ("target_model", "base_model", "target_model_name_or_path") if k in cfg}
         nbr = bool(cfg.get("norm_before_residual", False))
@@ -215,7 +215,7 @@ def _eagle_info(folder: Path, cfg: dict[str, Any], fmt: str) -> DraftInfo:
 
 def _mtp_info(folder: Path, cfg: dict[str, Any]) -> DraftInfo:
     where = str(folder / "config.json")
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    text = cast("dict[str, Any]", cfg.get("text_config")) if isinstance(cfg.get("text_config"), dict) else cfg
     shapes, _ = _weights(folder)
     layers = _int(text, "num_hidden_layers", where)
     archs = [a for a in cfg.get("architectures") or [] if isinstance(a, str)]

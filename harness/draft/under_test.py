@@ -4,9 +4,10 @@ the recipe's reference drafts, each checked against the verifier before any engi
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from harness.errors import BadInput
 from harness.provenance import content_hash
@@ -17,7 +18,7 @@ from harness.verifier.layout import VerifierLayout
 @dataclass(frozen=True)
 class DraftUnderTest:
     label: str
-    method: str  # eagle3 | peagle | mtp | ngram (SpeculativeSpec)
+    method: Literal["eagle3", "peagle", "mtp", "ngram"]  # SpeculativeSpec.method
     verifier: VerifierLayout
     path: str | None = None
     held_out_full_acc: tuple[float, ...] = ()
@@ -53,7 +54,7 @@ def verifier_identity(path: str) -> str:
     return content_hash(path)["sha256"]
 
 
-def _reference_drafts(recipe: Recipe, layout: VerifierLayout, names: list[str]) -> list[DraftUnderTest]:
+def _reference_drafts(recipe: Recipe, layout: VerifierLayout, names: Sequence[str]) -> list[DraftUnderTest]:
     from harness.draft import reference
     from harness.draft.config import aux_layer_ids, draft_layer_config
     from harness.verifier.standins.build import cache_root

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from harness.recipe import Recipe
 from harness.ui import Reporter
 from harness.verifier.layout import VerifierLayout, resolve_layout
@@ -16,8 +18,9 @@ def resolve_verifier(recipe: Recipe, reporter: Reporter | None = None) -> Verifi
 
         spec = spec_for(v.standin, **v.standin_overrides)
         path = ensure_standin(spec, log=(reporter.log if reporter else lambda s: None))
-        return resolve_layout(path, v.weight_keys or None)
-    return resolve_layout(v.path, v.weight_keys or None)
+        return resolve_layout(path, cast("dict[str, str]", v.weight_keys) or None)
+    # the recipe has exactly one of path and standin; weight_keys' role names are str keys
+    return resolve_layout(cast(str, v.path), cast("dict[str, str]", v.weight_keys) or None)
 
 
 def load_tokenizer(layout: VerifierLayout, trust_remote_code: bool = False):

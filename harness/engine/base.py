@@ -30,7 +30,7 @@ Rescorer there; define the method, or subclass the protocol as OfflineEngine doe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 from harness.engine.counters import SpecCounters, SpecSummary
 
@@ -98,6 +98,11 @@ class Engine(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
+
+    # the bench holds each engine in a `with` block (close on exit)
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any, /) -> Any: ...
 
 
 @runtime_checkable

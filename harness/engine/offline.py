@@ -30,7 +30,7 @@ import traceback
 from collections import deque
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from harness.engine.base import (
     BatchResult,
@@ -197,7 +197,7 @@ def _guard_kernel_rebind() -> None:
         finally:
             sys.modules.update(hidden)
 
-    rebind._harness_guarded = True
+    rebind._harness_guarded = True  # type: ignore[attr-defined]  # a marker on the function object
     dispatcher._rebind_kernels = rebind
 
 
@@ -401,9 +401,10 @@ class _HostProcess:
         import signal
 
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
+            # the process was started in __init__, so it has a pid
+            os.killpg(cast(int, self.proc.pid), signal.SIGTERM)
             time.sleep(1)
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            os.killpg(cast(int, self.proc.pid), signal.SIGKILL)
         self.proc.join(10)
         self.conn.close()
 

@@ -199,7 +199,7 @@ class _OpenAIServer:
         erf.ASYNC_REQUEST_FUNCS[_FUNC_NAME] = _capturing_request_func(store, timeout_s or self.request_timeout_s)
         samples = [SampleRequest(prompt=list(r.prompt_token_ids), prompt_len=len(r.prompt_token_ids),
                                  expected_output_len=r.max_tokens, request_id=r.request_id) for r in requests]
-        extra = {"temperature": sampling.temperature, "top_p": sampling.top_p, "skip_special_tokens": False}
+        extra: dict[str, Any] = {"temperature": sampling.temperature, "top_p": sampling.top_p, "skip_special_tokens": False}
         if sampling.seed is not None:
             extra["seed"] = sampling.seed
         if sampling.stop_token_ids:

@@ -20,14 +20,21 @@ from harness.recipe import EngineSettings
 
 
 class ServedModel(Protocol):
-    """What the engine needs to know of the model it serves (a VerifierLayout is one)."""
+    """What the engine needs to know of the model it serves (a VerifierLayout is one). Read-only
+    members, so a frozen dataclass and its properties satisfy it."""
 
-    path: str
-    multimodal: bool
-    deepseek_family: bool
-    attention: str
-    rope_type: str | None
-    text_model_type: str
+    @property
+    def path(self) -> str: ...
+    @property
+    def multimodal(self) -> bool: ...
+    @property
+    def deepseek_family(self) -> bool: ...
+    @property
+    def attention(self) -> str: ...
+    @property
+    def rope_type(self) -> str | None: ...
+    @property
+    def text_model_type(self) -> str: ...
 
 
 @dataclass(frozen=True)

@@ -248,7 +248,8 @@ def lossless_check(base: dict[str, Any], row: dict[str, Any], requirement: str) 
     if requirement == "none" or not compared or not misses or float(row.get("temperature") or 0) > 0:
         return None
     verdict = row.get("lossless_verdict")
-    passed = requirement != "exact" and verdict_meets(verdict, requirement)
+    # the CLI checks --lossless against LOSSLESS_REQUIREMENTS; a baseline's value is taken as written
+    passed = requirement != "exact" and verdict_meets(verdict, requirement)  # type: ignore[arg-type]
     return Check(suite=base["suite"], k=base["k"], concurrency=base["concurrency"], temperature=base["temperature"],
                  draft=str(row.get("draft", "")), metric=f"lossless ({requirement})", baseline=None,
                  value=row.get("lossless_match_rate"), bound=1.0, passed=passed,

@@ -18,7 +18,7 @@ line is.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from harness.analysis.load import ABOVE, CROSSES, Cross
 from harness.results import load_view
@@ -30,7 +30,7 @@ ACROSS = "all"  # a crossover check's concurrency column: it spans the grid
 def position(cross: Cross, concurrencies: tuple[int, ...] | list[int]) -> float:
     """Where a crossover sits on the concurrency axis (module docstring)."""
     if cross.where == CROSSES:
-        return float(cross.concurrency)
+        return float(cast(float, cross.concurrency))  # a crossing has its concurrency
     return float(max(concurrencies)) if cross.where == ABOVE else 0.0
 
 

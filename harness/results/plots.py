@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from harness.results.load_view import enough_ks, enough_load_points
 from harness.results.runs import BASELINE, buckets, is_speculative
@@ -150,7 +150,8 @@ def _speedup_line(ax, krs: list[Row], color, ls, label: str) -> tuple[float, flo
     if not enough_load_points(xs):
         return None  # one load point has no crossover
     cross = crossing(xs, ys)
-    return (cross.concurrency, 1.0) if cross.where == CROSSES else None
+    # a crossing has its concurrency
+    return (cast(float, cross.concurrency), 1.0) if cross.where == CROSSES else None
 
 
 def plot_speedup_vs_concurrency(rows: list[Row], path: Path, note: str | None = None) -> str | None:

@@ -15,7 +15,7 @@ import html
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from harness.results import load_view, plots
 from harness.results import published as pub
@@ -243,7 +243,7 @@ def _completeness(run: Run) -> list[tuple]:
         out += [("p", f"Incomplete run (status {run.status}): {len(planned) - len(run.missing)} of {len(planned)} "
                       f"planned cells finished. Every number and plot below covers the finished cells only. "
                       f"Missing cells:"), ("list", run.missing)]
-    failed = sorted({r.get("cell_id") for r in run.rows if r.get("status", "ok") != "ok"})
+    failed = sorted({cast(str, r.get("cell_id")) for r in run.rows if r.get("status", "ok") != "ok"})  # rows have ids
     if failed:
         out += [("p", "Cells with failed requests (their numbers cover the requests that finished):"),
                 ("list", [f"{c}: {next(r.get('error') for r in run.rows if r.get('cell_id') == c)}" for c in failed])]

@@ -91,7 +91,8 @@ def make_loader(dataset: ShardDataset, total_seq_len: int, hidden_size: int, num
         batch_max_length=total_seq_len, lengths=dataset.approx_lengths,
         num_replicas=get_dp_size(), rank=get_dp_rank(), seed=seed,
     )
-    return DataLoader(dataset, batch_sampler=sampler, num_workers=0,
+    # a map-style dataset by duck typing (__len__/__getitem__), not a torch Dataset subclass
+    return DataLoader(dataset, batch_sampler=sampler, num_workers=0,  # type: ignore[arg-type]
                       collate_fn=CollateFn(total_seq_len, hidden_size, num_target_layers=num_aux,
                                            dtype=dataset.hidden_states_dtype, preprocess=shift_batch))
 

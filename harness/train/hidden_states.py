@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -117,7 +118,7 @@ def extract_to_shards(
             if on_progress:
                 on_progress(len(chunk))
             continue
-        records = []
+        records: list[dict[str, Any]] = []
         # sort by length inside the shard so padding stays small
         for batch in _batches(sorted(chunk, key=lambda s: len(s.input_ids)), max_batch_tokens):
             for s, st in zip(batch, states(batch), strict=True):

@@ -21,7 +21,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from harness.draft.config import aux_layer_ids, check_draft_vocab, draft_layer_config
 from harness.draft.verifier import load_tokenizer, resolve_verifier
@@ -34,7 +34,7 @@ from harness.provenance import (
     content_hash,
 )
 from harness.recipe import Recipe
-from harness.train.hidden_states import Sample
+from harness.train.hidden_states import Sample, StatesFn
 from harness.train.records import FitConfig, TrainReport
 from harness.ui import Reporter
 from harness.verifier.layout import VerifierLayout
@@ -255,6 +255,7 @@ def stage_hidden(recipe: Recipe, layout: VerifierLayout, run_dir: Path, samples:
     reporter.stage(f"hidden states ({source})", total=len(samples))
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
+        states: StatesFn
         if source == "vllm":
             from harness.engine.server import ServerEngine
             from harness.train.vllm_states import VllmStateSource, extraction_plan
@@ -299,7 +300,7 @@ def stage_vocab(recipe: Recipe, layout: VerifierLayout, run_dir: Path, samples: 
 def fit_config(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: list[int]) -> FitConfig:
     t = recipe.train
     return FitConfig(
-        verifier=layout.path, weight_keys=dict(recipe.verifier.weight_keys),
+        verifier=layout.path, weight_keys=dict(cast("dict[str, str]", recipe.verifier.weight_keys)),
         trust_remote_code=recipe.engine.trust_remote_code,
         vocab_path=str(run_dir / "vocab.pt"), hidden_dir=str(run_dir / "hidden"),
         checkpoint_dir=str(run_dir / "checkpoints"),

@@ -11,7 +11,7 @@ import dataclasses
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from harness.engine.settings import SpeculativeSpec, engine_plan, pipeline_refusals
 from harness.errors import BadInput
@@ -25,13 +25,13 @@ DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "auto": 2}
 def _layout_for_plan(recipe: Recipe) -> tuple[VerifierLayout, str]:
     v = recipe.verifier
     if v.path and (Path(v.path) / "config.json").is_file():
-        return resolve_layout(v.path, v.weight_keys or None), f"checkpoint {v.path}"
+        return resolve_layout(v.path, cast("dict[str, str]", v.weight_keys) or None), f"checkpoint {v.path}"
     if v.reference:
         from harness.verifier.bundled import write_reference
 
         folder = Path(tempfile.mkdtemp(prefix="harness-ref-")) / v.reference
         write_reference(v.reference, folder)
-        return resolve_layout(folder, v.weight_keys or None), f"bundled structure of {v.reference} ({v.path} not on this machine)"
+        return resolve_layout(folder, cast("dict[str, str]", v.weight_keys) or None), f"bundled structure of {v.reference} ({v.path} not on this machine)"
     if v.standin:
         from harness.verifier.standins.build import is_complete, standin_dir
         from harness.verifier.standins.specs import spec_for

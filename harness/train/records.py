@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class FitConfig:
     lr: float
     epochs: int
     max_steps: int | None
-    scheduler: str
+    scheduler: Literal["linear", "cosine", "none"]
     warmup_ratio: float
     seed: int
     fsdp: bool = False

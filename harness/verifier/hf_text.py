@@ -24,7 +24,8 @@ def hf_text_config(text_config: dict[str, Any]):
     cfg.pop("model_type", None)
     cfg.pop("architectures", None)
     cfg.pop("auto_map", None)
-    return AutoConfig.for_model(model_type, **cfg)
+    # a config without model_type (None) is left to transformers to refuse
+    return AutoConfig.for_model(model_type, **cfg)  # type: ignore[arg-type]
 
 
 def load_text_model(layout: VerifierLayout, dtype: str = "float32"):

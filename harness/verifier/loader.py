@@ -60,7 +60,8 @@ def _draft_class():
             import torch
 
             verifier = self.config.speculators_config.verifier
-            layout = getattr(self, "_harness_layout", None) or resolve_layout(verifier.name_or_path)
+            # speculators types name_or_path Optional; a draft config names its verifier
+            layout = getattr(self, "_harness_layout", None) or resolve_layout(verifier.name_or_path)  # type: ignore[arg-type]
             if layout.hidden_size != self.hidden_size:
                 raise BadInput(
                     f"verifier {layout.path} has hidden_size {layout.hidden_size} but the draft was "

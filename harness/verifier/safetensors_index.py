@@ -138,7 +138,7 @@ def read_weight_map(folder: Path) -> WeightMap:
     if index.exists():
         try:
             data = json.loads(index.read_text())
-            weight_map = dict(data["weight_map"])
+            weight_map: dict[str, str] = dict(data["weight_map"])
         except (ValueError, KeyError, TypeError) as e:
             raise BadInput(f"{index}: malformed index ({e}); re-download it or delete it to use the shards' headers") from e
         shards = tuple(sorted(set(weight_map.values())))
@@ -159,7 +159,7 @@ def read_weight_map(folder: Path) -> WeightMap:
             f"{folder}: no safetensors weights{hint}; expected {SINGLE_NAME} or "
             f"{INDEX_NAME} with its shards"
         )
-    weight_map: dict[str, str] = {}
+    weight_map = {}
     for name in files:
         for key in read_header(folder / name):
             if key in weight_map:

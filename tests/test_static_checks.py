@@ -1,0 +1,34 @@
+"""The static checks `make check` runs first (issue 29): mypy with the project's settings
+(pyproject.toml [tool.mypy]) is live, and harness/ passes it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "pyproject.toml"
+
+
+def _mypy(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(CONFIG), *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_mypy_reports_a_planted_type_error(tmp_path):
+    pkg = tmp_path / "planted"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "mod.py").write_text('x: int = "a"\n')
+    res = _mypy("--cache-dir", str(tmp_path / "cache"), str(pkg / "mod.py"))
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out
+    assert "mod.py:1: error: Incompatible types in assignment" in out, out
+    assert "[assignment]" in out, out
+
+
+def test_harness_passes_mypy():
+    # the project's files (harness/) and the default .mypy_cache: seconds once warm (`make check`)
+    res = _mypy()
+    assert res.returncode == 0, res.stdout + res.stderr
