@@ -45,8 +45,10 @@ class HogHalfway:
             self.procs = [mp.Process(target=_spin, args=(self.seconds,), daemon=True) for _ in range(self.n)]
             for p in self.procs:
                 p.start()
-            print(f"[busy] {self.n} CPU-bound processes started after {self.done_cells} of {self.total} cells",
-                  file=sys.stderr)
+            print(
+                f"[busy] {self.n} CPU-bound processes started after {self.done_cells} of {self.total} cells",
+                file=sys.stderr,
+            )
 
     def log(self, message: str):
         print(message, file=sys.stderr)
@@ -105,11 +107,15 @@ def main() -> int:
         lo, hi = b["speedup_ci_low"], b["speedup_ci_high"]
         covers = lo is not None and hi is not None and lo <= q["speedup"] <= hi
         missed += not (flagged or covers)
-        print(f"{cid:40s} {q['speedup']:6.2f}x {b['speedup']:6.2f}x [{lo:5.2f}, {hi:5.2f}] "
-              f"{b['machine_drift']:6.1%}  {'yes' if flagged else 'no ':3s}      {'yes' if covers else 'NO'}"
-              + ("  (shared baseline re-measured beside it)" if b["machine_baseline_remeasured"] else ""))
-    print(f"quiet-run drift: max {quiet['machine_drift'].max():.1%} (flagged cells in the quiet run: "
-          f"{sum(any(str(f).startswith('MACHINE NOISE') for f in fl) for fl in quiet['flags'])})")
+        print(
+            f"{cid:40s} {q['speedup']:6.2f}x {b['speedup']:6.2f}x [{lo:5.2f}, {hi:5.2f}] "
+            f"{b['machine_drift']:6.1%}  {'yes' if flagged else 'no ':3s}      {'yes' if covers else 'NO'}"
+            + ("  (shared baseline re-measured beside it)" if b["machine_baseline_remeasured"] else "")
+        )
+    print(
+        f"quiet-run drift: max {quiet['machine_drift'].max():.1%} (flagged cells in the quiet run: "
+        f"{sum(any(str(f).startswith('MACHINE NOISE') for f in fl) for fl in quiet['flags'])})"
+    )
     print(f"busy cells neither flagged nor covering the quiet speedup: {missed}")
     return 1 if missed else 0
 

@@ -36,17 +36,29 @@ from typing import Any
 from harness.errors import BadInput
 from harness.prompts import PromptRecord, load_jsonl, parse_record
 
-MT_BENCH_CATEGORIES = frozenset({"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem",
-                                 "humanities"})
+MT_BENCH_CATEGORIES = frozenset(
+    {"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"}
+)
 # The hub copy of SPEED-Bench holds this in place of text it may not redistribute.
 SPEED_BENCH_PLACEHOLDER = "FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE"
-SPEED_BENCH_SUBSETS = ("qualitative", "throughput_1k", "throughput_2k", "throughput_8k", "throughput_16k",
-                       "throughput_32k")
+SPEED_BENCH_SUBSETS = (
+    "qualitative",
+    "throughput_1k",
+    "throughput_2k",
+    "throughput_8k",
+    "throughput_16k",
+    "throughput_32k",
+)
 OPTIONS = ("category", "split", "by-category")
 # Hub dataset names whose content is one of the recognised benchmarks (for hf:<name> suites).
-HUB_DATASETS = {"philschmid/mt-bench": "mt-bench", "openai/gsm8k": "gsm8k", "gsm8k": "gsm8k",
-                "huggingfaceh4/math-500": "math500", "openai/openai_humaneval": "humaneval",
-                "nvidia/speed-bench": "speed-bench"}
+HUB_DATASETS = {
+    "philschmid/mt-bench": "mt-bench",
+    "openai/gsm8k": "gsm8k",
+    "gsm8k": "gsm8k",
+    "huggingfaceh4/math-500": "math500",
+    "openai/openai_humaneval": "humaneval",
+    "nvidia/speed-bench": "speed-bench",
+}
 
 Row = tuple[str, dict[str, Any]]  # (file:line or folder[split][i], the record)
 
@@ -81,8 +93,10 @@ def _speed_bench(obj: dict, where: str, i: int) -> tuple[PromptRecord, str]:
     else:
         turns = _turns(obj.get("turns"), "turns", where)
         if turns[0].startswith(SPEED_BENCH_PLACEHOLDER):
-            raise BadInput(f"{where}: this is the hub copy of SPEED-Bench, whose prompts still point at external "
-                           "data; resolve it with NeMo-Skills' speed-bench prepare.py and pass the folder it writes")
+            raise BadInput(
+                f"{where}: this is the hub copy of SPEED-Bench, whose prompts still point at external "
+                "data; resolve it with NeMo-Skills' speed-bench prepare.py and pass the folder it writes"
+            )
     return PromptRecord(rid, turns=turns), str(obj["category"])
 
 
@@ -112,14 +126,28 @@ class Layout:
 
 
 LAYOUTS = (
-    Layout("speed-bench", "SPEED-Bench (messages|turns, category, src_id)", ("category", "src_id"), _speed_bench,
-           lambda o: "messages" in o or "turns" in o),
-    Layout("mt-bench", "MT-Bench / Spec-Bench question.jsonl (question_id, category, turns)",
-           ("question_id", "category", "turns"), _mt_bench),
+    Layout(
+        "speed-bench",
+        "SPEED-Bench (messages|turns, category, src_id)",
+        ("category", "src_id"),
+        _speed_bench,
+        lambda o: "messages" in o or "turns" in o,
+    ),
+    Layout(
+        "mt-bench",
+        "MT-Bench / Spec-Bench question.jsonl (question_id, category, turns)",
+        ("question_id", "category", "turns"),
+        _mt_bench,
+    ),
     Layout("humaneval", "HumanEval (task_id, prompt)", ("task_id", "prompt"), _humaneval),
     Layout("math500", "MATH / MATH500 (problem, solution, subject|type)", ("problem", "solution"), _math),
-    Layout("gsm8k", "GSM8K (question, answer with '####')", ("question", "answer"), _gsm8k,
-           lambda o: "####" in str(o.get("answer"))),
+    Layout(
+        "gsm8k",
+        "GSM8K (question, answer with '####')",
+        ("question", "answer"),
+        _gsm8k,
+        lambda o: "####" in str(o.get("answer")),
+    ),
 )
 KNOWN = "; ".join(x.label for x in LAYOUTS) + "; the harness's own (prompt | messages | turns, optional id)"
 
@@ -144,7 +172,7 @@ def _decode(path: Path, data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
+        line = data[: e.start].count(b"\n") + 1
         raise BadInput(f"{path}:{line}: not UTF-8 (byte 0x{data[e.start]:02x}); re-save the file as UTF-8") from e
 
 
@@ -185,7 +213,9 @@ def _pick_split(splits: list[str], want: str | None, where: Path) -> str:
         return want
     if "test" in splits or len(splits) == 1:
         return "test" if "test" in splits else splits[0]
-    raise BadInput(f"{where}: several splits ({', '.join(splits)}); choose one with #split=NAME (hf:<name>:<split> on the hub)")
+    raise BadInput(
+        f"{where}: several splits ({', '.join(splits)}); choose one with #split=NAME (hf:<name>:<split> on the hub)"
+    )
 
 
 def _dataset_rows(path: Path, split: str | None) -> Iterator[Row]:
@@ -301,8 +331,10 @@ def load_hub_dataset(spec: str, limit: int | None = None) -> BenchFile:
     try:
         ds = datasets.load_dataset(name, split=split or None)
     except Exception as e:  # any hub/network failure gets the same advice
-        raise BadInput(f"{spec}: cannot load Hugging Face dataset {name!r} ({type(e).__name__}: {e}); online "
-                       "access is needed, or save it locally and pass the file or folder") from e
+        raise BadInput(
+            f"{spec}: cannot load Hugging Face dataset {name!r} ({type(e).__name__}: {e}); online "
+            "access is needed, or save it locally and pass the file or folder"
+        ) from e
     if isinstance(ds, datasets.DatasetDict):  # no split named: test, else the only one
         ds = ds[_pick_split(list(ds), None, Path(name))]
     rows = ((f"{spec}[{i}]", dict(row)) for i, row in enumerate(ds))

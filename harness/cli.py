@@ -19,8 +19,12 @@ import typer
 
 from harness.errors import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_INTERNAL, EXIT_INTERRUPTED, HarnessError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Train EAGLE-3 drafts, serve them with vLLM, measure and gate acceptance.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Train EAGLE-3 drafts, serve them with vLLM, measure and gate acceptance.",
+)
 verifier_app = typer.Typer(no_args_is_help=True, help="Verifier checkpoints: stand-ins, layout, agreement.")
 recipe_app = typer.Typer(no_args_is_help=True, help="Recipes.")
 draft_app = typer.Typer(no_args_is_help=True, help="Draft checkpoints in any format vLLM serves.")
@@ -38,7 +42,9 @@ def _register_results() -> None:
 _register_results()
 
 RecipeArg = Annotated[Path | None, typer.Argument(help="Recipe TOML (default: train/tiny-kimi.toml).")]
-SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a recipe value: --set train.epochs=5 (repeatable).")]
+SetOpt = Annotated[
+    list[str] | None, typer.Option("--set", help="Override a recipe value: --set train.epochs=5 (repeatable).")
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
 
 
@@ -69,8 +75,10 @@ def _on_terminate(signum, frame) -> None:
 
 def _interrupted_exit() -> NoReturn:
     code = 128 + _received[0] if _received else EXIT_INTERRUPTED
-    _stderr().print(f"[yellow]interrupted[/]{f' ({signal.Signals(_received[0]).name})' if _received else ''}: "
-                    "finished work is kept; rerun the same command to resume")
+    _stderr().print(
+        f"[yellow]interrupted[/]{f' ({signal.Signals(_received[0]).name})' if _received else ''}: "
+        "finished work is kept; rerun the same command to resume"
+    )
     sys.exit(code)
 
 
@@ -98,13 +106,20 @@ def _unexpected_exit(exc: BaseException) -> NoReturn:
 
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         where = f" writing {exc.filename}" if exc.filename else ""
-        _stderr().print(f"[bold red]error:[/] disk full{where} ({exc.strerror}); free space and rerun to resume",
-                        highlight=False, soft_wrap=True)
+        _stderr().print(
+            f"[bold red]error:[/] disk full{where} ({exc.strerror}); free space and rerun to resume",
+            highlight=False,
+            soft_wrap=True,
+        )
         sys.exit(EXIT_INFRA)
     log = _write_crash_log(exc)
     where = f"traceback in {log}" if log else "no traceback log could be written"
-    _stderr().print(f"[bold red]internal error:[/] {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
-                    f"({where}; please report it)", highlight=False, soft_wrap=True)
+    _stderr().print(
+        f"[bold red]internal error:[/] {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+        f"({where}; please report it)",
+        highlight=False,
+        soft_wrap=True,
+    )
     sys.exit(EXIT_INTERNAL)
 
 
@@ -229,8 +244,12 @@ def make_standin(
 @verifier_app.command("inspect")
 def inspect_cmd(
     path: Annotated[Path | None, typer.Argument(help="Checkpoint folder.")] = None,
-    reference: Annotated[str | None, typer.Option(
-        help="Instead of PATH: a bundled real structure (config.json + full index, no weights), e.g. kimi-k2.5.")] = None,
+    reference: Annotated[
+        str | None,
+        typer.Option(
+            help="Instead of PATH: a bundled real structure (config.json + full index, no weights), e.g. kimi-k2.5."
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ):
     """The loader's view of a checkpoint, from config.json and the index alone (no weights read)."""
@@ -258,8 +277,15 @@ def inspect_cmd(
 
 @draft_app.command("inspect")
 def draft_inspect_cmd(
-    path: Annotated[Path, typer.Argument(help="Draft folder (speculators, SpecForge/EAGLE-3, MLA EAGLE-3, P-EAGLE, or a checkpoint with MTP layers).")],
-    verifier: Annotated[Path | None, typer.Option(help="Verifier checkpoint: also check the draft fits it (exit 2 if not).")] = None,
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="Draft folder (speculators, SpecForge/EAGLE-3, MLA EAGLE-3, P-EAGLE, or a checkpoint with MTP layers)."
+        ),
+    ],
+    verifier: Annotated[
+        Path | None, typer.Option(help="Verifier checkpoint: also check the draft fits it (exit 2 if not).")
+    ] = None,
     json_out: JsonOpt = False,
 ):
     """Format, shape and recorded verifier of a draft, from its folder alone; with --verifier, whether it fits."""
@@ -309,8 +335,12 @@ def _show_dry_run(recipe, train_dir: Path, include_bench: bool, json_out: bool) 
 def train_cmd(
     recipe: RecipeArg = None,
     set_: SetOpt = None,
-    out: Annotated[Path | None, typer.Option(help="Run folder (default runs/train/<recipe name>); rerun to resume.")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print and validate every command and config; run nothing.")] = False,
+    out: Annotated[
+        Path | None, typer.Option(help="Run folder (default runs/train/<recipe name>); rerun to resume.")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print and validate every command and config; run nothing.")
+    ] = False,
     json_out: JsonOpt = False,
 ):
     """Train an EAGLE-3 draft for the recipe's verifier (prompts -> responses -> states -> draft)."""
@@ -337,7 +367,9 @@ def train_cmd(
 def bench_cmd(
     recipe: RecipeArg = None,
     set_: SetOpt = None,
-    draft: Annotated[Path | None, typer.Option(help="Draft folder to bench, any format vLLM serves (see `harness draft inspect`).")] = None,
+    draft: Annotated[
+        Path | None, typer.Option(help="Draft folder to bench, any format vLLM serves (see `harness draft inspect`).")
+    ] = None,
     run_id: Annotated[str | None, typer.Option(help="Run id (folder under results/runs/).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Complete an interrupted run (same recipe).")] = False,
     json_out: JsonOpt = False,
@@ -368,11 +400,17 @@ def bench_cmd(
 def train_and_bench_cmd(
     recipe: RecipeArg = None,
     set_: SetOpt = None,
-    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Run folder (default results/runs/<recipe>-<fingerprint>; rerun to resume).")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Resolve and validate the whole plan; run nothing.")] = False,
+    run_dir: Annotated[
+        Path | None,
+        typer.Option("--run-dir", help="Run folder (default results/runs/<recipe>-<fingerprint>; rerun to resume)."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Resolve and validate the whole plan; run nothing.")
+    ] = False,
     json_out: JsonOpt = False,
 ):
-    """The main job: train a draft, bench it against the baseline, report and gate (default: the tiny Kimi-K2.5 stand-in on CPU)."""
+    """The main job: train a draft, bench it against the baseline, report and gate (default: the tiny
+    Kimi-K2.5 stand-in on CPU)."""
     from harness.main_job import default_run_dir, exit_for, render_summary, run_train_and_bench
     from harness.recipe import load_recipe
 
@@ -383,7 +421,12 @@ def train_and_bench_cmd(
     with _progress() as rep:
         res = run_train_and_bench(r, rep, out)
     if json_out:
-        print(json.dumps({"rows": res.summary_rows, "paths": res.paths, "wall_s": res.wall_s, "gate_exit": res.gate_exit}, indent=2))
+        print(
+            json.dumps(
+                {"rows": res.summary_rows, "paths": res.paths, "wall_s": res.wall_s, "gate_exit": res.gate_exit},
+                indent=2,
+            )
+        )
     else:
         render_summary(res, _stdout())
     exit_for(res)
@@ -397,7 +440,9 @@ def agree_cmd(
     max_tokens: Annotated[int, typer.Option(help="Greedy tokens per prompt.")] = 64,
     cpu_workarounds: Annotated[str, typer.Option(help="auto | off (off reproduces the CPU defects).")] = "auto",
     max_model_len: Annotated[int, typer.Option(help="vLLM context length.")] = 512,
-    layers: Annotated[bool, typer.Option("--layers", help="Also compare every layer's residual stream (vLLM probed in its worker).")] = False,
+    layers: Annotated[
+        bool, typer.Option("--layers", help="Also compare every layer's residual stream (vLLM probed in its worker).")
+    ] = False,
     json_out: JsonOpt = False,
 ):
     """Do vLLM and the training forward (transformers) see the same verifier? Greedy-token agreement,
@@ -417,8 +462,12 @@ def agree_cmd(
         from harness.train.agree import locate_disagreement
 
         tok = AutoTokenizer.from_pretrained(layout.path, trust_remote_code=settings.trust_remote_code)
-        ids = tok.apply_chat_template([{"role": "user", "content": "Explain how exceptions propagate through nested calls."}],
-                                      tokenize=True, add_generation_prompt=True, return_dict=False)
+        ids = tok.apply_chat_template(
+            [{"role": "user", "content": "Explain how exceptions propagate through nested calls."}],
+            tokenize=True,
+            add_generation_prompt=True,
+            return_dict=False,
+        )
         # tokenize=True, return_dict=False: the token ids
         out["layer_differences"] = locate_disagreement(layout, settings, cast("list[int]", ids), hints)
     if json_out:
@@ -428,13 +477,18 @@ def agree_cmd(
         con.print(
             f"agreement {report.agreement:.1%} over {report.num_tokens} greedy tokens of {report.num_responses} "
             f"responses ({report.responses_fully_equal} identical end to end); workarounds: "
-            f"{', '.join(workarounds) or 'none'}")
+            f"{', '.join(workarounds) or 'none'}"
+        )
         for r in out.get("layer_differences", []):
-            con.print(f"  aux id {r['aux_id']:3d}: relative L2 difference {r['rel_l2']:.2%} "
-                      f"(first token {r['first_token_rel']:.2%}, worst token {r['max_rel_per_token']:.2%})")
+            con.print(
+                f"  aux id {r['aux_id']:3d}: relative L2 difference {r['rel_l2']:.2%} "
+                f"(first token {r['first_token_rel']:.2%}, worst token {r['max_rel_per_token']:.2%})"
+            )
     if report.agreement < threshold:
-        raise BadInput(f"vLLM and transformers agree on only {report.agreement:.1%} of greedy tokens "
-                       f"(threshold {threshold:.0%}): {'; '.join(hints)}")
+        raise BadInput(
+            f"vLLM and transformers agree on only {report.agreement:.1%} of greedy tokens "
+            f"(threshold {threshold:.0%}): {'; '.join(hints)}"
+        )
 
 
 # ----------------------------------------------------------------------------- recipe
@@ -451,4 +505,3 @@ def recipe_show(recipe: RecipeArg = None, set_: SetOpt = None):
 
 if __name__ == "__main__":
     main()
-

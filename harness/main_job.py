@@ -72,31 +72,41 @@ def _summary_rows(run_dir: Path, gate_result, end_think_id: int | None = None) -
     spec = df[df["mode"] == "speculative"]
 
     def pooled(g) -> SpecCounters:
-        return SpecCounters(int(g["num_drafts"].sum()), int(g["num_draft_tokens"].sum()),
-                            int(g["num_accepted_tokens"].sum()))
+        return SpecCounters(
+            int(g["num_drafts"].sum()), int(g["num_draft_tokens"].sum()), int(g["num_accepted_tokens"].sum())
+        )
 
     # The ngram reference's AL per suite: how much the workload repeats itself (a draft's AL
     # over it is what the draft adds beyond copying from the context).
-    ngram = {suite: metrics.acceptance_length(pooled(g))
-             for suite, g in spec[spec["method"] == "ngram"].groupby("suite", sort=False)}
+    ngram = {
+        suite: metrics.acceptance_length(pooled(g))
+        for suite, g in spec[spec["method"] == "ngram"].groupby("suite", sort=False)
+    }
     rows = []
     for (draft, suite), g in spec.groupby(["draft", "suite"], sort=False):
         al, speedups = metrics.acceptance_length(pooled(g)), g["speedup"].dropna()
         rep = g[["repetition_share", "num_output_tokens"]].dropna() if "repetition_share" in g else g.iloc[:0]
-        rows.append({
-            "draft": draft, "suite": suite, "cells": len(g),
-            "acceptance_length": al,
-            "draft_acceptance_rate": metrics.draft_acceptance_rate(pooled(g)),
-            "speedup_median": float(speedups.median()) if len(speedups) else None,
-            "speedup_min": float(speedups.min()) if len(speedups) else None,
-            "repetition_share": float((rep["repetition_share"] * rep["num_output_tokens"]).sum()
-                                      / rep["num_output_tokens"].sum()) if rep["num_output_tokens"].sum() else None,
-            "ngram_al": ngram.get(suite),
-            "al_by_segment": _pooled_segments(run_dir, g, end_think_id),
-            # an ngram AL is None only for a cell without drafts (not narrowed here: kept as it was)
-            "margin_over_ngram": al - ngram[suite] if suite in ngram and al is not None else None,  # type: ignore[operator]
-            "gate": verdict.get(suite, "-") if draft == "draft" else "-",
-        })
+        rows.append(
+            {
+                "draft": draft,
+                "suite": suite,
+                "cells": len(g),
+                "acceptance_length": al,
+                "draft_acceptance_rate": metrics.draft_acceptance_rate(pooled(g)),
+                "speedup_median": float(speedups.median()) if len(speedups) else None,
+                "speedup_min": float(speedups.min()) if len(speedups) else None,
+                "repetition_share": float(
+                    (rep["repetition_share"] * rep["num_output_tokens"]).sum() / rep["num_output_tokens"].sum()
+                )
+                if rep["num_output_tokens"].sum()
+                else None,
+                "ngram_al": ngram.get(suite),
+                "al_by_segment": _pooled_segments(run_dir, g, end_think_id),
+                # an ngram AL is None only for a cell without drafts (not narrowed here: kept as it was)
+                "margin_over_ngram": al - ngram[suite] if suite in ngram and al is not None else None,  # type: ignore[operator]
+                "gate": verdict.get(suite, "-") if draft == "draft" else "-",
+            }
+        )
     return rows
 
 
@@ -110,13 +120,19 @@ def _pooled_segments(run_dir: Path, g, end_think_id: int | None) -> dict[str, li
 
     if end_think_id is None or not any(len(s) for s in g.get("segments", [])):
         return {}
-    records = [RequestRecord(**{**r, "output_token_ids": tuple(r["output_token_ids"])})
-               for cid in g["cell_id"] for r in (load_cell_requests(run_dir, cid) or {}).get("speculative", [])]
+    records = [
+        RequestRecord(**{**r, "output_token_ids": tuple(r["output_token_ids"])})
+        for cid in g["cell_id"]
+        for r in (load_cell_requests(run_dir, cid) or {}).get("speculative", [])
+    ]
     reqs = request_steps(records, end_think_id)
     if not reqs or any(r.answer_start is None for r in reqs):
         return {}
-    return {s.label: [s.acceptance_length, *(s.ci or (None, None))]
-            for s in steps.by_segment(reqs, k=int(g["k"].max())) if s.acceptance_length is not None}
+    return {
+        s.label: [s.acceptance_length, *(s.ci or (None, None))]
+        for s in steps.by_segment(reqs, k=int(g["k"].max()))
+        if s.acceptance_length is not None
+    }
 
 
 def _end_think_id(layout, recipe: Recipe) -> int | None:
@@ -134,8 +150,10 @@ def _run_gate(recipe: Recipe, run_dir: Path, paths: dict[str, str], notes: list[
 
     folder = gate_mod.find_baseline_dir(recipe.gate.baseline)
     if folder is None:
-        notes.append(f"no baseline at {recipe.gate.baseline}: create one with `harness gate {run_dir} "
-                     f"--baseline {recipe.gate.baseline} --update-baseline`")
+        notes.append(
+            f"no baseline at {recipe.gate.baseline}: create one with `harness gate {run_dir} "
+            f"--baseline {recipe.gate.baseline} --update-baseline`"
+        )
         return None
     # the main job trains one draft, labelled "draft" (reference drafts in the same run are not gated)
     result = gate_mod.gate(run_dir, folder, gate_mod.GateOptions.from_recipe(recipe.gate, draft="draft"))
@@ -171,9 +189,13 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
     run_bench(recipe, drafts, run_dir, reporter, resume=(run_dir / MANIFEST).is_file())
     ensure_tables(run_dir)  # a rerun with every cell already finished writes no cell, so no table
     reporter.stage("report", total=None)
-    paths = {"run": str(run_dir), "draft": str(trained.draft_dir),
-             "train_report": str(run_dir / "train" / "train_report.json"),
-             "results": str(run_dir / "results.parquet"), "results_csv": str(run_dir / "results.csv")}
+    paths = {
+        "run": str(run_dir),
+        "draft": str(trained.draft_dir),
+        "train_report": str(run_dir / "train" / "train_report.json"),
+        "results": str(run_dir / "results.parquet"),
+        "results_csv": str(run_dir / "results.csv"),
+    }
     notes: list[str] = []
     gate_result = _run_gate(recipe, run_dir, paths, notes)  # first: the report's verdict shows it
     report_paths = write_report(run_dir, run_dir / "report")
@@ -181,13 +203,30 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
     reporter.done()
     gate_exit = gate_result.exit_code if gate_result is not None else None
     rows = _summary_rows(run_dir, gate_result, _end_think_id(trained.layout, recipe))
-    result = MainJobResult(run_dir, rows, paths, time.perf_counter() - t0, gate_exit, notes, trained.report,
-                           [(n, round(s, 1)) for n, s in reporter.timings], _engine_startups(run_dir))
-    atomic_write_json(run_dir / "summary.json", {"rows": rows, "paths": paths, "wall_s": result.wall_s,
-                                                 "gate_exit": gate_exit, "notes": notes,
-                                                 "train_report": trained.report.to_dict(),
-                                                 "stage_s": result.stage_s,
-                                                 "engine_startup_s": result.engine_startup_s})
+    result = MainJobResult(
+        run_dir,
+        rows,
+        paths,
+        time.perf_counter() - t0,
+        gate_exit,
+        notes,
+        trained.report,
+        [(n, round(s, 1)) for n, s in reporter.timings],
+        _engine_startups(run_dir),
+    )
+    atomic_write_json(
+        run_dir / "summary.json",
+        {
+            "rows": rows,
+            "paths": paths,
+            "wall_s": result.wall_s,
+            "gate_exit": gate_exit,
+            "notes": notes,
+            "train_report": trained.report.to_dict(),
+            "stage_s": result.stage_s,
+            "engine_startup_s": result.engine_startup_s,
+        },
+    )
     return result
 
 
@@ -195,15 +234,27 @@ def render_summary(res: MainJobResult, console) -> None:
     from rich.table import Table
 
     with_ngram = any(r.get("ngram_al") is not None for r in res.summary_rows)
-    t = Table(title="train-and-bench summary  (AL = 1 + accepted/drafts incl. bonus token, pooled per suite; "
-                    "rate = accepted/draft tokens; speedup = spec/baseline output tok/s per cell; repeat = share "
-                    "of the verifier's output tokens repeating an 8-gram of its context: how much the workload "
-                    "loops" + ("; vs ngram = AL − the ngram reference's AL on the suite" if with_ngram else "") + ")",
-              title_justify="left")
+    t = Table(
+        title="train-and-bench summary  (AL = 1 + accepted/drafts incl. bonus token, pooled per suite; "
+        "rate = accepted/draft tokens; speedup = spec/baseline output tok/s per cell; repeat = share "
+        "of the verifier's output tokens repeating an 8-gram of its context: how much the workload "
+        "loops" + ("; vs ngram = AL − the ngram reference's AL on the suite" if with_ngram else "") + ")",
+        title_justify="left",
+    )
     with_segments = any(r.get("al_by_segment") for r in res.summary_rows)
-    cols = ["draft", "suite", "cells", "AL", *(["AL think / answer"] if with_segments else []), "accept rate",
-            "repeat", *(["vs ngram"] if with_ngram else []),
-            "speedup (median)", "speedup (min)", "gate"]
+    cols = [
+        "draft",
+        "suite",
+        "cells",
+        "AL",
+        *(["AL think / answer"] if with_segments else []),
+        "accept rate",
+        "repeat",
+        *(["vs ngram"] if with_ngram else []),
+        "speedup (median)",
+        "speedup (min)",
+        "gate",
+    ]
     for c in cols:
         t.add_column(c, justify="left" if c in ("draft", "suite", "gate") else "right")
     for r in res.summary_rows:
@@ -211,25 +262,44 @@ def render_summary(res: MainJobResult, console) -> None:
         vs = [fmt(r.get("margin_over_ngram"), "{:+.2f}")] if with_ngram else []
         seg = r.get("al_by_segment") or {}
         segs = [" / ".join(_al_ci(seg.get(s)) for s in ("thinking", "answer"))] if with_segments else []
-        t.add_row(r["draft"], r["suite"], str(r["cells"]), fmt(r["acceptance_length"], "{:.2f}"), *segs,
-                  fmt(r["draft_acceptance_rate"], "{:.2f}"), fmt(r.get("repetition_share"), "{:.0%}"), *vs,
-                  fmt(r["speedup_median"], "{:.2f}x"), fmt(r["speedup_min"], "{:.2f}x"),
-                  "[red]FAIL[/]" if gate == "FAIL" else gate)
+        t.add_row(
+            r["draft"],
+            r["suite"],
+            str(r["cells"]),
+            fmt(r["acceptance_length"], "{:.2f}"),
+            *segs,
+            fmt(r["draft_acceptance_rate"], "{:.2f}"),
+            fmt(r.get("repetition_share"), "{:.0%}"),
+            *vs,
+            fmt(r["speedup_median"], "{:.2f}x"),
+            fmt(r["speedup_min"], "{:.2f}x"),
+            "[red]FAIL[/]" if gate == "FAIL" else gate,
+        )
     console.print(t)
     tr = res.train_report
     if tr:
         console.print(
             f"training: {fmt(tr.train_wall_s, '{:.0f}')} s, {tr.train_tokens or 0:,} tokens, "
-            f"{fmt(tr.train_tok_per_s, '{:.0f}')} tokens/s; predicted AL {fmt(tr.predicted_acceptance_length, '{:.2f}')} "
-            f"(1 + held-out full accuracy per TTT step); train/serve agreement {fmt(tr.agreement, '{:.3f}')}")
+            f"{fmt(tr.train_tok_per_s, '{:.0f}')} tokens/s; "
+            f"predicted AL {fmt(tr.predicted_acceptance_length, '{:.2f}')} "
+            f"(1 + held-out full accuracy per TTT step); train/serve agreement {fmt(tr.agreement, '{:.3f}')}"
+        )
     for k, v in res.paths.items():
         console.print(f"  {k:14s} {v}")
     for n in res.notes:
         console.print(f"[yellow]note:[/] {n}")
     if res.stage_s:
-        console.print("time by stage: " + " · ".join(f"{n} {s:.0f} s" for n, s in res.stage_s)
-                      + ("  (bench engine startups: " + ", ".join(f"{n} {s:.0f} s" for n, s in res.engine_startup_s.items())
-                         + ")" if res.engine_startup_s else ""))
+        console.print(
+            "time by stage: "
+            + " · ".join(f"{n} {s:.0f} s" for n, s in res.stage_s)
+            + (
+                "  (bench engine startups: "
+                + ", ".join(f"{n} {s:.0f} s" for n, s in res.engine_startup_s.items())
+                + ")"
+                if res.engine_startup_s
+                else ""
+            )
+        )
     console.print(f"wall time {res.wall_s:.0f} s")
 
 
@@ -243,5 +313,6 @@ def _al_ci(v: list[float | None] | None) -> str:
 
 def exit_for(res: MainJobResult) -> None:
     if res.gate_exit == 1:
-        raise Regression("the acceptance gate found a regression (see the gate table above and "
-                         f"{res.paths.get('gate_markdown')})")
+        raise Regression(
+            f"the acceptance gate found a regression (see the gate table above and {res.paths.get('gate_markdown')})"
+        )

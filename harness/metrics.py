@@ -89,8 +89,13 @@ def median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def bootstrap_ci(per_request_accepted: Sequence[int], per_request_drafts: Sequence[int],
-                 level: float = 0.95, num_resamples: int = 2000, seed: int = 0) -> tuple[float, float] | None:
+def bootstrap_ci(
+    per_request_accepted: Sequence[int],
+    per_request_drafts: Sequence[int],
+    level: float = 0.95,
+    num_resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float] | None:
     """Confidence interval of the pooled AL by resampling requests (a request is the unit of
     independence: its drafts are correlated). Returns (low, high) or None with < 2 requests."""
     pairs = [(a, d) for a, d in zip(per_request_accepted, per_request_drafts, strict=True) if d > 0]

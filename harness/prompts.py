@@ -92,8 +92,10 @@ def load_jsonl(path: Path, field_map: dict[str, str] | None = None) -> list[Prom
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise BadInput(f"{where}: not UTF-8 text (byte {raw[e.start]:#04x} at column {e.start + 1}); "
-                               "save the file as UTF-8") from e
+                raise BadInput(
+                    f"{where}: not UTF-8 text (byte {raw[e.start]:#04x} at column {e.start + 1}); "
+                    "save the file as UTF-8"
+                ) from e
             if not line.strip():
                 continue
             try:
@@ -122,8 +124,9 @@ def render(tokenizer, record: PromptRecord, history: list[dict[str, str]] | None
     if record.prompt is not None and history is None:
         return tokenizer.encode(record.prompt, add_special_tokens=True)
     msgs = history if history is not None else record.first_messages()
-    ids = tokenizer.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True, return_dict=False,
-                                        **dict(record.template_kwargs))
+    ids = tokenizer.apply_chat_template(
+        msgs, tokenize=True, add_generation_prompt=True, return_dict=False, **dict(record.template_kwargs)
+    )
     if isinstance(ids, dict):
         ids = ids["input_ids"]
     return list(ids)
@@ -137,8 +140,10 @@ def load_hf_prompts(spec: str, field_map: dict[str, str], limit: int | None) -> 
 
         ds = datasets.load_dataset(name, split=split or "train")
     except Exception as e:  # noqa: BLE001 - any hub/network failure is the same advice
-        raise BadInput(f"{spec}: cannot load Hugging Face dataset {name!r} ({type(e).__name__}: {e}); "
-                       "online access is needed, or export it to JSONL and pass the file") from e
+        raise BadInput(
+            f"{spec}: cannot load Hugging Face dataset {name!r} ({type(e).__name__}: {e}); "
+            "online access is needed, or export it to JSONL and pass the file"
+        ) from e
     out: list[PromptRecord] = []
     for i, row in enumerate(ds):
         if limit is not None and len(out) >= limit:

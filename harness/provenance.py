@@ -69,8 +69,13 @@ def atomic_write_json(path: Path, data: Any) -> None:
 def git_sha() -> str | None:
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
-                               capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         if sha.returncode != 0:
             return None
         return sha.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
@@ -89,8 +94,7 @@ def package_versions() -> dict[str, str]:
 
 
 def hardware() -> dict[str, Any]:
-    info: dict[str, Any] = {"platform": platform.platform(), "machine": platform.machine(),
-                            "cpu_count": os.cpu_count()}
+    info: dict[str, Any] = {"platform": platform.platform(), "machine": platform.machine(), "cpu_count": os.cpu_count()}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

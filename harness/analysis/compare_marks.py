@@ -76,8 +76,13 @@ class CompactCompare:
     @property
     def marked(self) -> list[tuple[tuple, str, int]]:
         """(cell key, metric, run index) of every delta beyond noise."""
-        return [(r.key, m, i + 1) for r in self.rows for m, ds in r.deltas.items()
-                for i, d in enumerate(ds) if d is not None and d.beyond_noise]
+        return [
+            (r.key, m, i + 1)
+            for r in self.rows
+            for m, ds in r.deltas.items()
+            for i, d in enumerate(ds)
+            if d is not None and d.beyond_noise
+        ]
 
 
 def cis_disjoint(a: Value, b: Value) -> bool | None:
@@ -86,8 +91,9 @@ def cis_disjoint(a: Value, b: Value) -> bool | None:
     return b.low > a.high or b.high < a.low
 
 
-def paired_al_difference_ci(first: Row, other: Row, level: float = 0.95, num_resamples: int = 2000,
-                            seed: int = 0) -> tuple[float, float] | None:
+def paired_al_difference_ci(
+    first: Row, other: Row, level: float = 0.95, num_resamples: int = 2000, seed: int = 0
+) -> tuple[float, float] | None:
     """Percentile CI of AL_other − AL_first, resampling the shared prompts; None when not paired."""
     cols = ("per_request_accepted", "per_request_drafts")
     arrays = [np.asarray(r.get(c) or [], dtype=float) for r in (first, other) for c in cols]
@@ -130,9 +136,12 @@ def delta_of(metric: str, first: Row | None, other: Row | None, paired: bool) ->
     return Delta(d, rel, beyond, "no CI" if beyond is None else "CI overlap")
 
 
-def index_rows(label: str, rows: Iterable[R], key: Sequence[str],
-               hint: str = "compare one draft per run or add the column that tells them apart to the key"
-               ) -> dict[tuple, R]:
+def index_rows(
+    label: str,
+    rows: Iterable[R],
+    key: Sequence[str],
+    hint: str = "compare one draft per run or add the column that tells them apart to the key",
+) -> dict[tuple, R]:
     """A run's rows by their key; two rows sharing one would be compared as one cell, so that is refused."""
     out: dict[tuple, R] = {}
     for r in rows:
@@ -152,8 +161,13 @@ def ordered(keys: Iterable[tuple]) -> list[tuple]:
     return sorted(dict.fromkeys(keys), key=_order)
 
 
-def aligned(labels: Sequence[str], indexed: Sequence[Mapping[tuple, Row]], key: Sequence[str],
-            paired: bool = False, metrics: Sequence[str] = tuple(CI_COLUMNS)) -> CompactCompare:
+def aligned(
+    labels: Sequence[str],
+    indexed: Sequence[Mapping[tuple, Row]],
+    key: Sequence[str],
+    paired: bool = False,
+    metrics: Sequence[str] = tuple(CI_COLUMNS),
+) -> CompactCompare:
     """Each run's rows by cell key (index_rows) -> the compact table, each delta vs the first run marked."""
     rows, only = [], []
     for k in ordered(k for idx in indexed for k in idx):
@@ -162,13 +176,22 @@ def aligned(labels: Sequence[str], indexed: Sequence[Mapping[tuple, Row]], key: 
             only.append((k, labels[holders[0]]))
             continue
         cells = [idx.get(k) for idx in indexed]
-        rows.append(CompactRow(k, {m: tuple(value_of(c, m) for c in cells) for m in metrics},
-                               {m: tuple(delta_of(m, cells[0], c, paired) for c in cells[1:]) for m in metrics}))
+        rows.append(
+            CompactRow(
+                k,
+                {m: tuple(value_of(c, m) for c in cells) for m in metrics},
+                {m: tuple(delta_of(m, cells[0], c, paired) for c in cells[1:]) for m in metrics},
+            )
+        )
     return CompactCompare(tuple(labels), tuple(key), tuple(rows), tuple(only))
 
 
-def compact(runs: Sequence[tuple[str, Sequence[Row]]], key: Sequence[str] = KEY, paired: bool = False,
-            metrics: Sequence[str] = tuple(CI_COLUMNS)) -> CompactCompare:
+def compact(
+    runs: Sequence[tuple[str, Sequence[Row]]],
+    key: Sequence[str] = KEY,
+    paired: bool = False,
+    metrics: Sequence[str] = tuple(CI_COLUMNS),
+) -> CompactCompare:
     """Align runs' cell rows (label, rows) and mark each delta vs the first run."""
     if not runs:
         raise BadInput("compare needs at least one run")
@@ -205,6 +228,8 @@ def table(cc: CompactCompare) -> tuple[list[str], list[list[str]]]:
     return headers, body
 
 
-LEGEND = (f"{MARK} beyond noise: the two runs' 95 % CIs do not overlap (or, with paired prompts, the paired "
-          "bootstrap CI of the AL difference excludes 0); deltas are vs the first run. AL = 1 + accepted/drafts "
-          "(incl. the bonus token); speedup = spec ÷ baseline output tok/s.")
+LEGEND = (
+    f"{MARK} beyond noise: the two runs' 95 % CIs do not overlap (or, with paired prompts, the paired "
+    "bootstrap CI of the AL difference excludes 0); deltas are vs the first run. AL = 1 + accepted/drafts "
+    "(incl. the bonus token); speedup = spec ÷ baseline output tok/s."
+)

@@ -99,8 +99,9 @@ def _speedup_of_sums(bt: np.ndarray, bw: np.ndarray, st: np.ndarray, sw: np.ndar
     return (st.sum(axis=axis) / sw.sum(axis=axis)) / (bt.sum(axis=axis) / bw.sum(axis=axis))
 
 
-def speedup_replicates(baseline: Sequence[ArmRepeat], speculative: Sequence[ArmRepeat],
-                       num_resamples: int = 2000, seed: int = 0) -> np.ndarray:
+def speedup_replicates(
+    baseline: Sequence[ArmRepeat], speculative: Sequence[ArmRepeat], num_resamples: int = 2000, seed: int = 0
+) -> np.ndarray:
     """Bootstrap replicates of the speedup (empty when there is nothing to resample)."""
     if len(baseline) != len(speculative) or not baseline:
         raise BadInput(f"speedup CI needs paired repeats: {len(baseline)} baseline vs {len(speculative)} speculative")
@@ -113,11 +114,21 @@ def speedup_replicates(baseline: Sequence[ArmRepeat], speculative: Sequence[ArmR
             return np.empty(0)
         from scipy.stats import bootstrap  # imported here: scipy.stats takes about a second
 
-        cols = [np.asarray([getattr(r, f) for r in arm], dtype=float)
-                for arm in (baseline, speculative) for f in ("output_tokens", "wall_s")]
+        cols = [
+            np.asarray([getattr(r, f) for r in arm], dtype=float)
+            for arm in (baseline, speculative)
+            for f in ("output_tokens", "wall_s")
+        ]
         # paired: one index draw per resample picks whole repeats, both arms together
-        res = bootstrap(cols, _speedup_of_sums, paired=True, vectorized=True, n_resamples=num_resamples,
-                        method="percentile", rng=rng)
+        res = bootstrap(
+            cols,
+            _speedup_of_sums,
+            paired=True,
+            vectorized=True,
+            n_resamples=num_resamples,
+            method="percentile",
+            rng=rng,
+        )
         return res.bootstrap_distribution
     # Two-stage (repeats, then the requests of each chosen repeat): scipy.stats.bootstrap resamples
     # one level of observations only, so this nested resampling stays a loop.
@@ -132,8 +143,13 @@ def speedup_replicates(baseline: Sequence[ArmRepeat], speculative: Sequence[ArmR
     return out
 
 
-def speedup_ci(baseline: Sequence[ArmRepeat], speculative: Sequence[ArmRepeat], level: float = 0.95,
-               num_resamples: int = 2000, seed: int = 0) -> Estimate:
+def speedup_ci(
+    baseline: Sequence[ArmRepeat],
+    speculative: Sequence[ArmRepeat],
+    level: float = 0.95,
+    num_resamples: int = 2000,
+    seed: int = 0,
+) -> Estimate:
     """Speedup with its percentile bootstrap CI (module docstring)."""
     reps = speedup_replicates(baseline, speculative, num_resamples, seed)
     point = speedup_point(baseline, speculative)
@@ -176,7 +192,7 @@ def crossing(concurrencies: Sequence[float], speedups: Sequence[float], threshol
     (c0, s0), (c1, s1) = pts[first - 1], pts[first]
     x0, x1 = math.log2(c0), math.log2(c1)
     x = x0 + (s0 - threshold) / (s0 - s1) * (x1 - x0)
-    return Cross(2.0 ** x, CROSSES)
+    return Cross(2.0**x, CROSSES)
 
 
 def crossover_from_bounds(concurrencies: Sequence[float], speedups: Sequence[Estimate]) -> Crossover:
@@ -184,20 +200,26 @@ def crossover_from_bounds(concurrencies: Sequence[float], speedups: Sequence[Est
     point = crossing(concurrencies, cast("list[float]", [e.value for e in speedups]))
     if any(e.low is None or e.high is None for e in speedups):
         return Crossover(point, Cross(None, "no CI"), Cross(None, "no CI"), "none")
-    return Crossover(point, crossing(concurrencies, cast("list[float]", [e.low for e in speedups])),
-                     crossing(concurrencies, cast("list[float]", [e.high for e in speedups])), "CI bounds")
+    return Crossover(
+        point,
+        crossing(concurrencies, cast("list[float]", [e.low for e in speedups])),
+        crossing(concurrencies, cast("list[float]", [e.high for e in speedups])),
+        "CI bounds",
+    )
 
 
-def crossover_from_replicates(concurrencies: Sequence[float], speedups: Sequence[float], replicates: np.ndarray,
-                              level: float = 0.95) -> Crossover:
+def crossover_from_replicates(
+    concurrencies: Sequence[float], speedups: Sequence[float], replicates: np.ndarray, level: float = 0.95
+) -> Crossover:
     """replicates: shape (resamples, len(concurrencies)), column j the replicates at concurrency j
     (speedup_replicates of that cell; give each concurrency its own seed: the cells are independent)."""
     reps = np.asarray(replicates, dtype=float)
     if reps.ndim != 2 or reps.shape[1] != len(concurrencies):
         raise BadInput(f"replicates must be (resamples, {len(concurrencies)}), got shape {reps.shape}")
     code = {BELOW: -math.inf, ABOVE: math.inf}
-    xs = np.asarray([c.concurrency if c.where == CROSSES else code[c.where]
-                     for c in (crossing(concurrencies, row) for row in reps)])
+    xs = np.asarray(
+        [c.concurrency if c.where == CROSSES else code[c.where] for c in (crossing(concurrencies, row) for row in reps)]
+    )
     alpha = (1 - level) / 2 * 100
     ends = [float(np.percentile(xs, alpha, method="lower")), float(np.percentile(xs, 100 - alpha, method="higher"))]
     low, high = (Cross(None, BELOW if v < 0 else ABOVE) if math.isinf(v) else Cross(v, CROSSES) for v in ends)
@@ -250,11 +272,13 @@ def recipe_snippet(best: Mapping[int, int], source: str, table: str = "bench", k
     schedule = batch_size_schedule(best)
     measured = ", ".join(f"c={c}: k={k}" for c, k in sorted(best.items()))
     ranges = ", ".join(f"[{a}, {b}, {k}]" for a, b, k in schedule)
-    return (f"# best k per load from {source}: highest output tok/s at each concurrency (k = 0: no speculation)\n"
-            f"# measured: {measured}\n"
-            f"# vLLM speculative_config.num_speculative_tokens_per_batch_size: [batch from, batch to, k], inclusive;\n"
-            f"# each batch size takes the k of the nearest measured concurrency (log2); the last k carries on\n"
-            f"[{table}]\n{key} = [{ranges}]\n")
+    return (
+        f"# best k per load from {source}: highest output tok/s at each concurrency (k = 0: no speculation)\n"
+        f"# measured: {measured}\n"
+        f"# vLLM speculative_config.num_speculative_tokens_per_batch_size: [batch from, batch to, k], inclusive;\n"
+        f"# each batch size takes the k of the nearest measured concurrency (log2); the last k carries on\n"
+        f"[{table}]\n{key} = [{ranges}]\n"
+    )
 
 
 # ----------------------------------------------------------------------------- dynamic vs fixed
@@ -267,8 +291,9 @@ class DynamicVerdict:
     beaten_by: tuple[int, ...]  # fixed ks whose CI lies wholly above the dynamic arm's
 
 
-def dynamic_vs_fixed(dynamic: Mapping[int, Estimate],
-                     fixed: Mapping[tuple[int, int], Estimate]) -> list[DynamicVerdict]:
+def dynamic_vs_fixed(
+    dynamic: Mapping[int, Estimate], fixed: Mapping[tuple[int, int], Estimate]
+) -> list[DynamicVerdict]:
     """Per concurrency of the dynamic arm: which fixed k (keys (k, concurrency)) beat it beyond noise.
     A concurrency where the dynamic arm has no value does not hold (nothing was shown there)."""
     out = []
@@ -277,7 +302,12 @@ def dynamic_vs_fixed(dynamic: Mapping[int, Estimate],
         if dyn_high is None:
             out.append(DynamicVerdict(c, False, ()))
             continue
-        beaten = tuple(sorted(k for (k, cc), est in fixed.items()
-                              if cc == c and est.value is not None and cast(float, est.bounds()[0]) > dyn_high))
+        beaten = tuple(
+            sorted(
+                k
+                for (k, cc), est in fixed.items()
+                if cc == c and est.value is not None and cast(float, est.bounds()[0]) > dyn_high
+            )
+        )
         out.append(DynamicVerdict(c, not beaten, beaten))
     return out

@@ -83,8 +83,9 @@ def first_divergence(spec_tokens: Sequence[int], base_tokens: Sequence[int]) -> 
     if len(spec_tokens) == len(base_tokens):
         return None
     i = min(len(spec_tokens), len(base_tokens))
-    return Divergence(i, int(spec_tokens[i]) if i < len(spec_tokens) else None,
-                      int(base_tokens[i]) if i < len(base_tokens) else None)
+    return Divergence(
+        i, int(spec_tokens[i]) if i < len(spec_tokens) else None, int(base_tokens[i]) if i < len(base_tokens) else None
+    )
 
 
 def top_n(logprobs: TopLogprobs, n: int) -> list[tuple[int, float]]:
@@ -107,8 +108,10 @@ def top2_gap(logprobs: TopLogprobs) -> float | None:
     return best[0][1] - best[1][1] if len(best) == 2 else None
 
 
-def noise_margin(run_a: Sequence[tuple[Sequence[int], Sequence[TopLogprobs]]],
-                 run_b: Sequence[tuple[Sequence[int], Sequence[TopLogprobs]]]) -> float:
+def noise_margin(
+    run_a: Sequence[tuple[Sequence[int], Sequence[TopLogprobs]]],
+    run_b: Sequence[tuple[Sequence[int], Sequence[TopLogprobs]]],
+) -> float:
     """Largest margin movement between two baseline runs of the same requests (module doc).
     Each run: per request, (output token ids, per-position top-N logprobs)."""
     worst = 0.0
@@ -136,8 +139,12 @@ def _same_pair_gaps(a: TopLogprobs, b: TopLogprobs) -> tuple[float | None, float
     return l1 - l2, b[t1] - b[t2]
 
 
-def classify(margin: Margin, noise_nats: float, noise_factor: float = NOISE_FACTOR,
-             min_bug_margin_nats: float = MIN_BUG_MARGIN_NATS) -> Verdict:
+def classify(
+    margin: Margin,
+    noise_nats: float,
+    noise_factor: float = NOISE_FACTOR,
+    min_bug_margin_nats: float = MIN_BUG_MARGIN_NATS,
+) -> Verdict:
     if margin.nats is None:
         return UNEXPLAINED
     m = abs(margin.nats)
@@ -148,8 +155,13 @@ def classify(margin: Margin, noise_nats: float, noise_factor: float = NOISE_FACT
     return UNEXPLAINED
 
 
-def request_divergence(request_id: str, spec_tokens: Sequence[int], base_tokens: Sequence[int],
-                       base_logprobs: Sequence[TopLogprobs] | None, noise_nats: float) -> RequestDivergence | None:
+def request_divergence(
+    request_id: str,
+    spec_tokens: Sequence[int],
+    base_tokens: Sequence[int],
+    base_logprobs: Sequence[TopLogprobs] | None,
+    noise_nats: float,
+) -> RequestDivergence | None:
     """Locate, measure and classify one request's miss; None when the outputs are identical."""
     d = first_divergence(spec_tokens, base_tokens)
     if d is None:
@@ -178,13 +190,21 @@ class CellLossless:
     def columns(self) -> dict[str, Any]:
         """The cell row's lossless columns; one dict per diverging request (the JSON edge)."""
         return {
-            "lossless_verdict": self.verdict, "lossless_first_position": self.first_position,
+            "lossless_verdict": self.verdict,
+            "lossless_first_position": self.first_position,
             "lossless_noise_nats": self.noise_nats,
             "lossless_divergences": [
-                {"request_id": d.request_id, "position": d.divergence.position,
-                 "spec_token": d.divergence.spec_token, "base_token": d.divergence.base_token,
-                 "margin_nats": d.margin.nats, "margin_is_lower_bound": d.margin.is_lower_bound,
-                 "verdict": d.verdict} for d in self.divergences],
+                {
+                    "request_id": d.request_id,
+                    "position": d.divergence.position,
+                    "spec_token": d.divergence.spec_token,
+                    "base_token": d.divergence.base_token,
+                    "margin_nats": d.margin.nats,
+                    "margin_is_lower_bound": d.margin.is_lower_bound,
+                    "verdict": d.verdict,
+                }
+                for d in self.divergences
+            ],
         }
 
     def flag(self) -> str | None:
@@ -202,13 +222,19 @@ class CellLossless:
         counts = {v: sum(d.verdict == v for d in self.divergences) for v in (SPEC_BUG, UNEXPLAINED, NUMERICS)}
         kinds = ", ".join(f"{n} {v}" for v, n in counts.items() if n) if len(self.divergences) > 1 else self.verdict
         noise = "not measured" if self.noise_nats is None else f"{self.noise_nats:.2g}"
-        return (f"NOT LOSSLESS: {len(self.divergences)}/{self.num_compared}, first at token "
-                f"{self.first_position}, {where} ({kinds}; engine noise {noise})")
+        return (
+            f"NOT LOSSLESS: {len(self.divergences)}/{self.num_compared}, first at token "
+            f"{self.first_position}, {where} ({kinds}; engine noise {noise})"
+        )
 
 
-def cell_lossless(request_ids: Sequence[str], spec_outputs: Sequence[Sequence[int]],
-                  base_outputs: Sequence[Sequence[int]], base_logprobs: Sequence[Sequence[TopLogprobs] | None],
-                  noise_nats: float | None) -> CellLossless:
+def cell_lossless(
+    request_ids: Sequence[str],
+    spec_outputs: Sequence[Sequence[int]],
+    base_outputs: Sequence[Sequence[int]],
+    base_logprobs: Sequence[Sequence[TopLogprobs] | None],
+    noise_nats: float | None,
+) -> CellLossless:
     """Every request of a T = 0 cell compared; `noise_nats` from `noise_margin` (None: unmeasured)."""
     found = []
     for rid, s, b, lp in zip(request_ids, spec_outputs, base_outputs, base_logprobs, strict=True):

@@ -79,9 +79,11 @@ class SamplingFidelity:
     def summary(self) -> str:
         if self.p_value is None:
             return f"T>0 distribution test: {self.num_samples} samples, too few to test"
-        return (f"T>0 distribution test: p = {self.p_value:.3g} (PIT chi-square, {self.num_samples} tokens), "
-                f"divergence TV {self.tv_pit:.3f}; detects TV >= {self.min_detectable_tv:.3f} "
-                f"with power {self.power:.0%} at alpha {self.alpha:g}")
+        return (
+            f"T>0 distribution test: p = {self.p_value:.3g} (PIT chi-square, {self.num_samples} tokens), "
+            f"divergence TV {self.tv_pit:.3f}; detects TV >= {self.min_detectable_tv:.3f} "
+            f"with power {self.power:.0%} at alpha {self.alpha:g}"
+        )
 
 
 def chi2_sf(x: float, df: float) -> float:
@@ -154,30 +156,43 @@ def randomized_pit(samples: Sequence[SampledToken], num_top: int, seed: int = 0)
     return np.clip(us, 0.0, 1.0), buckets
 
 
-def sampling_fidelity(samples: Sequence[SampledToken], num_top: int, num_bins: int = 10,
-                      alpha: float = ALPHA, power: float = POWER, seed: int = 0) -> SamplingFidelity:
+def sampling_fidelity(
+    samples: Sequence[SampledToken],
+    num_top: int,
+    num_bins: int = 10,
+    alpha: float = ALPHA,
+    power: float = POWER,
+    seed: int = 0,
+) -> SamplingFidelity:
     """Test that `samples` follow their verifier distributions (module doc for every field)."""
     from scipy.stats import chisquare, kstest
 
     n = len(samples)
     u, buckets = randomized_pit(samples, num_top, seed)
     rank_obs = np.bincount(buckets, minlength=num_top + 1)[: num_top + 1] / max(n, 1)
-    rank_exp = (np.mean([bucket_probs(s.logprobs, num_top)[1] for s in samples], axis=0)
-                if n else np.zeros(num_top + 1))
+    rank_exp = np.mean([bucket_probs(s.logprobs, num_top)[1] for s in samples], axis=0) if n else np.zeros(num_top + 1)
     bins = min(num_bins, n // 5)
     if n < 10 or bins < 2:
-        return SamplingFidelity(n, 0, None, None, None, None, None, None, alpha, power,
-                                tuple(rank_obs), tuple(rank_exp), None)
+        return SamplingFidelity(
+            n, 0, None, None, None, None, None, None, alpha, power, tuple(rank_obs), tuple(rank_exp), None
+        )
     observed = np.bincount(np.minimum((u * bins).astype(int), bins - 1), minlength=bins)
     pearson = chisquare(observed)  # against n/B per bin, B - 1 df: p-value chi2_sf(statistic, B - 1)
     ks = kstest(u, "uniform", method="exact")  # p-value kstwo.sf(statistic, n), as ks_sf
     lam = detectable_noncentrality(bins - 1, alpha, power)
     return SamplingFidelity(
-        num_samples=n, num_bins=bins, chi2=float(pearson.statistic), p_value=float(pearson.pvalue),
-        ks_statistic=float(ks.statistic), ks_p_value=float(ks.pvalue),
+        num_samples=n,
+        num_bins=bins,
+        chi2=float(pearson.statistic),
+        p_value=float(pearson.pvalue),
+        ks_statistic=float(ks.statistic),
+        ks_p_value=float(ks.pvalue),
         tv_pit=float(0.5 * np.abs(observed / n - 1 / bins).sum()),
-        min_detectable_tv=math.sqrt(lam / n) / 2, alpha=alpha, power=power,
-        rank_observed=tuple(float(x) for x in rank_obs), rank_expected=tuple(float(x) for x in rank_exp),
+        min_detectable_tv=math.sqrt(lam / n) / 2,
+        alpha=alpha,
+        power=power,
+        rank_observed=tuple(float(x) for x in rank_obs),
+        rank_expected=tuple(float(x) for x in rank_exp),
         tv_rank=float(0.5 * np.abs(rank_obs - rank_exp).sum()),
     )
 
@@ -203,8 +218,13 @@ def processed(raw: TopLogprobs, temperature: float, top_p: float = 1.0) -> dict[
     return dict(zip(tokens.tolist(), lp.tolist(), strict=True))
 
 
-def rescored_samples(outputs: Sequence[Sequence[int]], rescored: Sequence[Sequence[TopLogprobs]],
-                     temperature: float, top_p: float, num_top: int) -> list[SampledToken]:
+def rescored_samples(
+    outputs: Sequence[Sequence[int]],
+    rescored: Sequence[Sequence[TopLogprobs]],
+    temperature: float,
+    top_p: float,
+    num_top: int,
+) -> list[SampledToken]:
     """Every output token with the verifier's own sampling distribution at its position (from a
     re-score of prompt + output over the whole vocabulary), kept as top-`num_top` + the token."""
     out = []
@@ -217,4 +237,3 @@ def rescored_samples(outputs: Sequence[Sequence[int]], rescored: Sequence[Sequen
             kept[int(tok)] = full.get(int(tok), -math.inf)
             out.append(SampledToken(int(tok), kept))
     return out
-

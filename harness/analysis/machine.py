@@ -68,12 +68,16 @@ class MachineReading:
             return None
         xs = [x for x in self.sentinels if x > 0]
         again = "; the shared baseline arm was re-measured beside this arm" if self.baseline_remeasured else ""
-        return (f"{FLAG}: the machine's speed moved {self.drift:.0%} across this cell's arms (sentinel "
-                f"{min(xs):.0f}-{max(xs):.0f} tok/s; steady noise {self.noise:.1%}, tolerance {self.tolerance:.0%}); "
-                f"speedup CI widened by the drift{again}: do not trust this speedup, rerun on a quiet machine")
+        return (
+            f"{FLAG}: the machine's speed moved {self.drift:.0%} across this cell's arms (sentinel "
+            f"{min(xs):.0f}-{max(xs):.0f} tok/s; steady noise {self.noise:.1%}, tolerance {self.tolerance:.0%}); "
+            f"speedup CI widened by the drift{again}: do not trust this speedup, rerun on a quiet machine"
+        )
 
 
-def widen(low: float | None, high: float | None, point: float | None, drift: float) -> tuple[float | None, float | None]:
+def widen(
+    low: float | None, high: float | None, point: float | None, drift: float
+) -> tuple[float | None, float | None]:
     """A speedup CI widened by a machine drift d: [low / (1 + d), high × (1 + d)] (the point value
     stands in for a missing end)."""
     lo, hi = (point if low is None else low), (point if high is None else high)

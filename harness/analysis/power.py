@@ -73,8 +73,9 @@ def se_from_ci(low: float, high: float, level: float = 0.95) -> float:
     return (high - low) / (2 * z((1 + level) / 2))
 
 
-def min_detectable_drop(al: float, se: float, confidence: float = CONFIDENCE, power: float = POWER,
-                        baseline_se: float = 0.0) -> float:
+def min_detectable_drop(
+    al: float, se: float, confidence: float = CONFIDENCE, power: float = POWER, baseline_se: float = 0.0
+) -> float:
     """MDD = (z_c + z_p) · sqrt(se² + baseline_se²) / AL, a relative drop (fraction)."""
     if al <= 0:
         raise BadInput(f"AL must be > 0, got {al}")
@@ -110,12 +111,21 @@ class Power:
         """One line when the cell cannot detect the tolerance it claims; None when it can."""
         if self.detects_tolerance:
             return None
-        return (f"cannot detect a {self.tolerance:.0%} AL drop with {self.num_requests} prompts (smallest detectable "
-                f"{self.min_detectable_drop:.1%} at {self.confidence:.1%} confidence, {self.power:.0%} power); "
-                f"about {self.prompts_needed} prompts would")
+        return (
+            f"cannot detect a {self.tolerance:.0%} AL drop with {self.num_requests} prompts (smallest detectable "
+            f"{self.min_detectable_drop:.1%} at {self.confidence:.1%} confidence, {self.power:.0%} power); "
+            f"about {self.prompts_needed} prompts would"
+        )
 
 
-def gate_power(al: float, se: float, num_requests: int, tolerance: float, confidence: float = CONFIDENCE,
-               power: float = POWER, baseline_se: float = 0.0) -> Power:
+def gate_power(
+    al: float,
+    se: float,
+    num_requests: int,
+    tolerance: float,
+    confidence: float = CONFIDENCE,
+    power: float = POWER,
+    baseline_se: float = 0.0,
+) -> Power:
     mdd = min_detectable_drop(al, se, confidence, power, baseline_se)
     return Power(al, num_requests, math.hypot(se, baseline_se), mdd, tolerance, confidence, power)

@@ -56,10 +56,10 @@ def repeated_tokens(tokens: Sequence[int], n: int = NGRAM, window: int = WINDOW)
     last_end: dict[tuple[int, ...], int] = {}
     marked = [False] * len(ids)
     for end in range(n - 1, len(ids)):
-        gram = tuple(ids[end - n + 1:end + 1])
+        gram = tuple(ids[end - n + 1 : end + 1])
         prev = last_end.get(gram)
         if prev is not None and end - prev <= window:
-            marked[end - n + 1:end + 1] = [True] * n
+            marked[end - n + 1 : end + 1] = [True] * n
         last_end[gram] = end
     return sum(marked)
 
@@ -92,12 +92,15 @@ def looping_flag(rep: CellRepetition, threshold: float = CELL_FLAG_SHARE) -> str
     share = rep.share
     if share is None or share < threshold:
         return None
-    return (f"{LOOPING} ({share:.0%} of output tokens repeat an {NGRAM}-gram from the previous {WINDOW} tokens; "
-            f"{rep.looping_requests} of {rep.num_requests} requests loop)")
+    return (
+        f"{LOOPING} ({share:.0%} of output tokens repeat an {NGRAM}-gram from the previous {WINDOW} tokens; "
+        f"{rep.looping_requests} of {rep.num_requests} requests loop)"
+    )
 
 
-def context_flag(prompt_lengths: Sequence[int], train_context_len: int | None,
-                 min_share: float = CONTEXT_MIN_SHARE) -> str | None:
+def context_flag(
+    prompt_lengths: Sequence[int], train_context_len: int | None, min_share: float = CONTEXT_MIN_SHARE
+) -> str | None:
     """BEYOND TRAINING CONTEXT when >= min_share of the prompts are longer than the draft's
     training context; None when they fit or the training context is unknown."""
     if not train_context_len or not prompt_lengths:

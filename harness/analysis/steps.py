@@ -76,8 +76,10 @@ class RequestSteps:
 
     def __post_init__(self):
         if len(self.accepted) != len(self.drafted):
-            raise BadInput(f"per-step arrays differ in length ({len(self.accepted)} accepted vs "
-                           f"{len(self.drafted)} drafted); pass vLLM's per_step_accepted/per_step_drafted unchanged")
+            raise BadInput(
+                f"per-step arrays differ in length ({len(self.accepted)} accepted vs "
+                f"{len(self.drafted)} drafted); pass vLLM's per_step_accepted/per_step_drafted unchanged"
+            )
         if any(a < 0 for a in self.accepted) or any(d < 0 for d in self.drafted):
             raise BadInput("per-step counts must be >= 0; pass vLLM's per_step_accepted/per_step_drafted unchanged")
 
@@ -87,26 +89,37 @@ class RequestSteps:
         return first + np.concatenate(([0], np.cumsum(emitted)[:-1])) if len(emitted) else emitted
 
 
-def from_vllm(metrics: Mapping[str, Any] | Any, *, prompt_tokens: int | None = None,
-              answer_start: int | None = None) -> RequestSteps:
+def from_vllm(
+    metrics: Mapping[str, Any] | Any, *, prompt_tokens: int | None = None, answer_start: int | None = None
+) -> RequestSteps:
     """RequestSteps from vLLM's per-request metrics: the `to_dict()` payload (server JSON
     `metrics.speculative_decoding`) or the `RequestSpecDecodeMetrics` object itself."""
-    get: Callable[..., Any] = (metrics.get if isinstance(metrics, Mapping)
-                               else lambda name, default=None: getattr(metrics, name, default))
+    get: Callable[..., Any] = (
+        metrics.get if isinstance(metrics, Mapping) else lambda name, default=None: getattr(metrics, name, default)
+    )
     accepted, drafted = list(get("per_step_accepted") or []), list(get("per_step_drafted") or [])
     steps = get("num_spec_steps")
     if steps is None and get("histogram") is not None:
         steps = sum(get("histogram"))
     if steps and not accepted:
-        raise BadInput("vLLM returned no per-step arrays (summary level): start the engine with "
-                       "per_request_spec_decode_metrics='detailed'")
+        raise BadInput(
+            "vLLM returned no per-step arrays (summary level): start the engine with "
+            "per_request_spec_decode_metrics='detailed'"
+        )
     if steps is not None and steps != len(accepted):
-        raise BadInput(f"vLLM's per-request metrics disagree: num_spec_steps {steps} vs {len(accepted)} per-step entries")
+        raise BadInput(
+            f"vLLM's per-request metrics disagree: num_spec_steps {steps} vs {len(accepted)} per-step entries"
+        )
     total = get("num_accepted_draft_tokens")
     if total is not None and total != sum(accepted):
         raise BadInput(f"vLLM's per-request metrics disagree: {total} accepted vs per-step sum {sum(accepted)}")
-    return RequestSteps(tuple(int(a) for a in accepted), tuple(int(d) for d in drafted), prompt_tokens,
-                        answer_start, get("num_spec_tokens"))
+    return RequestSteps(
+        tuple(int(a) for a in accepted),
+        tuple(int(d) for d in drafted),
+        prompt_tokens,
+        answer_start,
+        get("num_spec_tokens"),
+    )
 
 
 def answer_start(output_token_ids: Sequence[int], end_think_id: int, thinking: bool) -> int:
@@ -159,9 +172,15 @@ class Split:
         return len(self.per_request_drafts)
 
 
-def split_steps(requests: Sequence[RequestSteps], group_of: Callable[[RequestSteps], np.ndarray],
-                labels: Sequence[str], k: int | None = None, level: float = 0.95, num_resamples: int = 2000,
-                seed: int = 0) -> list[Split]:
+def split_steps(
+    requests: Sequence[RequestSteps],
+    group_of: Callable[[RequestSteps], np.ndarray],
+    labels: Sequence[str],
+    k: int | None = None,
+    level: float = 0.95,
+    num_resamples: int = 2000,
+    seed: int = 0,
+) -> list[Split]:
     """Group every step (group_of gives each step's group index into labels) and pool each group."""
     k = _k(requests) if k is None else k
     totals = [SpecCounters(accepted_per_pos=(0,) * k) for _ in labels]
@@ -193,8 +212,10 @@ def _check_edges(edges: Sequence[int], what: str) -> None:
 
 def _segment_of(r: RequestSteps) -> np.ndarray:
     if r.answer_start is None:
-        raise BadInput("a request has no answer_start: give each request its thinking/answer boundary "
-                       "(steps.answer_start(output_ids, end_think_id, thinking))")
+        raise BadInput(
+            "a request has no answer_start: give each request its thinking/answer boundary "
+            "(steps.answer_start(output_ids, end_think_id, thinking))"
+        )
     return (r.positions() >= r.answer_start).astype(np.int64)  # 0 thinking, 1 answer
 
 
@@ -218,8 +239,9 @@ def straddling_steps(requests: Sequence[RequestSteps]) -> int:
 def by_output_position(requests: Sequence[RequestSteps], edges: Sequence[int] = OUTPUT_EDGES, **kw) -> list[Split]:
     """One split per bucket of the step's output position."""
     _check_edges(edges, "output-position")
-    return split_steps(requests, lambda r: np.searchsorted(edges, r.positions(), side="right"),
-                       bucket_labels(edges), **kw)
+    return split_steps(
+        requests, lambda r: np.searchsorted(edges, r.positions(), side="right"), bucket_labels(edges), **kw
+    )
 
 
 def by_prompt_length(requests: Sequence[RequestSteps], edges: Sequence[int] = PROMPT_EDGES, **kw) -> list[Split]:

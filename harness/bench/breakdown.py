@@ -77,10 +77,18 @@ def request_steps(records: Sequence[RequestRecord], end_think_id: int | None) ->
     if not records or not all(r.steps for r in records):
         return None
     thinking = end_think_id is not None and any(end_think_id in r.output_token_ids for r in records)
-    return [steps.RequestSteps(r.accepted, r.drafted, r.prompt_tokens,
-                               steps.answer_start(r.output_token_ids, end_think_id, True)
-                               if thinking and end_think_id is not None else None,
-                               r.num_spec_tokens) for r in records]
+    return [
+        steps.RequestSteps(
+            r.accepted,
+            r.drafted,
+            r.prompt_tokens,
+            steps.answer_start(r.output_token_ids, end_think_id, True)
+            if thinking and end_think_id is not None
+            else None,
+            r.num_spec_tokens,
+        )
+        for r in records
+    ]
 
 
 def _fill(row: CellRow, prefix: str, splits: list[steps.Split]) -> None:
@@ -132,11 +140,15 @@ def speedup_estimate(base: ArmResult, spec: ArmResult) -> load.Estimate | None:
     requests in every repeat, over requests too: analysis/load.py)."""
     if not base.repeats or len(base.repeats) != len(spec.repeats):
         return None
-    paired = all(b.request_ids == s.request_ids and len(b.request_latency_s) == len(b.request_ids)
-                 and len(s.request_latency_s) == len(s.request_ids)
-                 for b, s in zip(base.repeats, spec.repeats))
-    return load.speedup_ci([_arm_repeat(b, paired) for b in base.repeats],
-                           [_arm_repeat(s, paired) for s in spec.repeats])
+    paired = all(
+        b.request_ids == s.request_ids
+        and len(b.request_latency_s) == len(b.request_ids)
+        and len(s.request_latency_s) == len(s.request_ids)
+        for b, s in zip(base.repeats, spec.repeats)
+    )
+    return load.speedup_ci(
+        [_arm_repeat(b, paired) for b in base.repeats], [_arm_repeat(s, paired) for s in spec.repeats]
+    )
 
 
 def workload_flags(row: CellRow, base: ArmResult, spec: ArmResult, ctx: CellContext) -> tuple[str | None, str | None]:
@@ -156,14 +168,17 @@ def explained_gap(row: CellRow, tolerance: float, looping: str | None, beyond: s
     why = repetition.explain_al_gap(row.al_gap, tolerance, beyond is not None, looping is not None)
     if why is None:
         return flags
-    gap = (f"served AL {row.acceptance_length:.2f} vs predicted {row.predicted_acceptance_length:.2f} "
-           f"({row.al_gap:+.0%})")
+    gap = (
+        f"served AL {row.acceptance_length:.2f} vs predicted {row.predicted_acceptance_length:.2f} ({row.al_gap:+.0%})"
+    )
     if why == repetition.MISMATCH:
         return [*flags, f"{why}: {gap}"]
     return [*flags, f"AL gap explained by {why}: {gap}"]
 
 
-def derive(rb: CellRow, rs: CellRow, base: ArmResult, spec: ArmResult, ctx: CellContext) -> tuple[str | None, str | None]:
+def derive(
+    rb: CellRow, rs: CellRow, base: ArmResult, spec: ArmResult, ctx: CellContext
+) -> tuple[str | None, str | None]:
     """Fill the speculative row's derived columns; returns the (looping, context) flags."""
     est = speedup_estimate(base, spec)
     if est is not None:

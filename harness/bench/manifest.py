@@ -48,23 +48,47 @@ def open_run(run_dir: Path, recipe: Recipe, resume: bool) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
 
 
-def start_manifest(run_dir: Path, recipe: Recipe, planned: list[str], drafts: list[DraftUnderTest],
-                   suites: list[Suite], verifier_hash: dict[str, str]) -> None:
+def start_manifest(
+    run_dir: Path,
+    recipe: Recipe,
+    planned: list[str],
+    drafts: list[DraftUnderTest],
+    suites: list[Suite],
+    verifier_hash: dict[str, str],
+) -> None:
     previous = read_manifest(run_dir)
     update_manifest(
-        run_dir, run_id=run_dir.name, status="running", **owner_fields(),
+        run_dir,
+        run_id=run_dir.name,
+        status="running",
+        **owner_fields(),
         started_at=previous.get("started_at") or _now(),
-        resumed_at=_now() if previous else None, ended_at=None,
-        recipe=recipe.model_dump(mode="json"), recipe_fingerprint=recipe.fingerprint(*BENCH_SECTIONS),
+        resumed_at=_now() if previous else None,
+        ended_at=None,
+        recipe=recipe.model_dump(mode="json"),
+        recipe_fingerprint=recipe.fingerprint(*BENCH_SECTIONS),
         planned_cells=planned,
-        provenance={"git_sha": git_sha(), "packages": package_versions(), "hardware": hardware(),
-                    "seeds": {"engine": recipe.engine.seed, "train": recipe.train.seed}},
+        provenance={
+            "git_sha": git_sha(),
+            "packages": package_versions(),
+            "hardware": hardware(),
+            "seeds": {"engine": recipe.engine.seed, "train": recipe.train.seed},
+        },
         verifier={p: {"path": p, "content_hash": h} for p, h in verifier_hash.items()},
-        drafts={d.label: {"path": d.path, "method": d.method, "verifier": d.verifier.path,
-                          "content_hash": d.content_hash, "held_out_full_acc": list(d.held_out_full_acc)}
-                for d in drafts},
-        suites={s.name: {"version": s.version, "sha": s.sha, "source": s.source, "num_prompts": len(s.records)}
-                for s in suites},
+        drafts={
+            d.label: {
+                "path": d.path,
+                "method": d.method,
+                "verifier": d.verifier.path,
+                "content_hash": d.content_hash,
+                "held_out_full_acc": list(d.held_out_full_acc),
+            }
+            for d in drafts
+        },
+        suites={
+            s.name: {"version": s.version, "sha": s.sha, "source": s.source, "num_prompts": len(s.records)}
+            for s in suites
+        },
     )
 
 

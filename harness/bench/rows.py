@@ -165,26 +165,38 @@ def arm_row(identity: CellIdentity, mode: str, arm: ArmResult) -> CellRow:
     spec = mode == SPECULATIVE
     ci = metrics.bootstrap_ci([a for a, _ in arm.per_request], [d for _, d in arm.per_request]) if spec else None
     return CellRow(
-        identity=identity, mode=mode, num_requests=arm.num_requests, num_failed=len(arm.errors),
-        num_output_tokens=arm.num_output_tokens, wall_s=arm.wall_s,
-        num_drafts=c.num_drafts, num_draft_tokens=c.num_draft_tokens, num_accepted_tokens=c.num_accepted_tokens,
+        identity=identity,
+        mode=mode,
+        num_requests=arm.num_requests,
+        num_failed=len(arm.errors),
+        num_output_tokens=arm.num_output_tokens,
+        wall_s=arm.wall_s,
+        num_drafts=c.num_drafts,
+        num_draft_tokens=c.num_draft_tokens,
+        num_accepted_tokens=c.num_accepted_tokens,
         accepted_per_pos=list(c.accepted_per_pos),
         acceptance_length=metrics.acceptance_length(c) if spec else None,
         draft_acceptance_rate=metrics.draft_acceptance_rate(c) if spec else None,
         per_position_rates=list(metrics.per_position_rates(c)) if spec else [],
-        al_ci_low=ci[0] if ci else None, al_ci_high=ci[1] if ci else None,
+        al_ci_low=ci[0] if ci else None,
+        al_ci_high=ci[1] if ci else None,
         per_request_al_mean=metrics.mean(arm.per_request_al),
         output_tok_per_s=metrics.output_tok_per_s(arm.num_output_tokens, arm.wall_s),
         output_tok_per_s_repeats=arm.tok_s_repeats,
-        ttft_ms_median=metrics.median(arm.ttft), ttft_ms_p99=metrics.percentile(arm.ttft, 99),
-        tpot_ms_median=metrics.median(arm.tpot), tpot_ms_p99=metrics.percentile(arm.tpot, 99),
-        itl_ms_median=metrics.median(arm.itl), itl_ms_p99=metrics.percentile(arm.itl, 99),
-        status="failed" if arm.errors else "ok", error=_error_summary(arm.errors),
+        ttft_ms_median=metrics.median(arm.ttft),
+        ttft_ms_p99=metrics.percentile(arm.ttft, 99),
+        tpot_ms_median=metrics.median(arm.tpot),
+        tpot_ms_p99=metrics.percentile(arm.tpot, 99),
+        itl_ms_median=metrics.median(arm.itl),
+        itl_ms_p99=metrics.percentile(arm.itl, 99),
+        status="failed" if arm.errors else "ok",
+        error=_error_summary(arm.errors),
     )
 
 
-def _lossless(row: CellRow, base: ArmResult, spec: ArmResult, temperature: float,
-              noise_nats: float | None) -> list[str]:
+def _lossless(
+    row: CellRow, base: ArmResult, spec: ArmResult, temperature: float, noise_nats: float | None
+) -> list[str]:
     import json
 
     from harness.analysis.lossless import cell_lossless
@@ -194,12 +206,19 @@ def _lossless(row: CellRow, base: ArmResult, spec: ArmResult, temperature: float
     row.lossless_matches, row.lossless_compared = m, n
     row.lossless_match_rate = m / n if n else None
     if temperature > 0 and n and m < n:
-        return ["NOT LOSSLESS AT T>0: speculative outputs differ from a verifier that emits one token "
-                "(vLLM-CPU rejection sampling, repro/vllm_cpu_spec_sampling_t_gt_0)"]
+        return [
+            "NOT LOSSLESS AT T>0: speculative outputs differ from a verifier that emits one token "
+            "(vLLM-CPU rejection sampling, repro/vllm_cpu_spec_sampling_t_gt_0)"
+        ]
     if temperature > 0 or m == n:
         return []
-    cell = cell_lossless(keys, [spec.outputs[k] for k in keys], [base.outputs[k] for k in keys],
-                         [base.logprobs.get(k) for k in keys], noise_nats)
+    cell = cell_lossless(
+        keys,
+        [spec.outputs[k] for k in keys],
+        [base.outputs[k] for k in keys],
+        [base.logprobs.get(k) for k in keys],
+        noise_nats,
+    )
     cols = cell.columns()
     row.lossless_verdict, row.lossless_first_position = cols["lossless_verdict"], cols["lossless_first_position"]
     row.lossless_noise_nats = cols["lossless_noise_nats"]
@@ -228,9 +247,11 @@ def _sampling(rb: CellRow, rs: CellRow, samples: tuple[list, list] | None, num_t
         calib = f"; the baseline arm fails it too (p = {fb.p_value:.2g}): the reference, not the sampler, is in doubt"
     else:
         calib = f"; baseline arm p = {fb.p_value:.2g}" if fb.p_value is not None else ""
-    return [f"NOT LOSSLESS AT T>0: sampled tokens do not follow the verifier's distribution (p = {fs.p_value:.2g} "
-            f"over {fs.num_samples} tokens, divergence TV {fs.tv_pit:.3f}, detectable >= {fs.min_detectable_tv:.3f})"
-            + calib]
+    return [
+        f"NOT LOSSLESS AT T>0: sampled tokens do not follow the verifier's distribution (p = {fs.p_value:.2g} "
+        f"over {fs.num_samples} tokens, divergence TV {fs.tv_pit:.3f}, detectable >= {fs.min_detectable_tv:.3f})"
+        + calib
+    ]
 
 
 def _machine(rs: CellRow, reading: MachineReading | None) -> list[str]:
@@ -257,12 +278,21 @@ def _prediction(row: CellRow, predicted: float | None, temperature: float) -> No
         row.al_gap = (row.acceptance_length - predicted) / predicted
 
 
-def cell_rows(identity: CellIdentity, base: ArmResult, spec: ArmResult, *, predicted_al: float | None,
-              deterministic_verifier: bool, mismatch_tolerance: float,
-              train_context_len: int | None = None, end_think_id: int | None = None,
-              noise_nats: float | None = None, num_top_logprobs: int = 0,
-              sampling_samples: tuple[list, list] | None = None,
-              machine: MachineReading | None = None) -> tuple[CellRow, CellRow]:
+def cell_rows(
+    identity: CellIdentity,
+    base: ArmResult,
+    spec: ArmResult,
+    *,
+    predicted_al: float | None,
+    deterministic_verifier: bool,
+    mismatch_tolerance: float,
+    train_context_len: int | None = None,
+    end_think_id: int | None = None,
+    noise_nats: float | None = None,
+    num_top_logprobs: int = 0,
+    sampling_samples: tuple[list, list] | None = None,
+    machine: MachineReading | None = None,
+) -> tuple[CellRow, CellRow]:
     """`sampling_samples`: at T > 0, (baseline, speculative) output tokens with the verifier's
     distribution at each position (harness/analysis/lossless_sampling.py). The (baseline,
     speculative) rows of one cell, with the speculative row's flags."""

@@ -160,8 +160,14 @@ class VerifierShared:
 def plan_cells(recipe: Recipe, drafts: list[DraftUnderTest], suites: list[Suite]) -> list[CellSpec]:
     """The product suites x k x concurrency x temperature per draft, plus bench.extra_cells."""
     b = recipe.bench
-    cells = [CellSpec(d.label, s.name, k, c, t)
-             for d in drafts for k in b.k for s in suites for c in b.concurrency for t in b.temperature]
+    cells = [
+        CellSpec(d.label, s.name, k, c, t)
+        for d in drafts
+        for k in b.k
+        for s in suites
+        for c in b.concurrency
+        for t in b.temperature
+    ]
     # extra cells may name a suite by its recipe spec; a #by-category spec expands to several
     names = {s.name: s.name for s in suites} | {spec: s.name for spec, s in zip(expand_suite_specs(b.suites), suites)}
     for d in drafts:
@@ -170,8 +176,13 @@ def plan_cells(recipe: Recipe, drafts: list[DraftUnderTest], suites: list[Suite]
             if cell not in cells:
                 cells.append(cell)
     if b.dynamic_k:  # the derived schedule, benched after the fixed ks (harness/bench/dynamic.py)
-        cells += [CellSpec(dynamic_label(d.label), s.name, max(b.k), c, t)
-                  for d in drafts for s in suites for c in b.concurrency for t in b.temperature]
+        cells += [
+            CellSpec(dynamic_label(d.label), s.name, max(b.k), c, t)
+            for d in drafts
+            for s in suites
+            for c in b.concurrency
+            for t in b.temperature
+        ]
     return cells
 
 
@@ -180,9 +191,11 @@ def render_requests(tokenizer, suite: Suite, max_prompt: int) -> Prompts:
     for rec in suite.records:
         ids = render(tokenizer, rec)
         if len(ids) > max_prompt:
-            raise BadInput(f"suite {suite.name}: prompt {rec.id} has {len(ids)} tokens, more than "
-                           f"engine.max_model_len - bench.max_tokens = {max_prompt}; raise engine.max_model_len, "
-                           "lower bench.max_tokens or drop the prompt")
+            raise BadInput(
+                f"suite {suite.name}: prompt {rec.id} has {len(ids)} tokens, more than "
+                f"engine.max_model_len - bench.max_tokens = {max_prompt}; raise engine.max_model_len, "
+                "lower bench.max_tokens or drop the prompt"
+            )
         out.append((rec, ids))
     return out
 
@@ -192,14 +205,26 @@ def sampling_for(recipe: Recipe, temperature: float, layout: VerifierLayout) -> 
     # margin read (harness/analysis/lossless.py); at T > 0 the reference is a re-score by the
     # baseline engine instead (rescored_arms). Off with bench.lossless_logprobs = 0.
     n = recipe.bench.lossless_logprobs
-    return Sampling(temperature=temperature, top_p=recipe.bench.top_p if temperature > 0 else 1.0,
-                    seed=recipe.engine.seed, ignore_eos=recipe.bench.ignore_eos,
-                    stop_token_ids=tuple(layout.eos_token_ids),
-                    logprobs=n if temperature == 0 and n > 0 else None)
+    return Sampling(
+        temperature=temperature,
+        top_p=recipe.bench.top_p if temperature > 0 else 1.0,
+        seed=recipe.engine.seed,
+        ignore_eos=recipe.bench.ignore_eos,
+        stop_token_ids=tuple(layout.eos_token_ids),
+        logprobs=n if temperature == 0 and n > 0 else None,
+    )
 
 
-def engine_noise(engine: Engine, tokenizer, prompts: Prompts, sampling: Sampling, max_tokens: int,
-                 concurrency: int, max_prompt: int, base: ArmResult) -> float | None:
+def engine_noise(
+    engine: Engine,
+    tokenizer,
+    prompts: Prompts,
+    sampling: Sampling,
+    max_tokens: int,
+    concurrency: int,
+    max_prompt: int,
+    base: ArmResult,
+) -> float | None:
     """The baseline engine's own numeric jitter on these prompts: the baseline arm again at
     another batch shape (concurrency 1, or all prompts at once when the cell ran at 1), compared
     with the measured baseline arm (harness.analysis.lossless.noise_margin). Run only when a
@@ -212,15 +237,17 @@ def engine_noise(engine: Engine, tokenizer, prompts: Prompts, sampling: Sampling
     other = 1 if concurrency > 1 else max(2, len(prompts))
     run_arm(engine, tokenizer, prompts, sampling, max_tokens, other, max_prompt, again)
     ids = sorted(set(base.logprobs) & set(again.logprobs))
-    return noise_margin([(base.outputs[i], base.logprobs[i]) for i in ids],
-                        [(again.outputs[i], again.logprobs[i]) for i in ids])
+    return noise_margin(
+        [(base.outputs[i], base.logprobs[i]) for i in ids], [(again.outputs[i], again.logprobs[i]) for i in ids]
+    )
 
 
 # ----------------------------------------------------------------------------- one arm
 
 
-def _turn_requests(tokenizer, prompts: Prompts, turn: int, histories: dict[str, list[dict[str, str]]],
-                   max_tokens: int, max_prompt: int) -> tuple[list[GenRequest], list]:
+def _turn_requests(
+    tokenizer, prompts: Prompts, turn: int, histories: dict[str, list[dict[str, str]]], max_tokens: int, max_prompt: int
+) -> tuple[list[GenRequest], list]:
     """The requests of one round: first turns as rendered, later turns with the answers fed back."""
     reqs, sent = [], []
     for rec, ids in prompts:
@@ -240,8 +267,16 @@ def _turn_requests(tokenizer, prompts: Prompts, turn: int, histories: dict[str, 
     return reqs, sent
 
 
-def run_arm(engine: Engine, tokenizer, prompts: Prompts, sampling: Sampling,
-            max_tokens: int, concurrency: int, max_prompt: int, acc: ArmResult) -> None:
+def run_arm(
+    engine: Engine,
+    tokenizer,
+    prompts: Prompts,
+    sampling: Sampling,
+    max_tokens: int,
+    concurrency: int,
+    max_prompt: int,
+    acc: ArmResult,
+) -> None:
     """One repeat of one arm: all prompts, multi-turn records in rounds (answers fed back)."""
     histories: dict[str, list[dict[str, str]]] = {}
     wall, tokens = 0.0, 0
@@ -264,9 +299,15 @@ def run_arm(engine: Engine, tokenizer, prompts: Prompts, sampling: Sampling,
                 histories[rec.id] = msgs + [{"role": "assistant", "content": answer}]
     acc.wall_s += wall
     acc.num_output_tokens += tokens
-    acc.repeats.append(RepeatRecord(tokens, wall, tuple(o.request_id for o in done),
-                                    tuple(len(o.output_token_ids) for o in done),
-                                    tuple(o.latency_s or 0.0 for o in done)))
+    acc.repeats.append(
+        RepeatRecord(
+            tokens,
+            wall,
+            tuple(o.request_id for o in done),
+            tuple(len(o.output_token_ids) for o in done),
+            tuple(o.latency_s or 0.0 for o in done),
+        )
+    )
     if wall > 0:
         acc.tok_s_repeats.append(tokens / wall)
 
@@ -275,11 +316,21 @@ def request_record(o: GenOutput, repeat: int) -> RequestRecord:
     """What the breakdowns keep of a finished request (vLLM's per-step arrays when it gave them)."""
     spec = o.spec
     if spec is None:  # no speculation (the baseline arm), or a failed request
-        return RequestRecord(o.request_id, repeat, o.prompt_len, tuple(o.output_token_ids), o.latency_s,
-                             (), (), None, False)
+        return RequestRecord(
+            o.request_id, repeat, o.prompt_len, tuple(o.output_token_ids), o.latency_s, (), (), None, False
+        )
     has_steps = bool(spec.per_step_accepted) or not spec.num_spec_steps
-    return RequestRecord(o.request_id, repeat, o.prompt_len, tuple(o.output_token_ids), o.latency_s,
-                         spec.per_step_accepted, spec.per_step_drafted, spec.num_spec_tokens, has_steps)
+    return RequestRecord(
+        o.request_id,
+        repeat,
+        o.prompt_len,
+        tuple(o.output_token_ids),
+        o.latency_s,
+        spec.per_step_accepted,
+        spec.per_step_drafted,
+        spec.num_spec_tokens,
+        has_steps,
+    )
 
 
 def collect_output(acc: ArmResult, o: GenOutput, repeat: int = 0) -> None:
@@ -317,8 +368,10 @@ def warm_up(engine: Engine, prompts: Prompts, recipe: Recipe, layout: VerifierLa
         return
     temps = sorted(set(recipe.bench.temperature) | {x.temperature for x in recipe.bench.extra_cells})
     for t in temps:
-        reqs = [GenRequest(f"warmup-t{t:g}-{i}", tuple(prompts[i % len(prompts)][1]), min(16, recipe.bench.max_tokens))
-                for i in range(n)]
+        reqs = [
+            GenRequest(f"warmup-t{t:g}-{i}", tuple(prompts[i % len(prompts)][1]), min(16, recipe.bench.max_tokens))
+            for i in range(n)
+        ]
         engine.generate(reqs, sampling_for(recipe, t, layout), max(recipe.bench.concurrency))
 
 
@@ -328,19 +381,27 @@ def default_engine_factory(recipe: Recipe, run_dir: Path) -> EngineFactory:
         if kind == "offline":
             from harness.engine.offline import OfflineEngine
 
-            return OfflineEngine(plan, recipe.engine.startup_timeout_s, recipe.engine.request_timeout_s,
-                                 log_path=run_dir / "logs" / f"{name}.log")
+            return OfflineEngine(
+                plan,
+                recipe.engine.startup_timeout_s,
+                recipe.engine.request_timeout_s,
+                log_path=run_dir / "logs" / f"{name}.log",
+            )
         if kind == "server":
             from harness.engine.server import ServerEngine
 
-            return ServerEngine(plan, run_dir / "logs" / f"{name}.log", recipe.engine.startup_timeout_s,
-                                recipe.engine.request_timeout_s)
+            return ServerEngine(
+                plan, run_dir / "logs" / f"{name}.log", recipe.engine.startup_timeout_s, recipe.engine.request_timeout_s
+            )
         from harness.engine.server import AttachedEngine
 
         url = recipe.bench.baseline_url if plan.speculative is None else recipe.bench.url
         # the recipe checks that engine "attach" has both bench.url and bench.baseline_url
-        return AttachedEngine(cast(str, url), request_timeout_s=recipe.engine.request_timeout_s,
-                              setting="bench.baseline_url" if plan.speculative is None else "bench.url")
+        return AttachedEngine(
+            cast(str, url),
+            request_timeout_s=recipe.engine.request_timeout_s,
+            setting="bench.baseline_url" if plan.speculative is None else "bench.url",
+        )
 
     return make
 
@@ -348,8 +409,9 @@ def default_engine_factory(recipe: Recipe, run_dir: Path) -> EngineFactory:
 # ----------------------------------------------------------------------------- one cell
 
 
-def measure_cell(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: tuple[Engine, Engine],
-                 tokenizer, prompts: Prompts) -> MeasuredCell:
+def measure_cell(
+    run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: tuple[Engine, Engine], tokenizer, prompts: Prompts
+) -> MeasuredCell:
     """Both arms of a cell (_measure_arms): the cell's two rows, and its per-request records by
     arm (the side file beside the cell)."""
     b = run.recipe.bench
@@ -361,24 +423,39 @@ def measure_cell(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: 
     missed = cell.temperature == 0 and any(sarm.outputs.get(k) != v for k, v in barm.outputs.items())
     key = (draft.verifier.path, cell.suite, cell.concurrency)
     if missed and key not in run.noise_nats:
-        run.noise_nats[key] = engine_noise(base_engine, tokenizer, prompts, sampling, b.max_tokens,
-                                           cell.concurrency, max_prompt, barm)
+        run.noise_nats[key] = engine_noise(
+            base_engine, tokenizer, prompts, sampling, b.max_tokens, cell.concurrency, max_prompt, barm
+        )
     noise = run.noise_nats.get(key) if missed else None
-    samples = (rescored_arms(base_engine, prompts, (barm, sarm), sampling, b.lossless_logprobs)
-               if cell.temperature > 0 else None)
-    rows = cell_rows(cell_identity(run, cell, draft, spec_engine.kind), barm, sarm, predicted_al=draft.predicted_al(cell.k),
-                     deterministic_verifier=draft.deterministic_verifier,
-                     mismatch_tolerance=b.mismatch_tolerance, train_context_len=draft.train_context_len,
-                     end_think_id=end_think_id(tokenizer, run.suites[cell.suite]), noise_nats=noise, num_top_logprobs=b.lossless_logprobs,
-                     sampling_samples=samples, machine=arms.machine)
+    samples = (
+        rescored_arms(base_engine, prompts, (barm, sarm), sampling, b.lossless_logprobs)
+        if cell.temperature > 0
+        else None
+    )
+    rows = cell_rows(
+        cell_identity(run, cell, draft, spec_engine.kind),
+        barm,
+        sarm,
+        predicted_al=draft.predicted_al(cell.k),
+        deterministic_verifier=draft.deterministic_verifier,
+        mismatch_tolerance=b.mismatch_tolerance,
+        train_context_len=draft.train_context_len,
+        end_think_id=end_think_id(tokenizer, run.suites[cell.suite]),
+        noise_nats=noise,
+        num_top_logprobs=b.lossless_logprobs,
+        sampling_samples=samples,
+        machine=arms.machine,
+    )
     for r in rows:
         r.baseline_cell = arms.baseline_cell
-    return MeasuredCell(rows, {"baseline": [asdict(r) for r in barm.requests],
-                               "speculative": [asdict(r) for r in sarm.requests]})
+    return MeasuredCell(
+        rows, {"baseline": [asdict(r) for r in barm.requests], "speculative": [asdict(r) for r in sarm.requests]}
+    )
 
 
-def _measure_arms(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: tuple[Engine, Engine],
-                  inputs: ArmInputs) -> MeasuredArms:
+def _measure_arms(
+    run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: tuple[Engine, Engine], inputs: ArmInputs
+) -> MeasuredArms:
     """The cell's (baseline, speculative) arms, the id of the cell that measured the baseline, and
     the machine sentinels around them. Both arms are measured here, A/B interleaved over the
     repeats (the order alternates so drift cancels), unless bench.shared_baseline holds an arm for
@@ -392,8 +469,16 @@ def _measure_arms(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines:
 
     def measure(which: str, arm: ArmResult) -> None:
         eng = engines[0] if which == "baseline" else engines[1]
-        run_arm(eng, inputs.tokenizer, inputs.prompts, inputs.sampling, b.max_tokens, cell.concurrency,
-                inputs.max_prompt, arm)
+        run_arm(
+            eng,
+            inputs.tokenizer,
+            inputs.prompts,
+            inputs.sampling,
+            b.max_tokens,
+            cell.concurrency,
+            inputs.max_prompt,
+            arm,
+        )
         if clock:  # the sentinels before and after this arm
             timeline.append(sentinel_tok_s(engines[0], clock))
             brackets[which] += timeline[-2:]
@@ -401,7 +486,7 @@ def _measure_arms(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines:
     measured = run.baselines.get(key) if b.shared_baseline else None
     barm, sarm = measured.arm if measured else ArmResult(), ArmResult()
     for r in range(b.repeats):
-        order = [("baseline", barm), ("speculative", sarm)][1 if measured else 0:]
+        order = [("baseline", barm), ("speculative", sarm)][1 if measured else 0 :]
         for which, arm in order[::-1] if r % 2 else order:
             measure(which, arm)
     remeasured = False
@@ -412,9 +497,16 @@ def _measure_arms(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines:
         measured = None
     if measured is None and b.shared_baseline:
         run.baselines[key] = SharedBaseline(barm, cell.id, tuple(brackets["baseline"]))
-    reading = None if clock is None else MachineReading(
-        measured.sentinels if measured else tuple(brackets["baseline"]), tuple(brackets["speculative"]),
-        clock.noise, remeasured)
+    reading = (
+        None
+        if clock is None
+        else MachineReading(
+            measured.sentinels if measured else tuple(brackets["baseline"]),
+            tuple(brackets["speculative"]),
+            clock.noise,
+            remeasured,
+        )
+    )
     return MeasuredArms(barm, sarm, measured.cell_id if measured else cell.id, reading)
 
 
@@ -434,15 +526,18 @@ def calibrate_clock(engine: Engine, prompts: Prompts, recipe: Recipe) -> Clock |
 
     if not recipe.bench.machine_sentinel:
         return None
-    reqs = tuple(GenRequest(f"sentinel-{i}", tuple(ids), machine.SENTINEL_TOKENS)
-                 for i, (_, ids) in enumerate(prompts[:machine.SENTINEL_PROMPTS]))
+    reqs = tuple(
+        GenRequest(f"sentinel-{i}", tuple(ids), machine.SENTINEL_TOKENS)
+        for i, (_, ids) in enumerate(prompts[: machine.SENTINEL_PROMPTS])
+    )
     clock = Clock(reqs, Sampling(temperature=0.0, seed=recipe.engine.seed, ignore_eos=True), 0.0)
     speeds = [sentinel_tok_s(engine, clock) for _ in range(machine.CALIBRATION_RUNS)]
     return replace(clock, noise=spread(speeds))
 
 
-def rescored_arms(base_engine: Engine, prompts: Prompts, arms: tuple[ArmResult, ArmResult],
-                  sampling: Sampling, num_top: int) -> tuple[list, list] | None:
+def rescored_arms(
+    base_engine: Engine, prompts: Prompts, arms: tuple[ArmResult, ArmResult], sampling: Sampling, num_top: int
+) -> tuple[list, list] | None:
     """For the T > 0 test: each arm's first-turn outputs with the verifier's sampling distribution
     at every output position, from the no-speculation engine re-scoring prompt + output over its
     whole vocabulary, kept as `num_top` buckets. None when the engine is no `Rescorer` (server,
@@ -462,21 +557,35 @@ def rescored_arms(base_engine: Engine, prompts: Prompts, arms: tuple[ArmResult, 
 def cell_identity(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engine_kind: str) -> CellIdentity:
     b, suite = run.recipe.bench, run.suites[cell.suite]
     return CellIdentity(
-        run_id=run.run_dir.name, cell_id=cell.id, draft=draft.label, method=draft.method,
-        suite=suite.name, suite_version=suite.version, suite_sha=suite.sha,
-        k=cell.k, concurrency=cell.concurrency, temperature=cell.temperature, top_p=b.top_p,
-        max_tokens=b.max_tokens, repeats=b.repeats, engine=engine_kind,
+        run_id=run.run_dir.name,
+        cell_id=cell.id,
+        draft=draft.label,
+        method=draft.method,
+        suite=suite.name,
+        suite_version=suite.version,
+        suite_sha=suite.sha,
+        k=cell.k,
+        concurrency=cell.concurrency,
+        temperature=cell.temperature,
+        top_p=b.top_p,
+        max_tokens=b.max_tokens,
+        repeats=b.repeats,
+        engine=engine_kind,
         rejection_sample_method=b.rejection_sample_method if cell.temperature > 0 else "greedy",
         verifier_hash=run.verifier_hash[draft.verifier.path],
-        draft_hash=(draft.content_hash or {}).get("sha256"))
+        draft_hash=(draft.content_hash or {}).get("sha256"),
+    )
 
 
 def end_think_id(tokenizer, suite: Suite | None = None) -> int | None:
     """The `</think>` token id when the tokenizer has one as a single token (thinking split); None
     for a suite rendered with thinking off (bench.thinking): its outputs have no thinking segment,
     even where the verifier emits a stray `</think>`."""
-    if suite is not None and suite.records and all(
-            dict(r.template_kwargs).get("thinking") is False for r in suite.records):
+    if (
+        suite is not None
+        and suite.records
+        and all(dict(r.template_kwargs).get("thinking") is False for r in suite.records)
+    ):
         return None
     vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
     return vocab.get(END_THINK)
@@ -488,8 +597,9 @@ def record_cell(run: BenchRun, cell: CellSpec, measured: MeasuredCell) -> None:
     rs = rows[1]
     for f in rs.flags:
         run.reporter.log(f"[{cell.id}] {f}")
-    run.reporter.advance(1, AL=rs.acceptance_length or float("nan"), tok_s=rs.output_tok_per_s or 0.0,
-                         speedup=rs.speedup or 0.0)
+    run.reporter.advance(
+        1, AL=rs.acceptance_length or float("nan"), tok_s=rs.output_tok_per_s or 0.0, speedup=rs.speedup or 0.0
+    )
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -515,8 +625,13 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
         warm_up(base_engine, first, recipe, layout)
         if (clock := calibrate_clock(base_engine, first, recipe)) is not None:
             run.clocks[layout.path] = clock
-            update_manifest(run.run_dir, machine_noise={**(read_manifest(run.run_dir).get("machine_noise") or {}),
-                                                        Path(layout.path).name: round(clock.noise, 4)})
+            update_manifest(
+                run.run_dir,
+                machine_noise={
+                    **(read_manifest(run.run_dir).get("machine_noise") or {}),
+                    Path(layout.path).name: round(clock.noise, 4),
+                },
+            )
         for d in drafts:
             for k in recipe.bench.k:
                 kcells = [c for c in cells if c.draft == d.label and c.k == k]
@@ -535,8 +650,9 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
                 bench_dynamic(run, layout, d, dyn, VerifierShared(base_engine, tok, prompts))
 
 
-def bench_dynamic(run: BenchRun, layout: VerifierLayout, draft: DraftUnderTest, cells: list[CellSpec],
-                  shared: VerifierShared) -> None:
+def bench_dynamic(
+    run: BenchRun, layout: VerifierLayout, draft: DraftUnderTest, cells: list[CellSpec], shared: VerifierShared
+) -> None:
     """The draft's best-k schedule, derived from its finished fixed-k cells, as an engine of its own."""
     prompts = shared.prompts
     schedule = derive_schedule(load_rows(run.run_dir), draft.label)
@@ -552,8 +668,9 @@ def bench_dynamic(run: BenchRun, layout: VerifierLayout, draft: DraftUnderTest, 
         record_engine(run.run_dir, dyn.label, spec_engine)
         warm_up(spec_engine, next(iter(prompts.values())), run.recipe, layout)
         for cell in cells:
-            measured = measure_cell(run, cell, dyn, (shared.base_engine, spec_engine), shared.tokenizer,
-                                    prompts[cell.suite])
+            measured = measure_cell(
+                run, cell, dyn, (shared.base_engine, spec_engine), shared.tokenizer, prompts[cell.suite]
+            )
             measured.rows[1].k_schedule = json.dumps([list(r) for r in schedule])
             record_cell(run, cell, measured)
 
@@ -566,7 +683,9 @@ def check_prompts_fit(recipe: Recipe, layout: VerifierLayout) -> None:
         render_requests(tok, s, recipe.engine.max_model_len - recipe.bench.max_tokens)
 
 
-def render_all(recipe: Recipe, drafts: list[DraftUnderTest], suites: list[Suite]) -> dict[str, tuple[Any, dict[str, Prompts]]]:
+def render_all(
+    recipe: Recipe, drafts: list[DraftUnderTest], suites: list[Suite]
+) -> dict[str, tuple[Any, dict[str, Prompts]]]:
     """Every suite's prompts rendered by each verifier's tokenizer, before any engine: a prompt
     longer than engine.max_model_len - bench.max_tokens is refused now, in a second. Offline
     engine hosts are spawned first, so vLLM imports while the prompts render."""
@@ -588,8 +707,14 @@ def recipe_suites(recipe: Recipe) -> list[Suite]:
     return with_thinking(load_suites(b.suites, b.num_prompts, b.hf_field_map), b.thinking)
 
 
-def run_bench(recipe: Recipe, drafts: list[DraftUnderTest], run_dir: Path, reporter: Reporter,
-              engine_factory: EngineFactory | None = None, resume: bool = False) -> Path:
+def run_bench(
+    recipe: Recipe,
+    drafts: list[DraftUnderTest],
+    run_dir: Path,
+    reporter: Reporter,
+    engine_factory: EngineFactory | None = None,
+    resume: bool = False,
+) -> Path:
     """Run (or resume) the matrix; returns the run folder."""
     suites = recipe_suites(recipe)
     cells = plan_cells(recipe, drafts, suites)
@@ -599,8 +724,15 @@ def run_bench(recipe: Recipe, drafts: list[DraftUnderTest], run_dir: Path, repor
     open_run(run_dir, recipe, resume)
     vhash = {d.verifier.path: verifier_identity(d.verifier.path) for d in drafts}
     start_manifest(run_dir, recipe, [c.id for c in cells], drafts, suites, vhash)
-    run = BenchRun(recipe, run_dir, reporter, engine_factory or default_engine_factory(recipe, run_dir),
-                   {s.name: s for s in suites}, vhash, prompts=prompts)
+    run = BenchRun(
+        recipe,
+        run_dir,
+        reporter,
+        engine_factory or default_engine_factory(recipe, run_dir),
+        {s.name: s for s in suites},
+        vhash,
+        prompts=prompts,
+    )
     done = finished_cells(run_dir)
     todo = [c for c in cells if c.id not in done]
     reporter.stage("bench cells", total=len(cells))

@@ -30,32 +30,72 @@ def render_bench_summary(run_dir: Path, console, as_json: bool = False) -> None:
     manifest, df, missing = load_run(run_dir)
     spec = df[df["mode"] == "speculative"] if len(df) else df
     if as_json:
-        print(json.dumps({"run_dir": str(run_dir), "status": manifest.get("status"), "missing_cells": missing,
-                          "rows": json.loads(spec.to_json(orient="records"))}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "run_dir": str(run_dir),
+                    "status": manifest.get("status"),
+                    "missing_cells": missing,
+                    "rows": json.loads(spec.to_json(orient="records")),
+                },
+                indent=2,
+            )
+        )
         return
     base = df[df["mode"] == "baseline"].set_index("cell_id") if len(df) else df
-    t = Table(title=f"bench {manifest.get('run_id')}  (AL = 1 + accepted/drafts, incl. bonus token; "
-                    "rate = accepted/draft tokens; speedup = spec tok/s / baseline tok/s; CIs 95 %: AL over "
-                    "requests, speedup over paired repeats and requests; repeat = share of the verifier's "
-                    "output repeating an 8-gram)", title_justify="left")
-    for col in ("draft", "suite", "k", "conc", "T", "AL [95% CI]", "rate", "per-position", "base tok/s",
-                "spec tok/s", "speedup [95% CI]", "repeat", "lossless", "flags"):
+    t = Table(
+        title=f"bench {manifest.get('run_id')}  (AL = 1 + accepted/drafts, incl. bonus token; "
+        "rate = accepted/draft tokens; speedup = spec tok/s / baseline tok/s; CIs 95 %: AL over "
+        "requests, speedup over paired repeats and requests; repeat = share of the verifier's "
+        "output repeating an 8-gram)",
+        title_justify="left",
+    )
+    for col in (
+        "draft",
+        "suite",
+        "k",
+        "conc",
+        "T",
+        "AL [95% CI]",
+        "rate",
+        "per-position",
+        "base tok/s",
+        "spec tok/s",
+        "speedup [95% CI]",
+        "repeat",
+        "lossless",
+        "flags",
+    ):
         t.add_column(col, justify="right" if col not in ("draft", "suite", "flags", "per-position") else "left")
     for _, r in spec.iterrows():
         b = base.loc[r["cell_id"]] if r["cell_id"] in base.index else None
-        lossless = f"{int(r['lossless_matches'])}/{int(r['lossless_compared'])}" if _num(r.get("lossless_compared")) else "-"
+        lossless = (
+            f"{int(r['lossless_matches'])}/{int(r['lossless_compared'])}" if _num(r.get("lossless_compared")) else "-"
+        )
         flags = list(r["flags"]) + ([f"FAILED: {r['error']}"] if r["status"] != "ok" else [])
-        t.add_row(r["draft"], r["suite"], str(r["k"]), str(r["concurrency"]), _f(r["temperature"], "{:g}"),
-                  _with_ci(r, "acceptance_length", "al_ci_low", "al_ci_high"), _f(r["draft_acceptance_rate"]),
-                  "/".join(_f(x) for x in r["per_position_rates"]),
-                  _f(b["output_tok_per_s"] if b is not None else None, "{:.0f}"),
-                  _f(r["output_tok_per_s"], "{:.0f}"),
-                  _with_ci(r, "speedup", "speedup_ci_low", "speedup_ci_high", "{:.2f}") + "x"
-                  if _num(r.get("speedup")) else "-",
-                  _f(r.get("repetition_share"), "{:.0%}"), lossless,
-                  "[red]" + "; ".join(flags) + "[/]" if flags else "")
+        t.add_row(
+            r["draft"],
+            r["suite"],
+            str(r["k"]),
+            str(r["concurrency"]),
+            _f(r["temperature"], "{:g}"),
+            _with_ci(r, "acceptance_length", "al_ci_low", "al_ci_high"),
+            _f(r["draft_acceptance_rate"]),
+            "/".join(_f(x) for x in r["per_position_rates"]),
+            _f(b["output_tok_per_s"] if b is not None else None, "{:.0f}"),
+            _f(r["output_tok_per_s"], "{:.0f}"),
+            _with_ci(r, "speedup", "speedup_ci_low", "speedup_ci_high", "{:.2f}") + "x"
+            if _num(r.get("speedup"))
+            else "-",
+            _f(r.get("repetition_share"), "{:.0%}"),
+            lossless,
+            "[red]" + "; ".join(flags) + "[/]" if flags else "",
+        )
     console.print(t)
     if missing:
-        console.print(f"[yellow]{len(missing)} planned cell(s) not measured[/] (run {manifest.get('status')}): "
-                      + ", ".join(missing[:6]) + (" ..." if len(missing) > 6 else ""))
+        console.print(
+            f"[yellow]{len(missing)} planned cell(s) not measured[/] (run {manifest.get('status')}): "
+            + ", ".join(missing[:6])
+            + (" ..." if len(missing) > 6 else "")
+        )
     console.print(f"results: {run_dir / 'results.parquet'} (+ results.csv, manifest.json)")

@@ -18,8 +18,10 @@ def aux_layer_ids(recipe: Recipe, layout: VerifierLayout) -> list[int]:
 
 def check_draft_vocab(recipe: Recipe, layout: VerifierLayout) -> None:
     if recipe.draft.draft_vocab_size > layout.vocab_size:
-        raise BadInput(f"draft.draft_vocab_size {recipe.draft.draft_vocab_size} exceeds the verifier's vocabulary "
-                       f"({layout.vocab_size}); set it to at most {layout.vocab_size}")
+        raise BadInput(
+            f"draft.draft_vocab_size {recipe.draft.draft_vocab_size} exceeds the verifier's vocabulary "
+            f"({layout.vocab_size}); set it to at most {layout.vocab_size}"
+        )
 
 
 def draft_layer_config(recipe: Recipe, layout: VerifierLayout, max_model_len: int) -> dict[str, Any]:
@@ -38,6 +40,9 @@ def draft_layer_config(recipe: Recipe, layout: VerifierLayout, max_model_len: in
         "hidden_act": "silu",
         "max_position_embeddings": int(tc.get("max_position_embeddings") or max_model_len),
         "rms_norm_eps": float(tc.get("rms_norm_eps", 1e-6)),
-        "rope_parameters": {"rope_type": "default", "rope_theta": float((layout.rope or {}).get("rope_theta", 10000.0))},
+        "rope_parameters": {
+            "rope_type": "default",
+            "rope_theta": float((layout.rope or {}).get("rope_theta", 10000.0)),
+        },
         "tie_word_embeddings": False,
     }

@@ -34,8 +34,11 @@ def specforge_config(spec_cfg: dict[str, Any]) -> dict[str, Any]:
     """The SpecForge config.json for a speculators eagle3 config."""
     layer = dict(spec_cfg.get("transformer_layer_config") or {})
     cfg: dict[str, Any] = {k: v for k, v in layer.items() if k not in ("architectures", "auto_map")}
-    cfg.update(architectures=["LlamaForCausalLMEagle3"], model_type=layer.get("model_type", "llama"),
-               draft_vocab_size=spec_cfg.get("draft_vocab_size") or layer.get("vocab_size"))
+    cfg.update(
+        architectures=["LlamaForCausalLMEagle3"],
+        model_type=layer.get("model_type", "llama"),
+        draft_vocab_size=spec_cfg.get("draft_vocab_size") or layer.get("vocab_size"),
+    )
     for k in _VARIANT_FIELDS:
         if spec_cfg.get(k) is not None:
             cfg[k] = spec_cfg[k]
@@ -55,7 +58,7 @@ def specforge_key(key: str) -> str | None:
     if key.startswith(_DROPPED_PREFIXES):
         return None
     if key.startswith("layers.0."):
-        return "midlayer." + key[len("layers.0."):]
+        return "midlayer." + key[len("layers.0.") :]
     return key
 
 
@@ -66,8 +69,9 @@ def to_specforge(speculators_dir: str | Path, out_dir: str | Path) -> Path:
     src, out = Path(speculators_dir), Path(out_dir)
     info = inspect_draft(src)
     if info.format != "speculators" or info.parallel_drafting:
-        raise BadInput(f"{src}: is a {info.format} draft ({info.architecture}); to_specforge converts a "
-                       "speculators eagle3 draft")
+        raise BadInput(
+            f"{src}: is a {info.format} draft ({info.architecture}); to_specforge converts a speculators eagle3 draft"
+        )
     if out.exists() and any(out.iterdir()):
         raise BadInput(f"{out}: exists and is not empty; choose a new folder")
     spec_cfg = json.loads((src / "config.json").read_text())
@@ -82,8 +86,11 @@ def to_specforge(speculators_dir: str | Path, out_dir: str | Path) -> Path:
         save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         if (src / "harness.json").is_file():
             meta = json.loads((src / "harness.json").read_text())
-            meta["converted_from"] = {"path": str(src.resolve()), "format": "speculators",
-                                      "content_hash": info.content_hash}
+            meta["converted_from"] = {
+                "path": str(src.resolve()),
+                "format": "speculators",
+                "content_hash": info.content_hash,
+            }
             (tmp / "harness.json").write_text(json.dumps(meta, indent=2))
         for extra in ("generation_config.json",):
             if (src / extra).is_file():

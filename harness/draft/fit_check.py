@@ -42,8 +42,10 @@ def draft_problems(info: DraftInfo, layout: VerifierLayout, verifier_sha: str | 
 # Seen on vLLM 0.32 (CPU): SpeculativeConfig.hf_config_override turns every deepseek_v3 config,
 # the draft's too, into its MTP model, so an MLA EAGLE-3 draft becomes "Eagle3DeepSeekMTPModel".
 MTP_REWRITTEN_TYPES = ("deepseek_v3", "deepseek_v32", "glm_moe_dsa")
-MLA_AS_MTP = ("{path}: vLLM 0.32 rewrites a model_type {model_type} draft config into its MTP model and then "
-              "refuses it ('Eagle3DeepSeekMTPModel are not supported'); set model_type to deepseek_v2 in its config.json")
+MLA_AS_MTP = (
+    "{path}: vLLM 0.32 rewrites a model_type {model_type} draft config into its MTP model and then "
+    "refuses it ('Eagle3DeepSeekMTPModel are not supported'); set model_type to deepseek_v2 in its config.json"
+)
 
 
 def _recorded_verifier_problems(info: DraftInfo, layout: VerifierLayout, verifier_sha: str | None) -> list[str]:
@@ -51,14 +53,18 @@ def _recorded_verifier_problems(info: DraftInfo, layout: VerifierLayout, verifie
     recorded = (rec.get("content_hash") or {}).get("sha256") if isinstance(rec.get("content_hash"), dict) else None
     if recorded:
         if verifier_sha is not None and recorded != verifier_sha:
-            return [f"{info.path} was trained for verifier {rec.get('name_or_path')} (content {recorded}) but the "
-                    f"served verifier {layout.path} has content {verifier_sha}; bench it against the verifier it "
-                    "was trained for, or retrain"]
+            return [
+                f"{info.path} was trained for verifier {rec.get('name_or_path')} (content {recorded}) but the "
+                f"served verifier {layout.path} has content {verifier_sha}; bench it against the verifier it "
+                "was trained for, or retrain"
+            ]
         return []
     archs = list(rec.get("architectures") or [])
     if archs and layout.architectures and archs != list(layout.architectures):
-        return [f"{info.path}: draft records verifier architectures {archs}, served verifier is "
-                f"{list(layout.architectures)}; {ANOTHER}"]
+        return [
+            f"{info.path}: draft records verifier architectures {archs}, served verifier is "
+            f"{list(layout.architectures)}; {ANOTHER}"
+        ]
     return []
 
 
@@ -66,19 +72,26 @@ def _width_problems(info: DraftInfo, layout: VerifierLayout) -> list[str]:
     out = []
     h = layout.hidden_size
     if info.target_hidden_size != h:
-        out.append(f"{info.path}: draft hidden size {info.target_hidden_size} does not match the verifier's {h}; "
-                   f"{ANOTHER}")
+        out.append(
+            f"{info.path}: draft hidden size {info.target_hidden_size} does not match the verifier's {h}; {ANOTHER}"
+        )
     n_aux = len(aux_ids_in_use(info, layout))
     if info.fc_shape is not None:
         if len(info.fc_shape) != 2 or info.fc_shape[1] != h * n_aux:
-            out.append(f"{info.path}: fc weight {list(info.fc_shape)} reads {info.fc_shape[-1]} features but the "
-                       f"verifier gives hidden {h} x {n_aux} aux states = {h * n_aux}; {ANOTHER}")
+            out.append(
+                f"{info.path}: fc weight {list(info.fc_shape)} reads {info.fc_shape[-1]} features but the "
+                f"verifier gives hidden {h} x {n_aux} aux states = {h * n_aux}; {ANOTHER}"
+            )
         elif info.fc_shape[0] != info.hidden_size:
-            out.append(f"{info.path}: fc weight {list(info.fc_shape)} outputs {info.fc_shape[0]} features, the draft "
-                       f"layer is {info.hidden_size} wide; the checkpoint is inconsistent, re-export it")
+            out.append(
+                f"{info.path}: fc weight {list(info.fc_shape)} outputs {info.fc_shape[0]} features, the draft "
+                f"layer is {info.hidden_size} wide; the checkpoint is inconsistent, re-export it"
+            )
     elif info.weights:
-        out.append(f"{info.path}: no fc.weight in the draft's weights; an EAGLE-3 draft needs the fc layer "
-                   "that reads the verifier's aux states")
+        out.append(
+            f"{info.path}: no fc.weight in the draft's weights; an EAGLE-3 draft needs the fc layer "
+            "that reads the verifier's aux states"
+        )
     return out
 
 
@@ -86,21 +99,29 @@ def _vocab_problems(info: DraftInfo, layout: VerifierLayout) -> list[str]:
     out = []
     v = layout.vocab_size
     if info.target_vocab_size is not None and info.target_vocab_size != v:
-        out.append(f"{info.path}: draft is built for a {info.target_vocab_size}-token vocabulary, the verifier has {v}; "
-                   f"{ANOTHER}")
+        out.append(
+            f"{info.path}: draft is built for a {info.target_vocab_size}-token vocabulary, the verifier has {v}; "
+            f"{ANOTHER}"
+        )
     if info.draft_vocab_size > v:
         out.append(f"{info.path}: draft vocab {info.draft_vocab_size} is larger than the verifier's {v}; {ANOTHER}")
     if info.draft_vocab_size < v and not info.has_d2t:
-        out.append(f"{info.path}: draft vocab {info.draft_vocab_size} < verifier vocab {v} but there is no d2t "
-                   "tensor to map draft ids to verifier ids; add d2t (target = draft + d2t[draft])")
+        out.append(
+            f"{info.path}: draft vocab {info.draft_vocab_size} < verifier vocab {v} but there is no d2t "
+            "tensor to map draft ids to verifier ids; add d2t (target = draft + d2t[draft])"
+        )
     if info.d2t_target_range is not None:
         lo, hi = info.d2t_target_range
         if lo < 0 or hi >= v:
-            out.append(f"{info.path}: d2t maps draft ids to verifier ids {lo}..{hi}, outside the verifier's "
-                       f"vocabulary 0..{v - 1}; rebuild d2t for this verifier's tokenizer")
+            out.append(
+                f"{info.path}: d2t maps draft ids to verifier ids {lo}..{hi}, outside the verifier's "
+                f"vocabulary 0..{v - 1}; rebuild d2t for this verifier's tokenizer"
+            )
     if info.t2d_selected is not None and info.t2d_selected != info.draft_vocab_size:
-        out.append(f"{info.path}: t2d marks {info.t2d_selected} verifier tokens but the draft vocab is "
-                   f"{info.draft_vocab_size}; d2t/t2d do not belong together, rebuild them")
+        out.append(
+            f"{info.path}: t2d marks {info.t2d_selected} verifier tokens but the draft vocab is "
+            f"{info.draft_vocab_size}; d2t/t2d do not belong together, rebuild them"
+        )
     return out
 
 
@@ -111,11 +132,15 @@ def _aux_problems(info: DraftInfo, layout: VerifierLayout) -> list[str]:
     out = []
     past = [i for i in ids if i >= n or i < 0]
     if past:
-        out.append(f"{info.path}: aux layer ids {ids} do not exist in a {n}-layer verifier ({past} past its last "
-                   f"collected layer {n - 1}); use ids in 1..{n - 1}")
+        out.append(
+            f"{info.path}: aux layer ids {ids} do not exist in a {n}-layer verifier ({past} past its last "
+            f"collected layer {n - 1}); use ids in 1..{n - 1}"
+        )
     if 0 in ids and layout.deepseek_family:
-        out.append(f"{info.path}: aux layer id 0 (the embeddings) crashes {layout.text_model_type} verifiers in vLLM; "
-                   f"use ids in 1..{n - 1}")
+        out.append(
+            f"{info.path}: aux layer id 0 (the embeddings) crashes {layout.text_model_type} verifiers in vLLM; "
+            f"use ids in 1..{n - 1}"
+        )
     if len(set(ids)) != len(ids):
         out.append(f"{info.path}: aux layer ids {ids} repeat a layer; EAGLE-3 needs distinct layers")
     return out
@@ -124,14 +149,20 @@ def _aux_problems(info: DraftInfo, layout: VerifierLayout) -> list[str]:
 def _mtp_problems(info: DraftInfo, layout: VerifierLayout, verifier_sha: str | None) -> list[str]:
     own = info.content_hash.get("sha256")
     if info.path != layout.path and (verifier_sha is None or own != verifier_sha):
-        return [f"{info.path}: MTP layers draft only for the checkpoint that holds them, but the served verifier is "
-                f"{layout.path}; serve {info.path} as the verifier (its own MTP layers are the draft)"]
+        return [
+            f"{info.path}: MTP layers draft only for the checkpoint that holds them, but the served verifier is "
+            f"{layout.path}; serve {info.path} as the verifier (its own MTP layers are the draft)"
+        ]
     out = []
     n, h = layout.num_layers, layout.hidden_size
     if info.weights and not any(k.endswith(f"layers.{n}.eh_proj.weight") for k in info.weights):
-        out.append(f"{info.path}: config says num_nextn_predict_layers={info.num_layers} but there is no "
-                   f"layers.{n}.eh_proj.weight; the checkpoint was saved without its MTP layers")
+        out.append(
+            f"{info.path}: config says num_nextn_predict_layers={info.num_layers} but there is no "
+            f"layers.{n}.eh_proj.weight; the checkpoint was saved without its MTP layers"
+        )
     elif info.fc_shape is not None and tuple(info.fc_shape) != (h, 2 * h):
-        out.append(f"{info.path}: MTP eh_proj {list(info.fc_shape)} should be [{h}, {2 * h}] for hidden {h}; "
-                   "the checkpoint's MTP layers do not match its config")
+        out.append(
+            f"{info.path}: MTP eh_proj {list(info.fc_shape)} should be [{h}, {2 * h}] for hidden {h}; "
+            "the checkpoint's MTP layers do not match its config"
+        )
     return out

@@ -26,8 +26,14 @@ from harness.jsonfiles import read_checkpoint_config
 from harness.provenance import content_hash
 from harness.verifier.safetensors_index import TensorInfo, read_header, read_weight_map
 
-LLAMA_EAGLE3_ARCHS = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Qwen3ForCausalLM",
-                      "Eagle3Qwen2_5vlForCausalLM", "Eagle3Qwen3vlForCausalLM", "Eagle3MiniMaxM2ForCausalLM")
+LLAMA_EAGLE3_ARCHS = (
+    "LlamaForCausalLMEagle3",
+    "Eagle3LlamaForCausalLM",
+    "Eagle3Qwen3ForCausalLM",
+    "Eagle3Qwen2_5vlForCausalLM",
+    "Eagle3Qwen3vlForCausalLM",
+    "Eagle3MiniMaxM2ForCausalLM",
+)
 MLA_EAGLE3_ARCHS = ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM")
 PEAGLE_ARCHS = ("PEagleDraftModel", "PeagleLlamaForCausalLM", "PeagleQwen3ForCausalLM")
 SPECULATORS_TYPES = {"eagle3": "eagle3", "peagle": "p-eagle"}
@@ -86,8 +92,11 @@ class DraftInfo:
 
 
 def read_draft_config(folder: Path) -> dict[str, Any]:
-    return read_checkpoint_config(folder, "point --draft at a draft checkpoint folder",
-                                  "not a draft checkpoint (a draft folder holds config.json and its weights)")
+    return read_checkpoint_config(
+        folder,
+        "point --draft at a draft checkpoint folder",
+        "not a draft checkpoint (a draft folder holds config.json and its weights)",
+    )
 
 
 def detect_format(cfg: dict[str, Any], where: str) -> str:
@@ -96,8 +105,10 @@ def detect_format(cfg: dict[str, Any], where: str) -> str:
     if stype is not None:
         if stype in SPECULATORS_TYPES:
             return "speculators"
-        raise BadInput(f"{where}: speculators_model_type {stype!r} is not an EAGLE-family draft; "
-                       f"known formats: {'; '.join(KNOWN_FORMATS)}")
+        raise BadInput(
+            f"{where}: speculators_model_type {stype!r} is not an EAGLE-family draft; "
+            f"known formats: {'; '.join(KNOWN_FORMATS)}"
+        )
     archs = [a for a in cfg.get("architectures") or [] if isinstance(a, str)]
     for fmt, names in (("specforge", LLAMA_EAGLE3_ARCHS), ("mla-eagle3", MLA_EAGLE3_ARCHS), ("p-eagle", PEAGLE_ARCHS)):
         if any(a in names for a in archs):
@@ -201,15 +212,28 @@ def _eagle_info(folder: Path, cfg: dict[str, Any], fmt: str) -> DraftInfo:
     d2t_key, t2d_key, fc_key = _find(shapes, "d2t"), _find(shapes, "t2d"), _find(shapes, "fc.weight")
     d2t_range, t2d_sel = _vocab_maps(folder, shards, d2t_key, t2d_key)
     return DraftInfo(
-        path=str(folder.resolve()), format=fmt, vllm_method="eagle3", parallel_drafting=parallel,
-        architecture=arch, num_layers=_int(layer, "num_hidden_layers", where, 1), hidden_size=hidden,
+        path=str(folder.resolve()),
+        format=fmt,
+        vllm_method="eagle3",
+        parallel_drafting=parallel,
+        architecture=arch,
+        num_layers=_int(layer, "num_hidden_layers", where, 1),
+        hidden_size=hidden,
         target_hidden_size=int(cfg.get("target_hidden_size") or layer.get("target_hidden_size") or hidden),
-        aux_layer_ids=tuple(ids), draft_vocab_size=draft_vocab,
+        aux_layer_ids=tuple(ids),
+        draft_vocab_size=draft_vocab,
         target_vocab_size=(shapes[t2d_key][0] if t2d_key else vocab),
-        has_d2t=d2t_key is not None, has_t2d=t2d_key is not None, norm_before_residual=nbr,
-        verifier=verifier, content_hash=content_hash(folder),
-        fc_shape=shapes.get(fc_key) if fc_key else None, d2t_target_range=d2t_range, t2d_selected=t2d_sel,
-        weights=shapes, harness_meta=meta, model_type=str(layer.get("model_type") or ""),
+        has_d2t=d2t_key is not None,
+        has_t2d=t2d_key is not None,
+        norm_before_residual=nbr,
+        verifier=verifier,
+        content_hash=content_hash(folder),
+        fc_shape=shapes.get(fc_key) if fc_key else None,
+        d2t_target_range=d2t_range,
+        t2d_selected=t2d_sel,
+        weights=shapes,
+        harness_meta=meta,
+        model_type=str(layer.get("model_type") or ""),
     )
 
 
@@ -221,13 +245,24 @@ def _mtp_info(folder: Path, cfg: dict[str, Any]) -> DraftInfo:
     archs = [a for a in cfg.get("architectures") or [] if isinstance(a, str)]
     eh = [k for k in shapes if k.endswith(f"layers.{layers}.eh_proj.weight")]
     return DraftInfo(
-        path=str(folder.resolve()), format="mtp", vllm_method="mtp", parallel_drafting=False,
+        path=str(folder.resolve()),
+        format="mtp",
+        vllm_method="mtp",
+        parallel_drafting=False,
         architecture=(archs[0] if archs else str(cfg.get("model_type"))) + " (own MTP layers)",
-        num_layers=int(text["num_nextn_predict_layers"]), hidden_size=_int(text, "hidden_size", where),
-        target_hidden_size=_int(text, "hidden_size", where), aux_layer_ids=(),
-        draft_vocab_size=_int(text, "vocab_size", where), target_vocab_size=_int(text, "vocab_size", where),
-        has_d2t=False, has_t2d=False, norm_before_residual=False,
+        num_layers=int(text["num_nextn_predict_layers"]),
+        hidden_size=_int(text, "hidden_size", where),
+        target_hidden_size=_int(text, "hidden_size", where),
+        aux_layer_ids=(),
+        draft_vocab_size=_int(text, "vocab_size", where),
+        target_vocab_size=_int(text, "vocab_size", where),
+        has_d2t=False,
+        has_t2d=False,
+        norm_before_residual=False,
         verifier={"name_or_path": str(folder.resolve()), "architectures": archs},
-        content_hash=content_hash(folder), fc_shape=shapes.get(eh[0]) if eh else None,
-        d2t_target_range=None, t2d_selected=None, weights=shapes,
+        content_hash=content_hash(folder),
+        fc_shape=shapes.get(eh[0]) if eh else None,
+        d2t_target_range=None,
+        t2d_selected=None,
+        weights=shapes,
     )

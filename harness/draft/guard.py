@@ -14,7 +14,9 @@ from harness.verifier.layout import VerifierLayout
 def served_verifier_sha(info: DraftInfo, layout: VerifierLayout) -> str | None:
     """The served verifier's content hash, computed only when a check needs it (it reads the files)."""
     recorded = info.verifier.get("content_hash")
-    needs = (isinstance(recorded, dict) and recorded.get("sha256")) or (info.format == "mtp" and info.path != layout.path)
+    needs = (isinstance(recorded, dict) and recorded.get("sha256")) or (
+        info.format == "mtp" and info.path != layout.path
+    )
     return content_hash(layout.path)["sha256"] if needs else None
 
 
@@ -27,6 +29,10 @@ def require_fit(draft_dir: Path, layout: VerifierLayout) -> DraftInfo:
     """The draft's description, or BadInput with the first reason it cannot draft for `layout`."""
     info, problems = fit_problems(draft_dir, layout)
     if problems:
-        more = f" (+{len(problems) - 1} more: harness draft inspect {draft_dir} --verifier {layout.path})" if len(problems) > 1 else ""
+        more = (
+            f" (+{len(problems) - 1} more: harness draft inspect {draft_dir} --verifier {layout.path})"
+            if len(problems) > 1
+            else ""
+        )
         raise BadInput(problems[0] + more)
     return info

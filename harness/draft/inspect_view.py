@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from harness.draft.formats import DraftInfo
 
-FORMAT_NAMES = {"speculators": "speculators", "specforge": "SpecForge / EAGLE-3", "mla-eagle3": "MLA EAGLE-3",
-                "p-eagle": "P-EAGLE", "mtp": "the verifier's own MTP layers"}
+FORMAT_NAMES = {
+    "speculators": "speculators",
+    "specforge": "SpecForge / EAGLE-3",
+    "mla-eagle3": "MLA EAGLE-3",
+    "p-eagle": "P-EAGLE",
+    "mtp": "the verifier's own MTP layers",
+}
 
 
 def _verifier_line(info: DraftInfo) -> str:
@@ -21,8 +26,13 @@ def _verifier_line(info: DraftInfo) -> str:
     return " · ".join(parts)
 
 
-def render_draft(info: DraftInfo, console, verifier: str | None = None, problems: list[str] | None = None,
-                 aux_in_use: tuple[int, ...] | None = None) -> None:
+def render_draft(
+    info: DraftInfo,
+    console,
+    verifier: str | None = None,
+    problems: list[str] | None = None,
+    aux_in_use: tuple[int, ...] | None = None,
+) -> None:
     from rich.table import Table
 
     t = Table(title=f"draft {info.path}", show_header=False, title_justify="left")
@@ -31,11 +41,21 @@ def render_draft(info: DraftInfo, console, verifier: str | None = None, problems
     method = info.vllm_method + (" + parallel_drafting" if info.parallel_drafting else "")
     t.add_row("format", f"{FORMAT_NAMES.get(info.format, info.format)}  (vLLM method {method})")
     t.add_row("architecture", info.architecture)
-    t.add_row("layers / hidden", f"{info.num_layers} / {info.hidden_size}"
-              + (f" (reads verifier width {info.target_hidden_size})" if info.target_hidden_size != info.hidden_size else ""))
+    t.add_row(
+        "layers / hidden",
+        f"{info.num_layers} / {info.hidden_size}"
+        + (f" (reads verifier width {info.target_hidden_size})" if info.target_hidden_size != info.hidden_size else ""),
+    )
     if info.format != "mtp":
-        ids = ", ".join(map(str, info.aux_layer_ids)) if info.aux_layer_ids else "not recorded (vLLM default 2, L//2, L-3)"
-        t.add_row("aux layer ids", ids + (f"  -> {aux_in_use} on this verifier" if aux_in_use and not info.aux_layer_ids else ""))
+        ids = (
+            ", ".join(map(str, info.aux_layer_ids))
+            if info.aux_layer_ids
+            else "not recorded (vLLM default 2, L//2, L-3)"
+        )
+        t.add_row(
+            "aux layer ids",
+            ids + (f"  -> {aux_in_use} on this verifier" if aux_in_use and not info.aux_layer_ids else ""),
+        )
         t.add_row("fc", f"{list(info.fc_shape)} [out, in]" if info.fc_shape else "none")
         t.add_row("vocab draft / target", f"{info.draft_vocab_size} / {info.target_vocab_size}")
         maps = ", ".join(n for n, has in (("d2t", info.has_d2t), ("t2d", info.has_t2d)) if has) or "none (full vocab)"

@@ -56,7 +56,7 @@ def _write_constant_verifier(layout: VerifierLayout, src: Path, tmp: Path, token
     # (vLLM accepts a greedy draft token with probability p_target(token)).
     with safe_open(str(src / layout.lm_head.shard), "pt") as f:
         logits = f.get_tensor(layout.lm_head.key).float() @ (gain * v)
-    others = torch.cat([logits[:token_id], logits[token_id + 1:]])
+    others = torch.cat([logits[:token_id], logits[token_id + 1 :]])
     margin = float(logits[token_id] - others.max())
     if margin <= 0:
         raise RuntimeError(f"constant verifier: token {token_id} is not the argmax (margin {margin:.3f})")
@@ -74,8 +74,9 @@ def _write_constant_verifier(layout: VerifierLayout, src: Path, tmp: Path, token
                     t = torch.zeros_like(t)
                 tensors[key] = t
         save_file(tensors, str(tmp / shard), metadata={"format": "pt"})
-    (tmp / "oracle.json").write_text(json.dumps({"constant_token_id": token_id, "derived_from": layout.path,
-                                                 "logit_margin": 60.0}))
+    (tmp / "oracle.json").write_text(
+        json.dumps({"constant_token_id": token_id, "derived_from": layout.path, "logit_margin": 60.0})
+    )
 
 
 def _save_draft(model, out: Path) -> None:
@@ -83,8 +84,14 @@ def _save_draft(model, out: Path) -> None:
         model.save_pretrained(str(tmp))
 
 
-def build_reference_draft(kind: str, layout: VerifierLayout, draft_layer_config: dict[str, Any],
-                          aux_layer_ids: list[int], out: Path, seed: int = 0) -> Path:
+def build_reference_draft(
+    kind: str,
+    layout: VerifierLayout,
+    draft_layer_config: dict[str, Any],
+    aux_layer_ids: list[int],
+    out: Path,
+    seed: int = 0,
+) -> Path:
     """An untrained ('random') or copying ('oracle', for a constant verifier) EAGLE-3 draft,
     full verifier vocabulary, built through the patched loader."""
     from transformers import LlamaConfig
@@ -92,8 +99,14 @@ def build_reference_draft(kind: str, layout: VerifierLayout, draft_layer_config:
     from harness.verifier.loader import build_draft
 
     torch.manual_seed(seed)
-    model = build_draft(layout, draft_layer_config=LlamaConfig(**draft_layer_config), aux_layer_ids=aux_layer_ids,
-                        draft_vocab_size=layout.vocab_size, t2d=None, d2t=None)
+    model = build_draft(
+        layout,
+        draft_layer_config=LlamaConfig(**draft_layer_config),
+        aux_layer_ids=aux_layer_ids,
+        draft_vocab_size=layout.vocab_size,
+        t2d=None,
+        d2t=None,
+    )
     if kind == "oracle":
         h = layout.hidden_size
         with torch.no_grad():
@@ -108,8 +121,13 @@ def build_reference_draft(kind: str, layout: VerifierLayout, draft_layer_config:
     return out
 
 
-def oracle_pair(layout: VerifierLayout, draft_layer_config: dict[str, Any], aux_layer_ids: list[int],
-                cache: Path, token_id: int | None = None) -> tuple[VerifierLayout, Path]:
+def oracle_pair(
+    layout: VerifierLayout,
+    draft_layer_config: dict[str, Any],
+    aux_layer_ids: list[int],
+    cache: Path,
+    token_id: int | None = None,
+) -> tuple[VerifierLayout, Path]:
     """(constant verifier, oracle draft) derived from `layout`, cached under `cache`."""
     from harness.provenance import content_hash
 
@@ -127,8 +145,9 @@ def oracle_pair(layout: VerifierLayout, draft_layer_config: dict[str, Any], aux_
     return v, ddir
 
 
-def random_draft(layout: VerifierLayout, draft_layer_config: dict[str, Any], aux_layer_ids: list[int],
-                 cache: Path) -> Path:
+def random_draft(
+    layout: VerifierLayout, draft_layer_config: dict[str, Any], aux_layer_ids: list[int], cache: Path
+) -> Path:
     from harness.provenance import content_hash
 
     key = content_hash(layout.path)["sha256"] + "-" + "-".join(map(str, aux_layer_ids))

@@ -74,8 +74,9 @@ def _reference_drafts(recipe: Recipe, layout: VerifierLayout, names: Sequence[st
     return out
 
 
-def resolve_drafts(recipe: Recipe, layout: VerifierLayout, draft_dir: Path | None,
-                   label: str = "draft") -> list[DraftUnderTest]:
+def resolve_drafts(
+    recipe: Recipe, layout: VerifierLayout, draft_dir: Path | None, label: str = "draft"
+) -> list[DraftUnderTest]:
     """The draft under test (a trained EAGLE-3 folder, or vLLM's ngram) plus the recipe's
     reference drafts."""
     out: list[DraftUnderTest] = []
@@ -84,9 +85,17 @@ def resolve_drafts(recipe: Recipe, layout: VerifierLayout, draft_dir: Path | Non
 
         info = require_fit(draft_dir, layout)  # any format vLLM serves, checked before any engine starts
         meta = info.harness_meta
-        out.append(DraftUnderTest(label, info.method, layout, str(draft_dir),
-                                  tuple(meta.get("held_out_full_acc") or ()), info.content_hash,
-                                  train_context_len=meta.get("train_context_len")))
+        out.append(
+            DraftUnderTest(
+                label,
+                info.method,
+                layout,
+                str(draft_dir),
+                tuple(meta.get("held_out_full_acc") or ()),
+                info.content_hash,
+                train_context_len=meta.get("train_context_len"),
+            )
+        )
     elif recipe.bench.method == "ngram":
         out.append(DraftUnderTest("ngram", "ngram", layout))
     ngram_is_main = recipe.bench.method == "ngram" and draft_dir is None

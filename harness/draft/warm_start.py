@@ -40,8 +40,10 @@ def check_init_from(path: str | Path, layout: VerifierLayout) -> DraftInfo:
     if info.format == "specforge" and "Qwen3" in info.architecture:
         why = "its Qwen3 layer (q/k norms) does not fit speculators' Llama draft layer"
     if why:
-        raise BadInput(f"train.init_from {path}: a {info.format} draft ({info.architecture}) cannot be warm-started: "
-                       f"{why}; warm start takes {' or '.join(WARM_STARTABLE.values())}")
+        raise BadInput(
+            f"train.init_from {path}: a {info.format} draft ({info.architecture}) cannot be warm-started: "
+            f"{why}; warm start takes {' or '.join(WARM_STARTABLE.values())}"
+        )
     problems = draft_problems(info, layout)
     if problems:
         raise BadInput(f"train.init_from: {problems[0]}")
@@ -57,9 +59,14 @@ def init_state_dict(info: DraftInfo, layout: VerifierLayout) -> dict[str, Any]:
         from speculators.convert.eagle.eagle3_converter import Eagle3Converter
 
         with tempfile.TemporaryDirectory(prefix="harness-init-") as tmp:
-            Eagle3Converter().convert(folder, Path(tmp) / "draft", base_model=layout.path, validate=False,
-                                      norm_before_residual=info.norm_before_residual,
-                                      eagle_aux_hidden_state_layer_ids=list(info.aux_layer_ids) or None)
+            Eagle3Converter().convert(
+                folder,
+                Path(tmp) / "draft",
+                base_model=layout.path,
+                validate=False,
+                norm_before_residual=info.norm_before_residual,
+                eagle_aux_hidden_state_layer_ids=list(info.aux_layer_ids) or None,
+            )
             return _load_all(Path(tmp) / "draft", load_file)
     return _load_all(folder, load_file)
 
@@ -109,11 +116,18 @@ def warm_start(model, path: str | Path, layout: VerifierLayout) -> dict[str, Any
         if key in _VOCAB_KEYS or key.startswith("verifier_") or key not in own:
             continue  # the vocab maps and the verifier's tensors belong to the new draft
         if tuple(t.shape) != tuple(own[key].shape):
-            raise BadInput(f"train.init_from {path}: {key} has shape {list(t.shape)}, the draft to train has "
-                           f"{list(own[key].shape)}; set the recipe's [draft] shape to the init draft's")
+            raise BadInput(
+                f"train.init_from {path}: {key} has shape {list(t.shape)}, the draft to train has "
+                f"{list(own[key].shape)}; set the recipe's [draft] shape to the init draft's"
+            )
         load[key] = t.to(own[key].dtype)
     if "fc.weight" not in load or not any(k.startswith("layers.0.") for k in load):
         raise BadInput(f"train.init_from {path}: no fc / decoder layer weights found to start from")
     model.load_state_dict(load, strict=False)
-    return {"path": info.path, "format": info.format, "content_hash": info.content_hash,
-            "loaded": sorted(load), "lm_head_rows_from_init": kept}
+    return {
+        "path": info.path,
+        "format": info.format,
+        "content_hash": info.content_hash,
+        "loaded": sorted(load),
+        "lm_head_rows_from_init": kept,
+    }

@@ -8,8 +8,8 @@ Engines (all real vLLM):
 
 Contract of `generate(requests, sampling, concurrency)`: every request is attempted; at most
 `concurrency` are in flight at once; a request that fails or takes longer than `timeout_s`
-(default: the engine's) comes back with `error` set (the batch still returns); outputs come back in request order. `counters()` reads
-vLLM's cumulative speculative-decoding counters (callers take deltas).
+(default: the engine's) comes back with `error` set (the batch still returns); outputs come back in
+request order. `counters()` reads vLLM's cumulative speculative-decoding counters (callers take deltas).
 
 Capabilities beyond `Engine`, each a protocol of its own (`isinstance(engine, Rescorer)`):
 
@@ -90,8 +90,9 @@ class BatchResult:
 class Engine(Protocol):
     kind: str
 
-    def generate(self, requests: list[GenRequest], sampling: Sampling, concurrency: int,
-                 timeout_s: float | None = None) -> BatchResult: ...
+    def generate(
+        self, requests: list[GenRequest], sampling: Sampling, concurrency: int, timeout_s: float | None = None
+    ) -> BatchResult: ...
 
     def counters(self) -> tuple[SpecCounters, dict[str, float]]: ...
 
@@ -128,7 +129,7 @@ class LayerStateReader(Protocol):
 
 # Engines own processes; whatever happens to the caller (a failed assertion, Ctrl-C, an
 # exception between start and `with`), none may outlive the harness process.
-_LIVE: "weakref.WeakSet[Any]"
+_LIVE: weakref.WeakSet[Any]
 
 
 def close_live() -> None:

@@ -17,8 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _PREFIX = "vllm:spec_decode_"
-_SCALARS = {"num_drafts": "num_drafts", "num_draft_tokens": "num_draft_tokens",
-            "num_accepted_tokens": "num_accepted_tokens"}
+_SCALARS = {
+    "num_drafts": "num_drafts",
+    "num_draft_tokens": "num_draft_tokens",
+    "num_accepted_tokens": "num_accepted_tokens",
+}
 GENERATION_TOKENS = "vllm:generation_tokens"
 
 
@@ -49,7 +52,6 @@ class SpecCounters:
         )
 
 
-
 @dataclass(frozen=True)
 class SpecSummary:
     """vLLM's per-request speculative-decoding summary (`RequestSpecDecodeMetrics.to_dict()`), the
@@ -75,9 +77,14 @@ class SpecSummary:
             v = d.get(name)
             return None if v is None else int(v)
 
-        return cls(num("num_spec_steps"), num("num_accepted_draft_tokens"), num("num_draft_tokens"),
-                   num("num_spec_tokens"), tuple(int(a) for a in d.get("per_step_accepted") or ()),
-                   tuple(int(x) for x in d.get("per_step_drafted") or ()))
+        return cls(
+            num("num_spec_steps"),
+            num("num_accepted_draft_tokens"),
+            num("num_draft_tokens"),
+            num("num_spec_tokens"),
+            tuple(int(a) for a in d.get("per_step_accepted") or ()),
+            tuple(int(x) for x in d.get("per_step_drafted") or ()),
+        )
 
 
 def counters_from_prometheus(text: str) -> tuple[SpecCounters, dict[str, float]]:
@@ -89,22 +96,23 @@ def counters_from_prometheus(text: str) -> tuple[SpecCounters, dict[str, float]]
     totals: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            name = s.name[:-len("_total")] if s.name.endswith("_total") else s.name
+            name = s.name[: -len("_total")] if s.name.endswith("_total") else s.name
             if s.name.endswith("_created"):
                 continue
             if name == GENERATION_TOKENS:
                 totals["generation_tokens"] = totals.get("generation_tokens", 0) + s.value
             if not name.startswith(_PREFIX):
                 continue
-            short = name[len(_PREFIX):]
+            short = name[len(_PREFIX) :]
             if short in _SCALARS:
                 scalars[_SCALARS[short]] += int(s.value)
             elif short == "num_accepted_tokens_per_pos":
                 pos = int(s.labels.get("position", 0))
                 per_pos[pos] = per_pos.get(pos, 0) + int(s.value)
     accepted = tuple(per_pos.get(i, 0) for i in range(max(per_pos) + 1)) if per_pos else ()
-    return SpecCounters(scalars["num_drafts"], scalars["num_draft_tokens"],
-                        scalars["num_accepted_tokens"], accepted), totals
+    return SpecCounters(
+        scalars["num_drafts"], scalars["num_draft_tokens"], scalars["num_accepted_tokens"], accepted
+    ), totals
 
 
 def counters_from_offline(metrics: list[Any]) -> tuple[SpecCounters, dict[str, float]]:
@@ -118,13 +126,15 @@ def counters_from_offline(metrics: list[Any]) -> tuple[SpecCounters, dict[str, f
             totals["generation_tokens"] = totals.get("generation_tokens", 0) + float(m.value)
         if not name.startswith(_PREFIX):
             continue
-        short = name[len(_PREFIX):]
+        short = name[len(_PREFIX) :]
         if short in _SCALARS:
             scalars[_SCALARS[short]] += int(getattr(m, "value", 0) or 0)
         elif short == "num_accepted_tokens_per_pos":
             vals = [int(v) for v in (getattr(m, "values", None) or [])]
             n = max(len(vals), len(accepted))
-            accepted = tuple((accepted[i] if i < len(accepted) else 0) + (vals[i] if i < len(vals) else 0)
-                             for i in range(n))
-    return SpecCounters(scalars["num_drafts"], scalars["num_draft_tokens"],
-                        scalars["num_accepted_tokens"], accepted), totals
+            accepted = tuple(
+                (accepted[i] if i < len(accepted) else 0) + (vals[i] if i < len(vals) else 0) for i in range(n)
+            )
+    return SpecCounters(
+        scalars["num_drafts"], scalars["num_draft_tokens"], scalars["num_accepted_tokens"], accepted
+    ), totals

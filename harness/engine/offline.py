@@ -54,8 +54,9 @@ def _plain_logprobs(positions: Any) -> list[dict[int, float]]:
     return [{int(t): float(lp.logprob) for t, lp in (pos or {}).items()} for pos in positions or []]
 
 
-def _run_batch(llm, requests: list[GenRequest], sampling: Sampling, concurrency: int,
-               timeout_s: float) -> list[GenOutput]:
+def _run_batch(
+    llm, requests: list[GenRequest], sampling: Sampling, concurrency: int, timeout_s: float
+) -> list[GenOutput]:
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
     from vllm.sampling_params import RequestOutputKind
@@ -68,9 +69,13 @@ def _run_batch(llm, requests: list[GenRequest], sampling: Sampling, concurrency:
         while pending and len(inflight) < concurrency:
             r = pending.popleft()
             params = SamplingParams(
-                max_tokens=r.max_tokens, temperature=sampling.temperature, top_p=sampling.top_p,
-                seed=sampling.seed, ignore_eos=sampling.ignore_eos,
-                stop_token_ids=list(sampling.stop_token_ids) or None, logprobs=sampling.logprobs,
+                max_tokens=r.max_tokens,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                seed=sampling.seed,
+                ignore_eos=sampling.ignore_eos,
+                stop_token_ids=list(sampling.stop_token_ids) or None,
+                logprobs=sampling.logprobs,
                 output_kind=RequestOutputKind.DELTA,
             )
             engine.add_request(r.request_id, TokensPrompt(prompt_token_ids=list(r.prompt_token_ids)), params)
@@ -133,8 +138,12 @@ def _rescore(llm, sequences: list[tuple[list[int], int]]) -> list[list[dict[int,
     result = []
     for (ids, start), o in zip(sequences, outs, strict=True):
         # prompt_logprobs[i] is the distribution of token i given tokens < i (None at i = 0)
-        result.append([{int(t): float(lp.logprob) for t, lp in (o.prompt_logprobs[i] or {}).items()}
-                       for i in range(max(start, 1), len(ids))])
+        result.append(
+            [
+                {int(t): float(lp.logprob) for t, lp in (o.prompt_logprobs[i] or {}).items()}
+                for i in range(max(start, 1), len(ids))
+            ]
+        )
     return result
 
 
@@ -146,10 +155,16 @@ def single_process(plan: EnginePlan) -> EnginePlan:
     its environment says so to the host (SINGLE_PROCESS_ENV)."""
     if not plan.single_process:
         return plan
-    return replace(plan, env={**plan.env, SINGLE_PROCESS_ENV[0]: SINGLE_PROCESS_ENV[1]},
-                   engine_kwargs={**plan.engine_kwargs, "distributed_executor_backend": "uni"},
-                   workarounds=(*plan.workarounds, "VLLM_ENABLE_V1_MULTIPROCESSING=0 + uni executor: the CPU engine "
-                                "runs in one process (offline engine only; ~12 s less per start)"))
+    return replace(
+        plan,
+        env={**plan.env, SINGLE_PROCESS_ENV[0]: SINGLE_PROCESS_ENV[1]},
+        engine_kwargs={**plan.engine_kwargs, "distributed_executor_backend": "uni"},
+        workarounds=(
+            *plan.workarounds,
+            "VLLM_ENABLE_V1_MULTIPROCESSING=0 + uni executor: the CPU engine "
+            "runs in one process (offline engine only; ~12 s less per start)",
+        ),
+    )
 
 
 def _threads_like_vllms_cpu_worker() -> None:
@@ -366,8 +381,9 @@ def _serve(conn, llm, timeout_s: float) -> None:
         try:
             match msg:
                 case _Generate():
-                    conn.send(_Ok(_run_batch(llm, msg.requests, msg.sampling, msg.concurrency,
-                                             msg.timeout_s or timeout_s)))
+                    conn.send(
+                        _Ok(_run_batch(llm, msg.requests, msg.sampling, msg.concurrency, msg.timeout_s or timeout_s))
+                    )
                 case _Rescore():
                     conn.send(_Ok(_rescore(llm, msg.sequences)))
                 case _LayerStates():
@@ -467,8 +483,14 @@ class OfflineEngine(Rescorer, LayerStateReader):
 
     kind = "offline"
 
-    def __init__(self, plan: EnginePlan, startup_timeout_s: float = 600, request_timeout_s: float = 600,
-                 probe: bool = False, log_path: Path | None = None):
+    def __init__(
+        self,
+        plan: EnginePlan,
+        startup_timeout_s: float = 600,
+        request_timeout_s: float = 600,
+        probe: bool = False,
+        log_path: Path | None = None,
+    ):
         plan = single_process(plan)
         self.plan = plan
         if log_path is None:
@@ -490,17 +512,21 @@ class OfflineEngine(Rescorer, LayerStateReader):
         if not isinstance(msg, _Ready):  # _Failed
             self.close()
             draft = plan.speculative.draft if plan.speculative else None
-            raise InfraError(f"vLLM engine failed to start for {failing_checkpoint(log_path, plan.model, draft, msg.traceback)}: "
-                             f"{msg.error}; last lines of "
-                             f"{log_path}:\n{tail(log_path)}")
+            raise InfraError(
+                f"vLLM engine failed to start for {failing_checkpoint(log_path, plan.model, draft, msg.traceback)}: "
+                f"{msg.error}; last lines of "
+                f"{log_path}:\n{tail(log_path)}"
+            )
         self.info = {**msg.info, "startup_s": round(time.perf_counter() - t0, 1)}
 
     def _recv(self, timeout_s: float, what: str):
         deadline = time.monotonic() + timeout_s
         while not self._conn.poll(1.0):
             if not self._proc.is_alive():
-                raise InfraError(f"vLLM engine process died during {what} (exit code {self._proc.exitcode}); "
-                                 f"last lines of {self.log_path}:\n{tail(self.log_path)}")
+                raise InfraError(
+                    f"vLLM engine process died during {what} (exit code {self._proc.exitcode}); "
+                    f"last lines of {self.log_path}:\n{tail(self.log_path)}"
+                )
             if time.monotonic() > deadline:
                 self.close()
                 raise InfraError(f"vLLM engine did not {what} within {timeout_s:.0f}s")
@@ -528,8 +554,9 @@ class OfflineEngine(Rescorer, LayerStateReader):
         """vLLM's own residual stream entering each of `layer_ids` (aux-id semantics), [T, H]."""
         return self._call(_LayerStates(list(token_ids), list(layer_ids)))
 
-    def generate(self, requests: list[GenRequest], sampling: Sampling, concurrency: int,
-                 timeout_s: float | None = None) -> BatchResult:
+    def generate(
+        self, requests: list[GenRequest], sampling: Sampling, concurrency: int, timeout_s: float | None = None
+    ) -> BatchResult:
         before, tb = self.counters()
         t0 = time.perf_counter()
         outputs = self._call(_Generate(requests, sampling, concurrency, timeout_s))
@@ -539,10 +566,16 @@ class OfflineEngine(Rescorer, LayerStateReader):
         return BatchResult(outputs, wall, after - before, gen)
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "model": self.plan.model, "log": str(self.log_path),
-                "engine_kwargs": self.plan.engine_kwargs,
-                "env": self.plan.env, "workarounds": list(self.plan.workarounds),
-                "speculative": asdict(self.plan.speculative) if self.plan.speculative else None, **self.info}
+        return {
+            "kind": self.kind,
+            "model": self.plan.model,
+            "log": str(self.log_path),
+            "engine_kwargs": self.plan.engine_kwargs,
+            "env": self.plan.env,
+            "workarounds": list(self.plan.workarounds),
+            "speculative": asdict(self.plan.speculative) if self.plan.speculative else None,
+            **self.info,
+        }
 
     def close(self, reuse: bool = True) -> None:
         """Shut the engine down; a healthy host goes back to the pool, any other is killed

@@ -38,7 +38,7 @@ def start_ticks(pid: int) -> int | None:
             stat = f.read().decode(errors="replace")
     except OSError:
         return None
-    fields = stat[stat.rfind(")") + 2:].split()  # the command name may hold spaces and parens
+    fields = stat[stat.rfind(")") + 2 :].split()  # the command name may hold spaces and parens
     return int(fields[19]) if fields[0] != "Z" else None  # a zombie has already died
 
 
@@ -83,8 +83,14 @@ def start_watchdog(pgid: int, harness_pid: int | None = None) -> subprocess.Pope
     group when `harness_pid` (default: this process) dies."""
     pid = os.getpid() if harness_pid is None else harness_pid
     cmd = [sys.executable, "-I", "-S", os.path.abspath(__file__), str(pid), str(start_ticks(pid) or 0)]
-    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            process_group=pgid, close_fds=True)
+    return subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        process_group=pgid,
+        close_fds=True,
+    )
 
 
 def group_members(pgid: int) -> list[int]:
@@ -98,7 +104,7 @@ def group_members(pgid: int) -> list[int]:
                 stat = f.read().decode(errors="replace")
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2:].split()
+        fields = stat[stat.rfind(")") + 2 :].split()
         if fields[0] != "Z" and int(fields[2]) == pgid:
             out.append(int(name))
     return out

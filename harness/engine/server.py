@@ -147,8 +147,7 @@ def _capturing_request_func(store: dict[str, _Captured], timeout_s: float):
         st = time.perf_counter()
         out.start_time = st
         try:
-            await asyncio.wait_for(_stream_completion(session, request_func_input, out, cap, _Clock(st, st)),
-                                   timeout_s)
+            await asyncio.wait_for(_stream_completion(session, request_func_input, out, cap, _Clock(st, st)), timeout_s)
         except TimeoutError:
             out.success, out.error = False, f"timed out after {timeout_s:.0f}s"
         except Exception as e:  # noqa: BLE001 - one failed request must not sink the batch
@@ -184,22 +183,36 @@ class _OpenAIServer:
         try:
             status, text = _http_get(self.url + "/metrics")
         except ConnectionError as e:
-            raise InfraError(self.died() or f"{self.url}/metrics unreachable ({e}); is the server still running?") from e
+            raise InfraError(
+                self.died() or f"{self.url}/metrics unreachable ({e}); is the server still running?"
+            ) from e
         if status != 200:
             raise InfraError(f"{self.url}/metrics answered HTTP {status}")
         return counters_from_prometheus(text)
 
-    def generate(self, requests: list[GenRequest], sampling: Sampling, concurrency: int,
-                 timeout_s: float | None = None) -> BatchResult:
+    def generate(
+        self, requests: list[GenRequest], sampling: Sampling, concurrency: int, timeout_s: float | None = None
+    ) -> BatchResult:
         from vllm.benchmarks.datasets import SampleRequest
         from vllm.benchmarks.lib import endpoint_request_func as erf
         from vllm.benchmarks.serve import TaskType, benchmark
 
         store: dict[str, _Captured] = {}
         erf.ASYNC_REQUEST_FUNCS[_FUNC_NAME] = _capturing_request_func(store, timeout_s or self.request_timeout_s)
-        samples = [SampleRequest(prompt=list(r.prompt_token_ids), prompt_len=len(r.prompt_token_ids),
-                                 expected_output_len=r.max_tokens, request_id=r.request_id) for r in requests]
-        extra: dict[str, Any] = {"temperature": sampling.temperature, "top_p": sampling.top_p, "skip_special_tokens": False}
+        samples = [
+            SampleRequest(
+                prompt=list(r.prompt_token_ids),
+                prompt_len=len(r.prompt_token_ids),
+                expected_output_len=r.max_tokens,
+                request_id=r.request_id,
+            )
+            for r in requests
+        ]
+        extra: dict[str, Any] = {
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "skip_special_tokens": False,
+        }
         if sampling.seed is not None:
             extra["seed"] = sampling.seed
         if sampling.stop_token_ids:
@@ -210,19 +223,37 @@ class _OpenAIServer:
         log = io.StringIO()
         try:
             with contextlib.redirect_stdout(log):  # vLLM's benchmark prints its own report
-                result = asyncio.run(benchmark(
-                    task_type=TaskType.GENERATION, endpoint_type=_FUNC_NAME,
-                    api_url=self.url + "/v1/completions", base_url=self.url,
-                    model_id=self.model_name, model_name=self.model_name, tokenizer=None,
-                    input_requests=samples, logprobs=None, request_rate=float("inf"), burstiness=1.0,
-                    disable_tqdm=True, num_warmups=0, profile=False,
-                    selected_percentile_metrics=["ttft", "tpot", "itl", "e2el"],
-                    selected_percentiles=[50.0, 99.0], ignore_eos=sampling.ignore_eos,
-                    goodput_config_dict={}, max_concurrency=concurrency, lora_modules=None,
-                    extra_headers=None, extra_body=extra, ready_check_timeout_sec=0,
-                ))
+                result = asyncio.run(
+                    benchmark(
+                        task_type=TaskType.GENERATION,
+                        endpoint_type=_FUNC_NAME,
+                        api_url=self.url + "/v1/completions",
+                        base_url=self.url,
+                        model_id=self.model_name,
+                        model_name=self.model_name,
+                        tokenizer=None,
+                        input_requests=samples,
+                        logprobs=None,
+                        request_rate=float("inf"),
+                        burstiness=1.0,
+                        disable_tqdm=True,
+                        num_warmups=0,
+                        profile=False,
+                        selected_percentile_metrics=["ttft", "tpot", "itl", "e2el"],
+                        selected_percentiles=[50.0, 99.0],
+                        ignore_eos=sampling.ignore_eos,
+                        goodput_config_dict={},
+                        max_concurrency=concurrency,
+                        lora_modules=None,
+                        extra_headers=None,
+                        extra_body=extra,
+                        ready_check_timeout_sec=0,
+                    )
+                )
         except Exception as e:  # noqa: BLE001
-            raise InfraError(self.died() or f"benchmark client failed against {self.url}: {type(e).__name__}: {e}") from e
+            raise InfraError(
+                self.died() or f"benchmark client failed against {self.url}: {type(e).__name__}: {e}"
+            ) from e
         finally:
             erf.ASYNC_REQUEST_FUNCS.pop(_FUNC_NAME, None)
         after, ta = self.counters()
@@ -231,10 +262,18 @@ class _OpenAIServer:
         for i, r in enumerate(requests):
             cap = store.get(r.request_id, _Captured())
             err = result["errors"][i] or None
-            o = GenOutput(r.request_id, len(r.prompt_token_ids), output_token_ids=cap.token_ids,
-                          finish_reason=cap.finish_reason, ttft_s=result["ttfts"][i] or None,
-                          itl_s=list(result["itls"][i]), latency_s=result["latencies"][i],
-                          error=err, spec=cap.spec, logprobs=cap.logprobs)
+            o = GenOutput(
+                r.request_id,
+                len(r.prompt_token_ids),
+                output_token_ids=cap.token_ids,
+                finish_reason=cap.finish_reason,
+                ttft_s=result["ttfts"][i] or None,
+                itl_s=list(result["itls"][i]),
+                latency_s=result["latencies"][i],
+                error=err,
+                spec=cap.spec,
+                logprobs=cap.logprobs,
+            )
             outputs.append(o)
         gen = ta.get("generation_tokens", 0) - tb.get("generation_tokens", 0) if "generation_tokens" in ta else None
         return BatchResult(outputs, float(result["duration"]), after - before, gen)
@@ -257,12 +296,15 @@ class AttachedEngine(_OpenAIServer):
 
     kind = "attach"
 
-    def __init__(self, url: str, model_name: str | None = None, request_timeout_s: float = 600,
-                 setting: str = "bench.url"):
+    def __init__(
+        self, url: str, model_name: str | None = None, request_timeout_s: float = 600, setting: str = "bench.url"
+    ):
         try:
             status, body = _http_get(url.rstrip("/") + "/v1/models")
         except ConnectionError as e:
-            raise InfraError(f"cannot reach {url} ({e}); check {setting} in the recipe and that the server is up") from e
+            raise InfraError(
+                f"cannot reach {url} ({e}); check {setting} in the recipe and that the server is up"
+            ) from e
         if status != 200:
             raise InfraError(f"{url}/v1/models answered HTTP {status}; is this a vLLM OpenAI server?")
         served = [m["id"] for m in json.loads(body).get("data", [])]
@@ -279,8 +321,9 @@ SERVER_GRACE_S = 10.0
 class ServerEngine(_OpenAIServer):
     """`python -m vllm.entrypoints.openai.api_server` on 127.0.0.1, with its log kept."""
 
-    def __init__(self, plan: EnginePlan, log_path: Path, startup_timeout_s: float = 600,
-                 request_timeout_s: float = 600):
+    def __init__(
+        self, plan: EnginePlan, log_path: Path, startup_timeout_s: float = 600, request_timeout_s: float = 600
+    ):
         self.plan = plan
         self.log_path = log_path
         port = free_port()
@@ -294,8 +337,15 @@ class ServerEngine(_OpenAIServer):
         env = {**os.environ, **plan.env}
         # Its own process group, so stopping it stops its engine-core children too, and only them;
         # a parent-death signal and a watchdog in that group stop it when the harness dies.
-        self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env,
-                                      stdin=subprocess.DEVNULL, process_group=0, preexec_fn=child_preexec())
+        self._proc = subprocess.Popen(
+            cmd,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            process_group=0,
+            preexec_fn=child_preexec(),
+        )
         self._watchdog = start_watchdog(self._proc.pid)
         track(self)
         t0 = time.perf_counter()
@@ -311,8 +361,10 @@ class ServerEngine(_OpenAIServer):
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 self.close()
-                raise InfraError(f"vLLM server for {self._failing()} exited with code {self._proc.returncode} while starting; "
-                                 f"last lines of {self.log_path}:\n{tail(self.log_path)}")
+                raise InfraError(
+                    f"vLLM server for {self._failing()} exited with code {self._proc.returncode} while starting; "
+                    f"last lines of {self.log_path}:\n{tail(self.log_path)}"
+                )
             try:
                 if _http_get(self.url + "/health", timeout=2)[0] == 200:
                     return
@@ -320,25 +372,35 @@ class ServerEngine(_OpenAIServer):
                 pass
             time.sleep(1.0)
         self.close()
-        raise InfraError(f"vLLM server not healthy after {timeout_s:.0f}s; last lines of {self.log_path}:\n"
-                         f"{tail(self.log_path)}")
+        raise InfraError(
+            f"vLLM server not healthy after {timeout_s:.0f}s; last lines of {self.log_path}:\n{tail(self.log_path)}"
+        )
 
     def _failing(self) -> str:
         spec = self.plan.speculative
         return failing_checkpoint(self.log_path, self.plan.model, spec.draft if spec else None)
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "kind": "server", "model": self.plan.model,
-                "engine_kwargs": self.plan.engine_kwargs, "env": self.plan.env,
-                "workarounds": list(self.plan.workarounds), "log": str(self.log_path),
-                "startup_s": getattr(self, "startup_s", None), "command": " ".join(self.command)}
+        return {
+            **super().describe(),
+            "kind": "server",
+            "model": self.plan.model,
+            "engine_kwargs": self.plan.engine_kwargs,
+            "env": self.plan.env,
+            "workarounds": list(self.plan.workarounds),
+            "log": str(self.log_path),
+            "startup_s": getattr(self, "startup_s", None),
+            "command": " ".join(self.command),
+        }
 
     def died(self) -> str | None:
         rc = self._proc.poll()
         if rc is None:
             return None
-        return (f"vLLM server for {self.plan.model} exited with code {rc} in the middle of a cell (finished cells "
-                f"are kept; rerun with --resume); last lines of {self.log_path}:\n{tail(self.log_path)}")
+        return (
+            f"vLLM server for {self.plan.model} exited with code {rc} in the middle of a cell (finished cells "
+            f"are kept; rerun with --resume); last lines of {self.log_path}:\n{tail(self.log_path)}"
+        )
 
     def close(self) -> None:
         proc = getattr(self, "_proc", None)

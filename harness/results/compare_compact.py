@@ -26,11 +26,16 @@ def compact_runs(runs: list[Path], by: list[str] | None = None, force: bool = Fa
 def to_dict(c: Comparison) -> dict[str, Any]:
     """The compact form as JSON (`harness compare --json`): the table's text cells plus the marks."""
     headers, body = cm.table(c.table)
-    return {"runs": list(c.runs), "headers": headers, "rows": body,
-            "marked": [{"key": list(k), "metric": m, "run": c.runs[i]} for k, m, i in c.table.marked],
-            "only_in": [{"key": list(k), "run": r} for k, r in c.table.only_in],
-            "crossovers": [{"cell": list(k), "per_run": list(v)} for k, v in c.crossovers.items()],
-            "published": published_dicts(c), "notes": c.notes()}
+    return {
+        "runs": list(c.runs),
+        "headers": headers,
+        "rows": body,
+        "marked": [{"key": list(k), "metric": m, "run": c.runs[i]} for k, m, i in c.table.marked],
+        "only_in": [{"key": list(k), "run": r} for k, r in c.table.only_in],
+        "crossovers": [{"cell": list(k), "per_run": list(v)} for k, v in c.crossovers.items()],
+        "published": published_dicts(c),
+        "notes": c.notes(),
+    }
 
 
 def _crossover_rows(c: Comparison) -> tuple[list[str], list[list[str]]]:
@@ -42,13 +47,19 @@ def to_rich(c: Comparison):
     from rich.console import Group
 
     headers, body = cm.table(c.table)
-    t = rich_table(f"compare: {len(c.runs)} run(s), deltas vs {c.runs[0]}", headers, body,
-                   left=("suite", "draft"), caption=cm.LEGEND)
+    t = rich_table(
+        f"compare: {len(c.runs)} run(s), deltas vs {c.runs[0]}",
+        headers,
+        body,
+        left=("suite", "draft"),
+        caption=cm.LEGEND,
+    )
     heads, rows = _crossover_rows(c)
     if not rows:
         return t
-    x = rich_table("crossover concurrency (speedup falls below 1.0x; interpolated in log2 concurrency)",
-                   heads, rows, left=heads)
+    x = rich_table(
+        "crossover concurrency (speedup falls below 1.0x; interpolated in log2 concurrency)", heads, rows, left=heads
+    )
     return Group(t, x)
 
 
@@ -58,7 +69,13 @@ def to_markdown(c: Comparison) -> str:
     if rows:
         out += ["#### Crossover concurrency (speedup falls below 1.0x)", "", *md_table(heads, rows), ""]
     if c.published:
-        out += ["#### Published figures for comparison", "", f"- {pub.NOTE}", "",
-                *md_table(["run", *pub.HEADERS], c.published), ""]
+        out += [
+            "#### Published figures for comparison",
+            "",
+            f"- {pub.NOTE}",
+            "",
+            *md_table(["run", *pub.HEADERS], c.published),
+            "",
+        ]
     out += [f"- {n}" for n in c.notes()] + ["", cm.LEGEND]
     return "\n".join(out) + "\n"

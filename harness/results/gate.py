@@ -80,9 +80,28 @@ FORMAT = 1
 BASELINE_FILE, MANIFEST_FILE = "baseline.json", "manifest.json"
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_LOSSLESS = "no-spec-bug"
-BASELINE_FIELDS = ("draft", "method", "suite", "suite_version", "suite_sha", "k", "concurrency", "temperature",
-                   "max_tokens", "verifier_hash", "acceptance_length", "per_position_rates", "al_ci_low",
-                   "al_ci_high", "speedup", "al_se", "num_prompts", "segments", "al_by_segment", "sampling_p_value")
+BASELINE_FIELDS = (
+    "draft",
+    "method",
+    "suite",
+    "suite_version",
+    "suite_sha",
+    "k",
+    "concurrency",
+    "temperature",
+    "max_tokens",
+    "verifier_hash",
+    "acceptance_length",
+    "per_position_rates",
+    "al_ci_low",
+    "al_ci_high",
+    "speedup",
+    "al_se",
+    "num_prompts",
+    "segments",
+    "al_by_segment",
+    "sampling_p_value",
+)
 
 
 @dataclass(frozen=True)
@@ -108,9 +127,15 @@ class GateOptions:
     @classmethod
     def from_recipe(cls, section: GateSection, draft: str | None = None) -> GateOptions:
         """The recipe's gate section (recipe.gate), gating the run's `draft` label."""
-        return cls(tolerance=section.tolerance, min_speedup=section.min_speedup, noise_aware=section.noise_aware,
-                   draft=draft, lossless=section.lossless, max_crossover_drop=section.max_crossover_drop,
-                   sampling_p_floor=section.sampling_p_floor)
+        return cls(
+            tolerance=section.tolerance,
+            min_speedup=section.min_speedup,
+            noise_aware=section.noise_aware,
+            draft=draft,
+            lossless=section.lossless,
+            max_crossover_drop=section.max_crossover_drop,
+            sampling_p_floor=section.sampling_p_floor,
+        )
 
 
 @dataclass(frozen=True)
@@ -164,8 +189,9 @@ def baseline_cells(rows: list[dict[str, Any]], tolerance: float) -> list[dict[st
     return out
 
 
-def cell_floors(base: dict[str, Any], tolerance: float, floors: Sequence[float] | None,
-                use_stored: bool) -> list[float]:
+def cell_floors(
+    base: dict[str, Any], tolerance: float, floors: Sequence[float] | None, use_stored: bool
+) -> list[float]:
     if floors is not None:
         return list(floors)
     if use_stored and base.get("per_position_floors") is not None:
@@ -173,26 +199,52 @@ def cell_floors(base: dict[str, Any], tolerance: float, floors: Sequence[float] 
     return [x * (1 - tolerance) for x in base.get("per_position_rates") or []]
 
 
-def check_cell(base: dict[str, Any], row: dict[str, Any], tolerance: float, floors: list[float],
-               noise_aware: bool = False, min_speedup: float | None = None) -> list[Check]:
+def check_cell(
+    base: dict[str, Any],
+    row: dict[str, Any],
+    tolerance: float,
+    floors: list[float],
+    noise_aware: bool = False,
+    min_speedup: float | None = None,
+) -> list[Check]:
     """The checks of one matched cell (pure)."""
     al, hi = row.get("acceptance_length"), row.get("al_ci_high")
     slack = hi - al if noise_aware and al is not None and hi is not None else 0.0
     rates = row.get("per_position_rates") or []
     base_rates = base.get("per_position_rates") or []
-    ident = dict(suite=base["suite"], k=base["k"], concurrency=base["concurrency"],
-                 temperature=base["temperature"], draft=str(row.get("draft", "")))
+    ident = dict(
+        suite=base["suite"],
+        k=base["k"],
+        concurrency=base["concurrency"],
+        temperature=base["temperature"],
+        draft=str(row.get("draft", "")),
+    )
 
     def mk(metric: str, baseline: float | None, value: float | None, bound: float, extra: float = 0.0) -> Check:
         compared = None if value is None else value + extra
-        return Check(metric=metric, baseline=baseline, value=value, bound=bound,
-                     passed=compared is not None and compared >= bound, compared=compared, **ident)
+        return Check(
+            metric=metric,
+            baseline=baseline,
+            value=value,
+            bound=bound,
+            passed=compared is not None and compared >= bound,
+            compared=compared,
+            **ident,
+        )
 
-    checks = [mk("acceptance_length", base["acceptance_length"], al,
-                 base["acceptance_length"] * (1 - tolerance), slack)]
+    checks = [
+        mk("acceptance_length", base["acceptance_length"], al, base["acceptance_length"] * (1 - tolerance), slack)
+    ]
     for i, floor in enumerate(floors):
-        checks.append(mk(f"per_position_rate[{i + 1}]", base_rates[i] if i < len(base_rates) else None,
-                         rates[i] if i < len(rates) else None, floor, slack))
+        checks.append(
+            mk(
+                f"per_position_rate[{i + 1}]",
+                base_rates[i] if i < len(base_rates) else None,
+                rates[i] if i < len(rates) else None,
+                floor,
+                slack,
+            )
+        )
     if min_speedup is not None:
         checks.append(_unsteady(mk("speedup", base.get("speedup"), row.get("speedup"), min_speedup), row))
     return checks
@@ -206,16 +258,21 @@ def _unsteady(check: Check, row: dict[str, Any]) -> Check:
     noisy = next((f for f in row.get("flags") or [] if str(f).startswith(FLAG)), None)
     if noisy is None:
         return check
-    return replace(check, passed=False, detail=f"{fmt(check.value)}x was measured on an unsteady machine "
-                   f"({noisy.split(';')[0]}); a flagged speedup cannot pass a floor: rerun on a quiet machine")
+    return replace(
+        check,
+        passed=False,
+        detail=f"{fmt(check.value)}x was measured on an unsteady machine "
+        f"({noisy.split(';')[0]}); a flagged speedup cannot pass a floor: rerun on a quiet machine",
+    )
 
 
 def _segment_floors(base: dict[str, Any], tolerance: float) -> dict[str, float]:
     return {seg: al * (1 - tolerance) for seg, al, *_ in buckets(base, "segment")}
 
 
-def segment_checks(base: dict[str, Any], row: dict[str, Any], tolerance: float, use_stored: bool,
-                   noise_aware: bool = False) -> list[Check]:
+def segment_checks(
+    base: dict[str, Any], row: dict[str, Any], tolerance: float, use_stored: bool, noise_aware: bool = False
+) -> list[Check]:
     """AL per thinking/answer segment against its floor: the baseline's stored `segment_floors`
     (pinned by hand, like per-position floors) unless a tolerance was given, else baseline
     segment AL × (1 − tolerance). A segment the run's outputs lack fails, saying so."""
@@ -229,12 +286,24 @@ def segment_checks(base: dict[str, Any], row: dict[str, Any], tolerance: float, 
         value = run_al.get(seg)
         compared = run_hi.get(seg) if noise_aware and run_hi.get(seg) is not None else value
         passed = compared is not None and compared >= floor
-        out.append(Check(suite=base["suite"], k=base["k"], concurrency=base["concurrency"],
-                         temperature=base["temperature"], draft=str(row.get("draft", "")),
-                         metric=f"acceptance_length[{seg}]", baseline=base_al.get(seg), value=value, bound=floor,
-                         passed=passed, compared=compared,
-                         detail=None if value is not None else f"the run's outputs have no {seg} segment "
-                                                               f"(baseline {fmt(base_al.get(seg))}, floor {fmt(floor)})"))
+        out.append(
+            Check(
+                suite=base["suite"],
+                k=base["k"],
+                concurrency=base["concurrency"],
+                temperature=base["temperature"],
+                draft=str(row.get("draft", "")),
+                metric=f"acceptance_length[{seg}]",
+                baseline=base_al.get(seg),
+                value=value,
+                bound=floor,
+                passed=passed,
+                compared=compared,
+                detail=None
+                if value is not None
+                else f"the run's outputs have no {seg} segment (baseline {fmt(base_al.get(seg))}, floor {fmt(floor)})",
+            )
+        )
     return out
 
 
@@ -250,11 +319,20 @@ def lossless_check(base: dict[str, Any], row: dict[str, Any], requirement: str) 
     verdict = row.get("lossless_verdict")
     # the CLI checks --lossless against LOSSLESS_REQUIREMENTS; a baseline's value is taken as written
     passed = requirement != "exact" and verdict_meets(verdict, requirement)  # type: ignore[arg-type]
-    return Check(suite=base["suite"], k=base["k"], concurrency=base["concurrency"], temperature=base["temperature"],
-                 draft=str(row.get("draft", "")), metric=f"lossless ({requirement})", baseline=None,
-                 value=row.get("lossless_match_rate"), bound=1.0, passed=passed,
-                 detail=f"{misses}/{compared} outputs differ from the baseline, worst {verdict or 'unclassified'} "
-                        f"({'meets' if passed else 'fails'} {requirement})")
+    return Check(
+        suite=base["suite"],
+        k=base["k"],
+        concurrency=base["concurrency"],
+        temperature=base["temperature"],
+        draft=str(row.get("draft", "")),
+        metric=f"lossless ({requirement})",
+        baseline=None,
+        value=row.get("lossless_match_rate"),
+        bound=1.0,
+        passed=passed,
+        detail=f"{misses}/{compared} outputs differ from the baseline, worst {verdict or 'unclassified'} "
+        f"({'meets' if passed else 'fails'} {requirement})",
+    )
 
 
 def sampling_check(base: dict[str, Any], row: dict[str, Any], p_floor: float | None) -> Check | None:
@@ -264,11 +342,20 @@ def sampling_check(base: dict[str, Any], row: dict[str, Any], p_floor: float | N
     if p_floor is None or float(row.get("temperature") or 0) == 0 or p is None:
         return None
     passed = p >= p_floor
-    return Check(suite=base["suite"], k=base["k"], concurrency=base["concurrency"], temperature=base["temperature"],
-                 draft=str(row.get("draft", "")), metric="T>0 sampling p-value", baseline=base.get("sampling_p_value"),
-                 value=p, bound=p_floor, passed=passed,
-                 detail=f"p = {p:.3g} over {row.get('sampling_num_tokens')} tokens, divergence TV "
-                        f"{fmt(row.get('sampling_tv'))} ({'>=' if passed else '<'} floor {p_floor:g})")
+    return Check(
+        suite=base["suite"],
+        k=base["k"],
+        concurrency=base["concurrency"],
+        temperature=base["temperature"],
+        draft=str(row.get("draft", "")),
+        metric="T>0 sampling p-value",
+        baseline=base.get("sampling_p_value"),
+        value=p,
+        bound=p_floor,
+        passed=passed,
+        detail=f"p = {p:.3g} over {row.get('sampling_num_tokens')} tokens, divergence TV "
+        f"{fmt(row.get('sampling_tv'))} ({'>=' if passed else '<'} floor {p_floor:g})",
+    )
 
 
 def _se(row: dict[str, Any]) -> float | None:
@@ -294,13 +381,18 @@ def cell_power(base: dict[str, Any], row: dict[str, Any], tolerance: float, nois
     return pw.gate_power(al, se, n, tolerance, conf, baseline_se=_se(base) or 0.0)
 
 
-def with_power(checks: list[Check], base: dict[str, Any], row: dict[str, Any], tolerance: float,
-               noise_aware: bool) -> list[Check]:
+def with_power(
+    checks: list[Check], base: dict[str, Any], row: dict[str, Any], tolerance: float, noise_aware: bool
+) -> list[Check]:
     p = cell_power(base, row, tolerance, noise_aware)
     if p is None:
         return checks
-    return [replace(c, min_detectable_drop=p.min_detectable_drop, power_warning=p.warning())
-            if c.metric == "acceptance_length" else c for c in checks]
+    return [
+        replace(c, min_detectable_drop=p.min_detectable_drop, power_warning=p.warning())
+        if c.metric == "acceptance_length"
+        else c
+        for c in checks
+    ]
 
 
 @dataclass(frozen=True)
@@ -313,8 +405,9 @@ class CellRules:
     sampling_p_floor: float | None = None
 
 
-def _cell_checks(run: Run, baseline: dict[str, Any], by_setting: dict[tuple, list[dict]], tol: float,
-                 rules: CellRules) -> tuple[list[Check], list[str]]:
+def _cell_checks(
+    run: Run, baseline: dict[str, Any], by_setting: dict[tuple, list[dict]], tol: float, rules: CellRules
+) -> tuple[list[Check], list[str]]:
     """Each baseline cell matched to the run's row at its setting and checked; what cannot be
     matched or compared is a problem."""
     checks: list[Check] = []
@@ -323,8 +416,10 @@ def _cell_checks(run: Run, baseline: dict[str, Any], by_setting: dict[tuple, lis
         key = setting(base)
         where, matched = describe_setting(key), by_setting.get(key, [])
         if len(matched) > 1:
-            raise BadInput(f"run {run.label} has several drafts at {where} "
-                           f"({', '.join(str(r.get('draft')) for r in matched)}); pass --draft to choose one")
+            raise BadInput(
+                f"run {run.label} has several drafts at {where} "
+                f"({', '.join(str(r.get('draft')) for r in matched)}); pass --draft to choose one"
+            )
         if not matched:
             problems.append(f"{where}: no finished speculative cell in run {run.label}")
             continue
@@ -338,11 +433,19 @@ def _cell_checks(run: Run, baseline: dict[str, Any], by_setting: dict[tuple, lis
             problems.append(f"{where}: no speedup measured (no baseline arm); drop --min-speedup or rerun")
         else:
             floors = cell_floors(base, tol, rules.floors, rules.use_stored_floors)
-            checks += with_power(check_cell(base, row, tol, floors, rules.noise_aware, rules.min_speedup),
-                                 base, row, tol, rules.noise_aware)
+            checks += with_power(
+                check_cell(base, row, tol, floors, rules.noise_aware, rules.min_speedup),
+                base,
+                row,
+                tol,
+                rules.noise_aware,
+            )
             checks += segment_checks(base, row, tol, rules.use_stored_floors, rules.noise_aware)
-            checks += [c for c in [lossless_check(base, row, rules.lossless),
-                                   sampling_check(base, row, rules.sampling_p_floor)] if c is not None]
+            checks += [
+                c
+                for c in [lossless_check(base, row, rules.lossless), sampling_check(base, row, rules.sampling_p_floor)]
+                if c is not None
+            ]
     return checks, problems
 
 
@@ -361,30 +464,66 @@ def evaluate(run: Run, baseline: dict[str, Any], baseline_name: str, options: Ga
     by_setting: dict[tuple, list[dict]] = {}
     for r in rows:
         by_setting.setdefault(setting(r), []).append(r)
-    checks, problems = _cell_checks(run, baseline, by_setting, tol, CellRules(
-        o.floors, o.tolerance is None, o.noise_aware, o.min_speedup,
-        o.lossless or baseline.get("lossless") or DEFAULT_LOSSLESS,
-        o.sampling_p_floor if o.sampling_p_floor is not None else baseline.get("sampling_p_floor")))
+    checks, problems = _cell_checks(
+        run,
+        baseline,
+        by_setting,
+        tol,
+        CellRules(
+            o.floors,
+            o.tolerance is None,
+            o.noise_aware,
+            o.min_speedup,
+            o.lossless or baseline.get("lossless") or DEFAULT_LOSSLESS,
+            o.sampling_p_floor if o.sampling_p_floor is not None else baseline.get("sampling_p_floor"),
+        ),
+    )
     if max_crossover_drop is not None:
-        load_checks, load_problems = gate_load.crossover_checks(baseline.get("crossovers", []), rows,
-                                                                float(max_crossover_drop), o.noise_aware)
+        load_checks, load_problems = gate_load.crossover_checks(
+            baseline.get("crossovers", []), rows, float(max_crossover_drop), o.noise_aware
+        )
         checks += load_checks
         problems += load_problems
     if problems and not o.allow_missing:
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
-        killed = (f"; run {run.label} is {run.status} with {len(run.missing)} planned cells missing "
-                  "(finish it with --resume)") if run.missing else ""
-        raise BadInput(f"unusable gate input: {problems[0]}{more}{killed}; "
-                       "pass --allow-missing to gate only the cells that match")
+        killed = (
+            (
+                f"; run {run.label} is {run.status} with {len(run.missing)} planned cells missing "
+                "(finish it with --resume)"
+            )
+            if run.missing
+            else ""
+        )
+        raise BadInput(
+            f"unusable gate input: {problems[0]}{more}{killed}; pass --allow-missing to gate only the cells that match"
+        )
     if not checks:
-        raise BadInput(f"nothing to gate: no cell of run {run.label} matches baseline {baseline_name}"
-                       + (f" ({problems[0]})" if problems else ""))
-    source = ("--floors" if o.floors is not None else "baseline.json per_position_floors" if o.tolerance is None
-              else f"baseline rates × (1 − {tol:g})")
+        raise BadInput(
+            f"nothing to gate: no cell of run {run.label} matches baseline {baseline_name}"
+            + (f" ({problems[0]})" if problems else "")
+        )
+    source = (
+        "--floors"
+        if o.floors is not None
+        else "baseline.json per_position_floors"
+        if o.tolerance is None
+        else f"baseline rates × (1 − {tol:g})"
+    )
     base_keys = {setting(base) for base in baseline.get("cells", [])}
     extra = tuple(describe_setting(k) for k in by_setting if k not in base_keys)
-    return GateResult(run.label, baseline_name, tol, o.noise_aware, o.min_speedup, source, tuple(checks),
-                      tuple(problems), extra, run.incomplete_note(), max_crossover_drop)
+    return GateResult(
+        run.label,
+        baseline_name,
+        tol,
+        o.noise_aware,
+        o.min_speedup,
+        source,
+        tuple(checks),
+        tuple(problems),
+        extra,
+        run.incomplete_note(),
+        max_crossover_drop,
+    )
 
 
 # ----------------------------------------------------------------------------- I/O edge
@@ -416,8 +555,10 @@ def resolve_baseline_dir(path: str | Path) -> Path:
     found = find_baseline_dir(path)
     if found is not None:
         return found
-    raise BadInput(f"{path}: no {BASELINE_FILE} there (nor under results/baselines/); "
-                   f"write one with `harness gate RUN --baseline {path} --update-baseline`")
+    raise BadInput(
+        f"{path}: no {BASELINE_FILE} there (nor under results/baselines/); "
+        f"write one with `harness gate RUN --baseline {path} --update-baseline`"
+    )
 
 
 def read_baseline(folder: Path) -> dict[str, Any]:
@@ -429,8 +570,10 @@ def read_baseline(folder: Path) -> dict[str, Any]:
     if data.get("format") != FORMAT:
         raise BadInput(f"{folder / BASELINE_FILE}: format {data.get('format')!r}, expected {FORMAT}")
     if manifest is not None and manifest.get("run_id") != data.get("source_run_id"):
-        raise BadInput(f"{folder}: manifest.json (run {manifest.get('run_id')}) and baseline.json "
-                       f"(run {data.get('source_run_id')}) disagree: an update was cut short; rewrite it")
+        raise BadInput(
+            f"{folder}: manifest.json (run {manifest.get('run_id')}) and baseline.json "
+            f"(run {data.get('source_run_id')}) disagree: an update was cut short; rewrite it"
+        )
     return data
 
 
@@ -461,21 +604,30 @@ def cells_for_run_verifiers(baseline: dict[str, Any], rows: list[dict[str, Any]]
     return {**baseline, "cells": ours} if ours and len(ours) < len(cells) else baseline
 
 
-def update_baseline(run: str | Path, baseline_dir: str | Path, tolerance: float = DEFAULT_TOLERANCE,
-                    allow_missing: bool = False, draft: str | None = None,
-                    max_crossover_drop: float | None = None) -> Path:
+def update_baseline(
+    run: str | Path,
+    baseline_dir: str | Path,
+    tolerance: float = DEFAULT_TOLERANCE,
+    allow_missing: bool = False,
+    draft: str | None = None,
+    max_crossover_drop: float | None = None,
+) -> Path:
     """Write baseline_dir/{manifest,baseline}.json from a run (each file atomic, baseline last)."""
     from harness.provenance import atomic_write_json
 
     r = read_run(run)
     if r.missing and not allow_missing:
-        raise BadInput(f"run {r.label} is {r.status} with {len(r.missing)} planned cells missing; a baseline from "
-                       "it would gate only part of the matrix: finish it (--resume) or pass --allow-missing")
+        raise BadInput(
+            f"run {r.label} is {r.status} with {len(r.missing)} planned cells missing; a baseline from "
+            "it would gate only part of the matrix: finish it (--resume) or pass --allow-missing"
+        )
     rows = [x for x in r.rows if is_speculative(x) and (draft is None or x.get("draft") == draft)]
     failed = [describe_setting(setting(x)) for x in rows if x.get("status", "ok") != "ok"]
     if failed and not allow_missing:
-        raise BadInput(f"run {r.label}: failed cells {', '.join(failed)} cannot be a baseline; rerun them "
-                       "or pass --allow-missing to leave them out")
+        raise BadInput(
+            f"run {r.label}: failed cells {', '.join(failed)} cannot be a baseline; rerun them "
+            "or pass --allow-missing to leave them out"
+        )
     cells = baseline_cells(rows, tolerance)
     keys = [setting(c) for c in cells]
     if len(set(keys)) != len(keys):
@@ -486,10 +638,18 @@ def update_baseline(run: str | Path, baseline_dir: str | Path, tolerance: float 
     cells += _other_verifiers_cells(out / BASELINE_FILE, {c.get("verifier_hash") for c in cells})
     atomic_write_json(out / MANIFEST_FILE, r.manifest)
     requirement = {} if max_crossover_drop is None else {"max_crossover_drop": max_crossover_drop}
-    atomic_write_json(out / BASELINE_FILE, {
-        "format": FORMAT, "source_run_id": r.manifest.get("run_id"), "tolerance": tolerance, **requirement,
-        "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "cells": cells,
-        "crossovers": gate_load.baseline_crossovers(rows)})
+    atomic_write_json(
+        out / BASELINE_FILE,
+        {
+            "format": FORMAT,
+            "source_run_id": r.manifest.get("run_id"),
+            "tolerance": tolerance,
+            **requirement,
+            "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "cells": cells,
+            "crossovers": gate_load.baseline_crossovers(rows),
+        },
+    )
     return out
 
 
@@ -499,12 +659,34 @@ def update_baseline(run: str | Path, baseline_dir: str | Path, tolerance: float 
 def _row(c: Check) -> list[str]:
     value = fmt(c.value) + (f" (CI↑ {fmt(c.compared)})" if c.compared not in (None, c.value) else "")
     mdd = "" if c.min_detectable_drop is None else f"{c.min_detectable_drop:.1%}" + (" ⚠" if c.power_warning else "")
-    return [c.suite, c.draft, str(c.k), str(c.concurrency), f"{c.temperature:g}", c.metric,
-            fmt(c.baseline), value, fmt(c.bound), mdd, "pass" if c.passed else "FAIL"]
+    return [
+        c.suite,
+        c.draft,
+        str(c.k),
+        str(c.concurrency),
+        f"{c.temperature:g}",
+        c.metric,
+        fmt(c.baseline),
+        value,
+        fmt(c.bound),
+        mdd,
+        "pass" if c.passed else "FAIL",
+    ]
 
 
-HEADERS = ["suite", "draft", "k", "concurrency", "T", "metric", "baseline", "value", "bound", "detectable drop",
-           "verdict"]
+HEADERS = [
+    "suite",
+    "draft",
+    "k",
+    "concurrency",
+    "T",
+    "metric",
+    "baseline",
+    "value",
+    "bound",
+    "detectable drop",
+    "verdict",
+]
 
 
 def notes(res: GateResult) -> list[str]:
@@ -515,12 +697,17 @@ def notes(res: GateResult) -> list[str]:
 
 
 def _settings_line(res: GateResult) -> str:
-    return (f"tolerance {res.tolerance:g} (AL bound = baseline AL × {1 - res.tolerance:g}); "
-            f"per-position floors: {res.floors_source}; noise-aware: {'on' if res.noise_aware else 'off'}; "
-            "detectable drop = smallest relative AL drop the cell's prompts detect (80 % power)"
-            + (f"; min speedup {res.min_speedup:g}x" if res.min_speedup is not None else "")
-            + (f"; crossover concurrency bound = baseline × {1 - res.max_crossover_drop:g}"
-               if res.max_crossover_drop is not None else ""))
+    return (
+        f"tolerance {res.tolerance:g} (AL bound = baseline AL × {1 - res.tolerance:g}); "
+        f"per-position floors: {res.floors_source}; noise-aware: {'on' if res.noise_aware else 'off'}; "
+        "detectable drop = smallest relative AL drop the cell's prompts detect (80 % power)"
+        + (f"; min speedup {res.min_speedup:g}x" if res.min_speedup is not None else "")
+        + (
+            f"; crossover concurrency bound = baseline × {1 - res.max_crossover_drop:g}"
+            if res.max_crossover_drop is not None
+            else ""
+        )
+    )
 
 
 def to_rich(res: GateResult):
@@ -539,12 +726,20 @@ def to_rich(res: GateResult):
 
 def to_markdown(res: GateResult) -> str:
     verdict = "✅ passed" if not res.failures else f"❌ failed ({len(res.failures)} of {len(res.checks)} checks)"
-    out = [f"### Gate {verdict}: `{res.run_id}` vs baseline `{res.baseline}`", "", _settings_line(res), "",
-           "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    out = [
+        f"### Gate {verdict}: `{res.run_id}` vs baseline `{res.baseline}`",
+        "",
+        _settings_line(res),
+        "",
+        "| " + " | ".join(HEADERS) + " |",
+        "|" + "---|" * len(HEADERS),
+    ]
     out += ["| " + " | ".join(_row(c)[:-1] + ["pass" if c.passed else "**FAIL**"]) + " |" for c in res.checks]
     out += [""] + [f"- {n}" for n in notes(res)]
-    out.append("\nAL = 1 + accepted/drafts (pooled, incl. the bonus token); per_position_rate[i] = accepted at "
-               "position i / drafts; speedup = spec ÷ baseline output tok/s (harness/metrics.py).")
+    out.append(
+        "\nAL = 1 + accepted/drafts (pooled, incl. the bonus token); per_position_rate[i] = accepted at "
+        "position i / drafts; speedup = spec ÷ baseline output tok/s (harness/metrics.py)."
+    )
     return "\n".join(out) + "\n"
 
 
@@ -553,12 +748,19 @@ def to_junit(res: GateResult) -> str:
     import xml.etree.ElementTree as ET
 
     root = ET.Element("testsuites", name="harness gate")
-    suite = ET.SubElement(root, "testsuite", name=f"gate {res.run_id} vs {res.baseline}",
-                          tests=str(len(res.checks) + len(res.not_gated)), failures=str(len(res.failures)),
-                          errors="0", skipped=str(len(res.not_gated)))
+    suite = ET.SubElement(
+        root,
+        "testsuite",
+        name=f"gate {res.run_id} vs {res.baseline}",
+        tests=str(len(res.checks) + len(res.not_gated)),
+        failures=str(len(res.failures)),
+        errors="0",
+        skipped=str(len(res.not_gated)),
+    )
     for c in res.checks:
-        tc = ET.SubElement(suite, "testcase", classname=f"gate.{c.suite}.k{c.k}.c{c.concurrency}.t{c.temperature:g}",
-                           name=c.metric)
+        tc = ET.SubElement(
+            suite, "testcase", classname=f"gate.{c.suite}.k{c.k}.c{c.concurrency}.t{c.temperature:g}", name=c.metric
+        )
         if not c.passed:
             ET.SubElement(tc, "failure", message=c.message(), type="Regression").text = c.message()
     for p in res.not_gated:

@@ -39,10 +39,18 @@ def baseline_crossovers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for line in load_view.crossovers(rows):
         c = line.crossover
-        out.append({"draft": line.draft, "suite": line.suite, "k": line.k, "temperature": line.temperature,
-                    "concurrencies": list(line.concurrencies),
-                    "where": load_view.ONE_LOAD_POINT if c is None else c.point.where,
-                    "crossover": None if c is None else position(c.point, line.concurrencies), "text": line.text()})
+        out.append(
+            {
+                "draft": line.draft,
+                "suite": line.suite,
+                "k": line.k,
+                "temperature": line.temperature,
+                "concurrencies": list(line.concurrencies),
+                "where": load_view.ONE_LOAD_POINT if c is None else c.point.where,
+                "crossover": None if c is None else position(c.point, line.concurrencies),
+                "text": line.text(),
+            }
+        )
     return out
 
 
@@ -51,8 +59,9 @@ def _holds_a_crossover(base: dict[str, Any]) -> bool:
     return base["where"] in (CROSSES, ABOVE) and load_view.enough_load_points(base.get("concurrencies") or [])
 
 
-def crossover_checks(base_lines: list[dict[str, Any]], rows: list[dict[str, Any]], max_drop: float,
-                     noise_aware: bool = False) -> tuple[list[Check], list[str]]:
+def crossover_checks(
+    base_lines: list[dict[str, Any]], rows: list[dict[str, Any]], max_drop: float, noise_aware: bool = False
+) -> tuple[list[Check], list[str]]:
     """One Check per baseline crossover line the run also has (rows: the gated speculative rows).
     Returns (checks, problems): a baseline line without a run line is a problem, as for cells."""
     lines = {(x.suite, x.k, x.temperature): x for x in load_view.crossovers(rows)}
@@ -68,19 +77,32 @@ def crossover_checks(base_lines: list[dict[str, Any]], rows: list[dict[str, Any]
             continue
         c = line.crossover
         if c is None:
-            problems.append(f"{where}: no crossover in the run: {line.text()}, a crossover needs "
-                            f"{load_view.MIN_CONCURRENCIES} or more concurrencies (baseline: {base['text']})")
+            problems.append(
+                f"{where}: no crossover in the run: {line.text()}, a crossover needs "
+                f"{load_view.MIN_CONCURRENCIES} or more concurrencies (baseline: {base['text']})"
+            )
             continue
         value = position(c.point, line.concurrencies)
         high = c.high if noise_aware and c.method != "none" else c.point
         compared = position(high, line.concurrencies)
         bound = base["crossover"] * (1 - max_drop)
         passed = compared >= bound
-        checks.append(Check(suite=base["suite"], k=int(base["k"]), concurrency=ACROSS,
-                            temperature=float(base["temperature"]), metric="crossover concurrency",
-                            baseline=base["crossover"], value=value, bound=bound, passed=passed, compared=compared,
-                            draft=line.draft,
-                            detail=f"{line.text()} vs baseline {base['text']}: "
-                                   f"{'>=' if passed else '<'} bound {bound:.3g} (baseline × {1 - max_drop:g}"
-                                   f"{'; run CI upper end' if high is not c.point else ''})"))
+        checks.append(
+            Check(
+                suite=base["suite"],
+                k=int(base["k"]),
+                concurrency=ACROSS,
+                temperature=float(base["temperature"]),
+                metric="crossover concurrency",
+                baseline=base["crossover"],
+                value=value,
+                bound=bound,
+                passed=passed,
+                compared=compared,
+                draft=line.draft,
+                detail=f"{line.text()} vs baseline {base['text']}: "
+                f"{'>=' if passed else '<'} bound {bound:.3g} (baseline × {1 - max_drop:g}"
+                f"{'; run CI upper end' if high is not c.point else ''})",
+            )
+        )
     return checks, problems

@@ -54,8 +54,10 @@ def lines_note(lines: list[CrossoverLine]) -> str | None:
     if not lines or any(x.crossover is not None for x in lines):
         return None
     concs = {c for x in lines for c in x.concurrencies}
-    return (f"{one_load_point(concs)}: no crossover concurrency and no best-k schedule; both need speedups at "
-            f"{MIN_CONCURRENCIES} or more concurrencies")
+    return (
+        f"{one_load_point(concs)}: no crossover concurrency and no best-k schedule; both need speedups at "
+        f"{MIN_CONCURRENCIES} or more concurrencies"
+    )
 
 
 # ----------------------------------------------------------------------------- crossover, schedule
@@ -134,10 +136,21 @@ def schedules(rows: list[Row], source: str) -> list[Schedule]:
         if not enough_load_points(c for k, c in tok_s if k):
             continue
         best = load.best_k(tok_s)
-        out.append(Schedule(draft, suite, t, best, load.batch_size_schedule(best),
-                            load.recipe_snippet(best, f"{source} ({draft}, {suite}, T={t:g})",
-                                                table="speculative_config",
-                                                key="num_speculative_tokens_per_batch_size")))
+        out.append(
+            Schedule(
+                draft,
+                suite,
+                t,
+                best,
+                load.batch_size_schedule(best),
+                load.recipe_snippet(
+                    best,
+                    f"{source} ({draft}, {suite}, T={t:g})",
+                    table="speculative_config",
+                    key="num_speculative_tokens_per_batch_size",
+                ),
+            )
+        )
     return out
 
 

@@ -29,8 +29,7 @@ def owner_fields() -> dict[str, Any]:
     return {"owner": {"pid": pid, "pid_start_ticks": start_ticks(pid), "hostname": socket.gethostname()}}
 
 
-def effective_status(manifest: dict[str, Any], pid_alive: Callable[[int, int | None], bool],
-                     hostname: str) -> str:
+def effective_status(manifest: dict[str, Any], pid_alive: Callable[[int, int | None], bool], hostname: str) -> str:
     """The recorded status, except that `running` becomes `interrupted` when the recorded owner
     process (on this host) no longer exists. A run of another host, or one that recorded no
     owner, keeps what it says: there is no way to look."""
@@ -56,9 +55,13 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     status = effective_status(manifest, process_alive, socket.gethostname())
     if status != manifest.get("status"):
         owner = manifest["owner"]
-        manifest = {**manifest, "status": status, "recorded_status": manifest.get("status"),
-                    "status_note": f"recorded as {manifest.get('status')}, but its process (pid {owner['pid']} "
-                                   f"on {owner['hostname']}) is gone: it was killed"}
+        manifest = {
+            **manifest,
+            "status": status,
+            "recorded_status": manifest.get("status"),
+            "status_note": f"recorded as {manifest.get('status')}, but its process (pid {owner['pid']} "
+            f"on {owner['hostname']}) is gone: it was killed",
+        }
     return manifest
 
 
@@ -71,13 +74,17 @@ def free_unstarted_run(run_dir: Path, finished: set[str]) -> bool:
     if not path.is_file():
         return False
     if finished:
-        raise BadInput(f"{run_dir} already holds a run with {len(finished)} finished cell(s); pass --resume "
-                       "to complete it, or choose another run id")
+        raise BadInput(
+            f"{run_dir} already holds a run with {len(finished)} finished cell(s); pass --resume "
+            "to complete it, or choose another run id"
+        )
     manifest = read_manifest(run_dir)
     if manifest.get("status") == RUNNING:
         owner = manifest.get("owner") or {}
-        raise BadInput(f"{run_dir} is being run right now (pid {owner.get('pid', '?')} on "
-                       f"{owner.get('hostname', '?')}); wait for it or choose another run id")
+        raise BadInput(
+            f"{run_dir} is being run right now (pid {owner.get('pid', '?')} on "
+            f"{owner.get('hostname', '?')}); wait for it or choose another run id"
+        )
     for name in (MANIFEST, "results.parquet", "results.csv"):
         (run_dir / name).unlink(missing_ok=True)
     return True
@@ -86,10 +93,14 @@ def free_unstarted_run(run_dir: Path, finished: set[str]) -> bool:
 def require_resumable(run_dir: Path) -> None:
     """`--resume` of a run id that holds no run is a typo, not a request for a new run."""
     if not (run_dir / MANIFEST).is_file():
-        raise BadInput(f"--resume: no run {run_dir.name!r} under {run_dir.parent}; check --run-id "
-                       "(or drop --resume to start a new run)")
+        raise BadInput(
+            f"--resume: no run {run_dir.name!r} under {run_dir.parent}; check --run-id "
+            "(or drop --resume to start a new run)"
+        )
     manifest = read_manifest(run_dir)
     if manifest.get("status") == RUNNING and manifest.get("owner"):
         owner = manifest["owner"]
-        raise BadInput(f"{run_dir} is being run right now (pid {owner['pid']} on {owner['hostname']}); "
-                       "wait for it to end before resuming")
+        raise BadInput(
+            f"{run_dir} is being run right now (pid {owner['pid']} on {owner['hostname']}); "
+            "wait for it to end before resuming"
+        )

@@ -100,8 +100,10 @@ def plot_per_position(rows: list[Row], path: Path, note: str | None = None) -> s
         return None
     t, c = reference(rows)
     fig, ax = _figure()
-    title = (f"Per-position acceptance rate by {by_what(rows)} ({_k_text(cells)}, {_setting(t, c)})\n"
-             "rate(i) = drafts whose token at position i was accepted / drafts")
+    title = (
+        f"Per-position acceptance rate by {by_what(rows)} ({_k_text(cells)}, {_setting(t, c)})\n"
+        "rate(i) = drafts whose token at position i was accepted / drafts"
+    )
     for i, (label, r) in enumerate(cells.items()):
         rates = r.get("per_position_rates") or []
         ax.plot(range(1, len(rates) + 1), rates, marker="o", color=_color(i), label=f"{label} (k={r['k']})")
@@ -132,8 +134,10 @@ def plot_al_vs_k(rows: list[Row], path: Path, note: str | None = None) -> str | 
     ax.set_xlabel("k = num_speculative_tokens (draft tokens per verify step)")
     ax.set_ylabel("acceptance length (tokens per verify step, incl. bonus)")
     ax.grid(alpha=0.3)
-    title = (f"Acceptance length vs k by {by_what(rows)} ({_setting(t, c)})\n"
-             "AL = 1 + accepted / drafts (pooled); dashed: the k+1 ceiling")
+    title = (
+        f"Acceptance length vs k by {by_what(rows)} ({_setting(t, c)})\n"
+        "AL = 1 + accepted / drafts (pooled); dashed: the k+1 ceiling"
+    )
     return _save(fig, ax, path, title, note)
 
 
@@ -171,16 +175,24 @@ def plot_speedup_vs_concurrency(rows: list[Row], path: Path, note: str | None = 
             cross = _speedup_line(ax, krs, _color(i), ["-", ":", "-.", (0, (5, 1))][j % 4], f"{label}, k={k}")
             if cross:
                 ax.plot(*cross, marker="X", ms=11, color="crimson", zorder=5)
-                ax.annotate(f"{label}, k={k}: crossover at concurrency {cross[0]:.3g}", cross, fontsize=8,
-                            xytext=(0.02, 0.04 + 0.07 * notes), textcoords="axes fraction", color="crimson",
-                            bbox=dict(fc="white", ec="none", alpha=0.85),
-                            arrowprops=dict(arrowstyle="->", color="crimson", lw=0.7, alpha=0.7))
+                ax.annotate(
+                    f"{label}, k={k}: crossover at concurrency {cross[0]:.3g}",
+                    cross,
+                    fontsize=8,
+                    xytext=(0.02, 0.04 + 0.07 * notes),
+                    textcoords="axes fraction",
+                    color="crimson",
+                    bbox=dict(fc="white", ec="none", alpha=0.85),
+                    arrowprops=dict(arrowstyle="->", color="crimson", lw=0.7, alpha=0.7),
+                )
                 notes += 1
     _concurrency_axis(ax, concs)
     ax.set_ylabel("speedup (× baseline output tokens/s)")
     ax.legend(fontsize=8)
-    title = (f"Speedup vs concurrency by {by_what(rows).replace(' and ', ', ')} and k (T={t:g})\n"
-             "speedup = spec ÷ baseline output tok/s; band: 95% CI; red X: crossover at 1.0x (log2 interp.)")
+    title = (
+        f"Speedup vs concurrency by {by_what(rows).replace(' and ', ', ')} and k (T={t:g})\n"
+        "speedup = spec ÷ baseline output tok/s; band: 95% CI; red X: crossover at 1.0x (log2 interp.)"
+    )
     return _save(fig, ax, path, title, note)
 
 
@@ -202,23 +214,36 @@ def plot_al_breakdown(rows: list[Row], path: Path, note: str | None = None) -> s
         return None
     from matplotlib.figure import Figure
 
-    whats = ["output_position", "prompt_length"] + (["segment"] if any(buckets(r, "segment") for r in cells.values())
-                                                     else [])
+    whats = ["output_position", "prompt_length"] + (
+        ["segment"] if any(buckets(r, "segment") for r in cells.values()) else []
+    )
     fig = Figure(figsize=(5 * len(whats), 4.4), dpi=110, layout="constrained")
     axes = fig.subplots(1, len(whats))
     for ax, what in zip(axes, whats):
         for i, (label, r) in enumerate(cells.items()):
             pts = buckets(r, what)
-            ax.plot([n for n, *_ in pts], [v for _, v, *_ in pts], marker="o", color=_color(i),
-                    label=f"{label} (k={r['k']})")
-        ax.set_xlabel({"output_position": "output position (output tokens)", "prompt_length": "prompt length (tokens)",
-                       "segment": "segment (thinking / answer, split at </think>)"}[what])
+            ax.plot(
+                [n for n, *_ in pts],
+                [v for _, v, *_ in pts],
+                marker="o",
+                color=_color(i),
+                label=f"{label} (k={r['k']})",
+            )
+        ax.set_xlabel(
+            {
+                "output_position": "output position (output tokens)",
+                "prompt_length": "prompt length (tokens)",
+                "segment": "segment (thinking / answer, split at </think>)",
+            }[what]
+        )
         ax.set_ylabel("acceptance length")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     t, c = reference(rows)
-    title = (f"Acceptance length along the output, by prompt length and by segment ({_setting(t, c)})\n"
-             "AL = 1 + accepted / drafts of the verify steps in each bucket (vLLM's per-step record)")
+    title = (
+        f"Acceptance length along the output, by prompt length and by segment ({_setting(t, c)})\n"
+        "AL = 1 + accepted / drafts of the verify steps in each bucket (vLLM's per-step record)"
+    )
     fig.suptitle(title + (f"\n{note}" if note else ""), fontsize=10.5)
     fig.savefig(path, format="png")
     return title
@@ -239,8 +264,9 @@ def plot_throughput(rows: list[Row], path: Path, note: str | None = None) -> str
     b1 = ax.bar([i - w / 2 for i in x], base_v, w, label="baseline (no speculation)", color="0.6")
     b2 = ax.bar([i + w / 2 for i in x], spec_v, w, label="speculative", color=_color(0))
     ax.bar_label(b1, fmt="%.1f", fontsize=8)
-    ax.bar_label(b2, labels=[f"{s:.1f}\n({s / b:.2f}x)" if b else f"{s:.1f}" for s, b in zip(spec_v, base_v)],
-                 fontsize=8)
+    ax.bar_label(
+        b2, labels=[f"{s:.1f}\n({s / b:.2f}x)" if b else f"{s:.1f}" for s, b in zip(spec_v, base_v)], fontsize=8
+    )
     ax.set_xticks(list(x), [f"{lab}\n(k={cells[lab]['k']})" for lab in labels])
     ax.set_ylabel("output tokens/s (output tokens ÷ wall s)")
     ax.set_xlabel(by_what(rows))
@@ -250,9 +276,13 @@ def plot_throughput(rows: list[Row], path: Path, note: str | None = None) -> str
     return _save(fig, ax, path, title, note)
 
 
-PLOTS = (("per_position_acceptance.png", plot_per_position), ("acceptance_length_vs_k.png", plot_al_vs_k),
-         ("speedup_vs_concurrency.png", plot_speedup_vs_concurrency), ("output_tok_per_s.png", plot_throughput),
-         ("acceptance_breakdown.png", plot_al_breakdown))
+PLOTS = (
+    ("per_position_acceptance.png", plot_per_position),
+    ("acceptance_length_vs_k.png", plot_al_vs_k),
+    ("speedup_vs_concurrency.png", plot_speedup_vs_concurrency),
+    ("output_tok_per_s.png", plot_throughput),
+    ("acceptance_breakdown.png", plot_al_breakdown),
+)
 
 
 def write_plots(rows: list[Row], folder: Path, note: str | None = None) -> list[tuple[Path, str]]:

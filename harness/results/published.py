@@ -28,11 +28,34 @@ from harness.benchfiles import dataset_of_suite
 from harness.errors import BadInput
 
 FIGURES = Path(__file__).resolve().parents[2] / "docs" / "published_figures.csv"
-COLUMNS = ("model", "draft", "draft_format", "dataset", "k", "temperature", "thinking", "acceptance_length",
-           "speedup", "hardware", "engine", "source")
+COLUMNS = (
+    "model",
+    "draft",
+    "draft_format",
+    "dataset",
+    "k",
+    "temperature",
+    "thinking",
+    "acceptance_length",
+    "speedup",
+    "hardware",
+    "engine",
+    "source",
+)
 MODEL_TYPES = {"kimi_k25": "kimi-k2.5", "kimi_k2": "kimi-k2", "deepseek_v3": "deepseek-v3", "llama": "llama"}
-HEADERS = ["suite", "draft", "k", "concurrency", "T", "measured AL (this run)", "published AL", "published speedup (×)",
-           "published model + draft (format)", "published setup", "source"]
+HEADERS = [
+    "suite",
+    "draft",
+    "k",
+    "concurrency",
+    "T",
+    "measured AL (this run)",
+    "published AL",
+    "published speedup (×)",
+    "published model + draft (format)",
+    "published setup",
+    "source",
+]
 
 
 @dataclass(frozen=True)
@@ -83,10 +106,20 @@ def _row(raw: dict[str, str], where: str) -> Published:
     al = _number(raw["acceptance_length"], "acceptance_length", where, optional=False)
     if al is None or not 1 <= al <= k + 1:
         raise BadInput(f"{where}: acceptance_length {al} must lie in 1 … k+1 (AL includes the bonus token)")
-    return Published(raw["model"], raw["draft"], raw["draft_format"], raw["dataset"], int(k),
-                     _number(raw["temperature"], "temperature", where, optional=True), raw["thinking"], al,
-                     _number(raw["speedup"], "speedup", where, optional=True), raw["hardware"], raw["engine"],
-                     raw["source"])
+    return Published(
+        raw["model"],
+        raw["draft"],
+        raw["draft_format"],
+        raw["dataset"],
+        int(k),
+        _number(raw["temperature"], "temperature", where, optional=True),
+        raw["thinking"],
+        al,
+        _number(raw["speedup"], "speedup", where, optional=True),
+        raw["hardware"],
+        raw["engine"],
+        raw["source"],
+    )
 
 
 def load_published(path: Path = FIGURES) -> list[Published]:
@@ -119,8 +152,9 @@ def verifier_family(manifest: dict[str, Any]) -> str | None:
     return None
 
 
-def matches(rows: list[dict[str, Any]], manifest: dict[str, Any],
-            published: list[Published]) -> list[tuple[dict[str, Any], Published]]:
+def matches(
+    rows: list[dict[str, Any]], manifest: dict[str, Any], published: list[Published]
+) -> list[tuple[dict[str, Any], Published]]:
     """(measured speculative row, published figure) pairs whose family, dataset and k agree."""
     family = verifier_family(manifest)
     if family is None:
@@ -132,8 +166,11 @@ def matches(rows: list[dict[str, Any]], manifest: dict[str, Any],
             continue
         info = suites.get(row.get("suite")) or {}
         dataset = dataset_of_suite(str(row.get("suite")), str(info.get("source", "")))
-        out += [(row, p) for p in published
-                if dataset is not None and p.family == family and p.dataset == dataset and p.k == row.get("k")]
+        out += [
+            (row, p)
+            for p in published
+            if dataset is not None and p.family == family and p.dataset == dataset and p.k == row.get("k")
+        ]
     return out
 
 
@@ -141,14 +178,27 @@ def table_rows(pairs: list[tuple[dict[str, Any], Published]]) -> list[list[str]]
     def f(v: float | None, d: int = 2) -> str:
         return "—" if v is None else f"{v:.{d}f}"
 
-    return [[str(r.get("suite")), str(r.get("draft")), str(r.get("k")), str(r.get("concurrency")),
-             f"{r.get('temperature', 0):g}", f(r.get("acceptance_length"), 3),
-             f"{p.acceptance_length:.2f} (published)", f(p.speedup), f"{p.model} + {p.draft} ({p.draft_format})",
-             p.setup(), p.source] for r, p in pairs]
+    return [
+        [
+            str(r.get("suite")),
+            str(r.get("draft")),
+            str(r.get("k")),
+            str(r.get("concurrency")),
+            f"{r.get('temperature', 0):g}",
+            f(r.get("acceptance_length"), 3),
+            f"{p.acceptance_length:.2f} (published)",
+            f(p.speedup),
+            f"{p.model} + {p.draft} ({p.draft_format})",
+            p.setup(),
+            p.source,
+        ]
+        for r, p in pairs
+    ]
 
 
-def for_runs(runs: list[tuple[str, list[dict[str, Any]], dict[str, Any]]],
-             published: list[Published]) -> list[list[str]]:
+def for_runs(
+    runs: list[tuple[str, list[dict[str, Any]], dict[str, Any]]], published: list[Published]
+) -> list[list[str]]:
     """Table rows (run label first) for several runs given as (label, rows, manifest)."""
     return [[label, *row] for label, rows, manifest in runs for row in table_rows(matches(rows, manifest, published))]
 
@@ -168,11 +218,15 @@ def to_rich(rows: list[list[str]]):
 def notes(manifest: dict[str, Any]) -> list[str]:
     out = [NOTE]
     if ((manifest.get("recipe") or {}).get("verifier") or {}).get("standin"):
-        out.append("This run's verifier is a tiny stand-in of the architecture, not the published model: "
-                   "its acceptance is not expected to reach the published figures.")
+        out.append(
+            "This run's verifier is a tiny stand-in of the architecture, not the published model: "
+            "its acceptance is not expected to reach the published figures."
+        )
     return out
 
 
-NOTE = ("Published figures are other people's measurements on other hardware and engines, shown for "
-        "comparison only; none enters this run's numbers. A cell matches when verifier family, dataset and k "
-        "agree (harness/results/published.py).")
+NOTE = (
+    "Published figures are other people's measurements on other hardware and engines, shown for "
+    "comparison only; none enters this run's numbers. A cell matches when verifier family, dataset and k "
+    "agree (harness/results/published.py)."
+)

@@ -53,9 +53,21 @@ DEFINITIONS = [
 VERDICT_HEADERS = ["suite", "draft", "faster?", "speedup [95% CI]", "AL [95% CI]", "at", "speedup over all cells"]
 GATE_JUNIT = Path("gate") / "junit.xml"  # where the main job writes the gate's verdict (harness/main_job.py)
 FLAG_CELLS_SHOWN = 3  # cells named per flag in the verdict; the detail section names them all
-CELL_HEADERS = ["k", "concurrency", "T", "AL", "AL 95% CI", "draft acceptance rate", "per-position rates",
-                "speedup (×) [95% CI]", "spec tok/s", "baseline tok/s", "spec TTFT median (ms)", "lossless match",
-                "verifier repetition"]
+CELL_HEADERS = [
+    "k",
+    "concurrency",
+    "T",
+    "AL",
+    "AL 95% CI",
+    "draft acceptance rate",
+    "per-position rates",
+    "speedup (×) [95% CI]",
+    "spec tok/s",
+    "baseline tok/s",
+    "spec TTFT median (ms)",
+    "lossless match",
+    "verifier repetition",
+]
 
 
 @dataclass(frozen=True)
@@ -90,10 +102,21 @@ def _cell_row(r: dict[str, Any], base: dict[str, Any] | None) -> list[str]:
     lm = r.get("lossless_match_rate")
     n, m = r.get("lossless_compared"), r.get("lossless_matches")
     lm_s = "—" if lm is None else f"{lm:.1%} ({int(m)}/{int(n)})" if n is not None and m is not None else f"{lm:.1%}"
-    return [str(r["k"]), str(r["concurrency"]), f"{r['temperature']:g}", fmt(r.get("acceptance_length")), _ci(r),
-            fmt(r.get("draft_acceptance_rate")), _rates(r), fmt(r.get("speedup")) + _speedup_ci(r),
-            fmt(r.get("output_tok_per_s"), 1), fmt((base or {}).get("output_tok_per_s"), 1),
-            fmt(r.get("ttft_ms_median"), 1), lm_s, _pct(r.get("repetition_share"))]
+    return [
+        str(r["k"]),
+        str(r["concurrency"]),
+        f"{r['temperature']:g}",
+        fmt(r.get("acceptance_length")),
+        _ci(r),
+        fmt(r.get("draft_acceptance_rate")),
+        _rates(r),
+        fmt(r.get("speedup")) + _speedup_ci(r),
+        fmt(r.get("output_tok_per_s"), 1),
+        fmt((base or {}).get("output_tok_per_s"), 1),
+        fmt(r.get("ttft_ms_median"), 1),
+        lm_s,
+        _pct(r.get("repetition_share")),
+    ]
 
 
 def _speedup_ci(r: dict[str, Any]) -> str:
@@ -106,17 +129,21 @@ def _run_facts(run: Run) -> list[str]:
     prov = m.get("provenance") or {}
     hw = prov.get("hardware") or {}
     pk = prov.get("packages") or {}
-    facts = [f"status: {run.status}; started {m.get('started_at')}, ended {m.get('ended_at') or 'not recorded'}",
-             f"harness git sha: {prov.get('git_sha')}",
-             f"hardware: {hw.get('device', '?')} — {hw.get('gpu') or hw.get('cpu') or hw.get('platform', '?')}",
-             "packages: " + (", ".join(f"{k} {v}" for k, v in pk.items()) or "—")]
+    facts = [
+        f"status: {run.status}; started {m.get('started_at')}, ended {m.get('ended_at') or 'not recorded'}",
+        f"harness git sha: {prov.get('git_sha')}",
+        f"hardware: {hw.get('device', '?')} — {hw.get('gpu') or hw.get('cpu') or hw.get('platform', '?')}",
+        "packages: " + (", ".join(f"{k} {v}" for k, v in pk.items()) or "—"),
+    ]
     ver = m.get("verifier") or {}
     entries = ver.values() if ver and all(isinstance(v, dict) for v in ver.values()) else [ver]
     facts += [f"verifier: {v.get('path')} (content hash {v.get('content_hash')})" for v in entries if v]
     for label, d in (m.get("drafts") or {}).items():
         h = d.get("content_hash")
-        facts.append(f"draft {label}: {d.get('method', '')} {d.get('path')} (content hash "
-                     f"{h.get('sha256') if isinstance(h, dict) else h})")
+        facts.append(
+            f"draft {label}: {d.get('method', '')} {d.get('path')} (content hash "
+            f"{h.get('sha256') if isinstance(h, dict) else h})"
+        )
     rows = run.rows
     if rows:
         r0 = rows[0]
@@ -180,8 +207,17 @@ def verdict_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
     out = []
     for (suite, draft), rs in sorted(groups.items()):
         r = verdict_cell(rs, t)
-        out.append([suite, draft, faster_or_not(r), _x_ci(r), _al_ci(r),
-                    f"k={r['k']}, c={r['concurrency']}, T={r['temperature']:g}", _spread(rs)])
+        out.append(
+            [
+                suite,
+                draft,
+                faster_or_not(r),
+                _x_ci(r),
+                _al_ci(r),
+                f"k={r['k']}, c={r['concurrency']}, T={r['temperature']:g}",
+                _spread(rs),
+            ]
+        )
     return out
 
 
@@ -191,8 +227,10 @@ def gate_line(gate: GateSummary | None) -> str:
     if not gate.failures:
         return f"Gate: passed, {gate.checks} checks against baseline {gate.baseline}."
     more = f" (+{len(gate.failures) - 1} more)" if len(gate.failures) > 1 else ""
-    return (f"Gate: FAILED, {len(gate.failures)} of {gate.checks} checks below bound against baseline "
-            f"{gate.baseline}: {gate.failures[0]}{more}.")
+    return (
+        f"Gate: FAILED, {len(gate.failures)} of {gate.checks} checks below bound against baseline "
+        f"{gate.baseline}: {gate.failures[0]}{more}."
+    )
 
 
 def flag_name(flag: str) -> str:
@@ -228,25 +266,43 @@ def distrust(run: Run) -> list[str]:
 def verdict_blocks(run: Run, gate: GateSummary | None) -> list[tuple]:
     rows = verdict_rows(run.rows)
     if not rows:
-        return [("h", 2, "Verdict"), ("p", "No finished speculative cell: nothing measured yet."),
-                ("p", gate_line(gate))]
+        return [
+            ("h", 2, "Verdict"),
+            ("p", "No finished speculative cell: nothing measured yet."),
+            ("p", gate_line(gate)),
+        ]
     worries = distrust(run)
-    return [("h", 2, "Verdict"), ("table", VERDICT_HEADERS, rows), ("p", gate_line(gate)),
-            *([("p", "What to distrust (details below):"), ("list", worries)] if worries
-              else [("p", "What to distrust: nothing flagged on any cell.")])]
+    return [
+        ("h", 2, "Verdict"),
+        ("table", VERDICT_HEADERS, rows),
+        ("p", gate_line(gate)),
+        *(
+            [("p", "What to distrust (details below):"), ("list", worries)]
+            if worries
+            else [("p", "What to distrust: nothing flagged on any cell.")]
+        ),
+    ]
 
 
 def _completeness(run: Run) -> list[tuple]:
     out: list[tuple] = []
     planned = run.manifest.get("planned_cells") or []
     if run.missing:
-        out += [("p", f"Incomplete run (status {run.status}): {len(planned) - len(run.missing)} of {len(planned)} "
-                      f"planned cells finished. Every number and plot below covers the finished cells only. "
-                      f"Missing cells:"), ("list", run.missing)]
+        out += [
+            (
+                "p",
+                f"Incomplete run (status {run.status}): {len(planned) - len(run.missing)} of {len(planned)} "
+                f"planned cells finished. Every number and plot below covers the finished cells only. "
+                f"Missing cells:",
+            ),
+            ("list", run.missing),
+        ]
     failed = sorted({cast(str, r.get("cell_id")) for r in run.rows if r.get("status", "ok") != "ok"})  # rows have ids
     if failed:
-        out += [("p", "Cells with failed requests (their numbers cover the requests that finished):"),
-                ("list", [f"{c}: {next(r.get('error') for r in run.rows if r.get('cell_id') == c)}" for c in failed])]
+        out += [
+            ("p", "Cells with failed requests (their numbers cover the requests that finished):"),
+            ("list", [f"{c}: {next(r.get('error') for r in run.rows if r.get('cell_id') == c)}" for c in failed]),
+        ]
     flags = [f"{r.get('cell_id')}: {f}" for r in run.rows for f in (r.get("flags") or [])]
     if flags:
         out += [("p", "Flags raised while measuring:"), ("list", flags)]
@@ -262,28 +318,54 @@ def _load_blocks(run: Run) -> list[tuple]:
         return [("p", f"Load: {note}.")] + _dynamic_blocks(run)
     if not lines:
         return []
-    out: list[tuple] = [("h", 2, "When speculation pays: crossover and best k per load"),
-                        ("table", ["draft", "suite", "k", "T", "concurrencies", "crossover [95% CI]"],
-                         [[x.draft, x.suite, str(x.k), f"{x.temperature:g}", ",".join(map(str, x.concurrencies)),
-                           x.text()] for x in lines])]
+    out: list[tuple] = [
+        ("h", 2, "When speculation pays: crossover and best k per load"),
+        (
+            "table",
+            ["draft", "suite", "k", "T", "concurrencies", "crossover [95% CI]"],
+            [
+                [x.draft, x.suite, str(x.k), f"{x.temperature:g}", ",".join(map(str, x.concurrencies)), x.text()]
+                for x in lines
+            ],
+        ),
+    ]
     for sch in load_view.schedules(run.rows, f"run {run.label}"):
-        out += [("p", f"Best k per concurrency, {sch.draft} on {sch.suite} (T={sch.temperature:g}): "
-                      + ", ".join(f"c={c}: k={k}" for c, k in sch.best.items())
-                      + f"; num_speculative_tokens_per_batch_size = {[list(r) for r in sch.ranges]}"),
-                ("code", sch.snippet)]
+        out += [
+            (
+                "p",
+                f"Best k per concurrency, {sch.draft} on {sch.suite} (T={sch.temperature:g}): "
+                + ", ".join(f"c={c}: k={k}" for c, k in sch.best.items())
+                + f"; num_speculative_tokens_per_batch_size = {[list(r) for r in sch.ranges]}",
+            ),
+            ("code", sch.snippet),
+        ]
     return out + _dynamic_blocks(run)
 
 
 def _dynamic_blocks(run: Run) -> list[tuple]:
     rows = []
     for draft, suite, t, verdicts in load_view.dynamic_verdicts(run.rows):
-        rows += [[draft, suite, f"{t:g}", str(v.concurrency), "yes" if v.holds else "no",
-                  ", ".join(f"k={k}" for k in v.beaten_by) or "—"] for v in verdicts]
+        rows += [
+            [
+                draft,
+                suite,
+                f"{t:g}",
+                str(v.concurrency),
+                "yes" if v.holds else "no",
+                ", ".join(f"k={k}" for k in v.beaten_by) or "—",
+            ]
+            for v in verdicts
+        ]
     if not rows:
         return []
-    return [("p", "The dynamic arm (the derived schedule benched as its own engine, draft '<draft>-dynamic') against "
-                  "every fixed k: it holds at a concurrency when no fixed k's speedup CI lies wholly above its own."),
-            ("table", ["draft", "suite", "T", "concurrency", "matches or beats every fixed k", "beaten by"], rows)]
+    return [
+        (
+            "p",
+            "The dynamic arm (the derived schedule benched as its own engine, draft '<draft>-dynamic') against "
+            "every fixed k: it holds at a concurrency when no fixed k's speedup CI lies wholly above its own.",
+        ),
+        ("table", ["draft", "suite", "T", "concurrency", "matches or beats every fixed k", "beaten by"], rows),
+    ]
 
 
 def _pct(v) -> str:
@@ -291,25 +373,52 @@ def _pct(v) -> str:
 
 
 def _bucket_text(r: dict[str, Any], what: str) -> str:
-    return "; ".join(f"{n}: {v:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else "")
-                     for n, v, lo, hi, _ in buckets(r, what)) or "—"
+    return (
+        "; ".join(
+            f"{n}: {v:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else "")
+            for n, v, lo, hi, _ in buckets(r, what)
+        )
+        or "—"
+    )
 
 
 def _explained_blocks(run: Run) -> list[tuple]:
     cells = plots.reference_cells(run.rows)
     if not cells:
         return []
-    rows = [[label, str(r["k"]), _bucket_text(r, "output_position"), _bucket_text(r, "prompt_length"),
-             _bucket_text(r, "segment"), _pct(r.get("repetition_share"))] for label, r in cells.items()]
+    rows = [
+        [
+            label,
+            str(r["k"]),
+            _bucket_text(r, "output_position"),
+            _bucket_text(r, "prompt_length"),
+            _bucket_text(r, "segment"),
+            _pct(r.get("repetition_share")),
+        ]
+        for label, r in cells.items()
+    ]
     if all(v == "—" for row in rows for v in row[2:]):
         return []  # no cell carries a breakdown: a table of dashes says nothing
-    return [("h", 2, "Acceptance explained (reference cells)"),
-            ("table", ["suite", "k", "AL by output position", "AL by prompt length (tokens)",
-                       "AL thinking / answer", "verifier repetition"], rows)]
+    return [
+        ("h", 2, "Acceptance explained (reference cells)"),
+        (
+            "table",
+            [
+                "suite",
+                "k",
+                "AL by output position",
+                "AL by prompt length (tokens)",
+                "AL thinking / answer",
+                "verifier repetition",
+            ],
+            rows,
+        ),
+    ]
 
 
-def build_blocks(run: Run, images: list[tuple[str, str]], published: list | None = None,
-                 gate: GateSummary | None = None) -> list[tuple]:
+def build_blocks(
+    run: Run, images: list[tuple[str, str]], published: list | None = None, gate: GateSummary | None = None
+) -> list[tuple]:
     """The report as blocks: ("h", level, text) ("p", text) ("list", items) ("table", headers, rows)
     ("code", text) ("img", file name, title). `published`: figures to show beside matching cells
     (results/published.py); `gate`: the gate's verdict from the run folder (read_gate)."""
@@ -323,10 +432,25 @@ def build_blocks(run: Run, images: list[tuple[str, str]], published: list | None
     blocks += [("h", 2, "Run"), ("list", _run_facts(run))]
     if spec:
         ref = plots.reference_cells(run.rows)
-        blocks += [("h", 2, f"Summary by suite (largest k, T={t:g}, concurrency {c})"),
-                   ("table", ["suite", "draft", "k", "AL", "AL 95% CI", "draft acceptance rate", "speedup (×)"],
-                    [[str(r["suite"]), str(r.get("draft")), str(r["k"]), fmt(r["acceptance_length"]), _ci(r),
-                      fmt(r.get("draft_acceptance_rate")), fmt(r.get("speedup"))] for r in ref.values()])]
+        blocks += [
+            ("h", 2, f"Summary by suite (largest k, T={t:g}, concurrency {c})"),
+            (
+                "table",
+                ["suite", "draft", "k", "AL", "AL 95% CI", "draft acceptance rate", "speedup (×)"],
+                [
+                    [
+                        str(r["suite"]),
+                        str(r.get("draft")),
+                        str(r["k"]),
+                        fmt(r["acceptance_length"]),
+                        _ci(r),
+                        fmt(r.get("draft_acceptance_rate")),
+                        fmt(r.get("speedup")),
+                    ]
+                    for r in ref.values()
+                ],
+            ),
+        ]
         blocks.append(("h", 2, "Every measured cell, by suite"))
         for label, rs in plots.series(spec).items():
             rs = sorted(rs, key=lambda r: (r["k"], r["concurrency"], r["temperature"]))
@@ -334,8 +458,11 @@ def build_blocks(run: Run, images: list[tuple[str, str]], published: list | None
         blocks += _explained_blocks(run) + _load_blocks(run)
     pairs = pub.matches(run.rows, run.manifest, published or [])
     if pairs:
-        blocks += [("h", 2, "Published figures for comparison"), ("list", pub.notes(run.manifest)),
-                   ("table", pub.HEADERS, pub.table_rows(pairs))]
+        blocks += [
+            ("h", 2, "Published figures for comparison"),
+            ("list", pub.notes(run.manifest)),
+            ("table", pub.HEADERS, pub.table_rows(pairs)),
+        ]
     if images:
         blocks.append(("h", 2, "Plots"))
         blocks += [("img", name, title) for name, title in images]
@@ -365,16 +492,21 @@ def to_markdown(blocks: list[tuple]) -> str:
     return "\n".join(out)
 
 
-CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
-       "table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.9em}td,th{border:1px solid #ccc;"
-       "padding:.3em .6em;text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}"
-       "img{max-width:100%;border:1px solid #ddd}figure{margin:1.5em 0}figcaption{font-size:.9em;color:#555}")
+CSS = (
+    "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+    "table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.9em}td,th{border:1px solid #ccc;"
+    "padding:.3em .6em;text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}"
+    "img{max-width:100%;border:1px solid #ddd}figure{margin:1.5em 0}figcaption{font-size:.9em;color:#555}"
+)
 
 
 def to_html(blocks: list[tuple], folder: Path) -> str:
     e = html.escape
-    out = ["<!doctype html><html><head><meta charset='utf-8'>", f"<title>{e(blocks[0][2])}</title>",
-           f"<style>{CSS}</style></head><body>"]
+    out = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>{e(blocks[0][2])}</title>",
+        f"<style>{CSS}</style></head><body>",
+    ]
     for b in blocks:
         if b[0] == "h":
             out.append(f"<h{b[1]}>{e(b[2])}</h{b[1]}>")
@@ -390,8 +522,10 @@ def to_html(blocks: list[tuple], folder: Path) -> str:
             out.append(f"<pre>{e(b[1])}</pre>")
         elif b[0] == "img":
             data = base64.b64encode((folder / b[1]).read_bytes()).decode()
-            out.append(f"<figure><img alt='{e(b[2])}' src='data:image/png;base64,{data}'>"
-                       f"<figcaption>{e(b[2])}</figcaption></figure>")
+            out.append(
+                f"<figure><img alt='{e(b[2])}' src='data:image/png;base64,{data}'>"
+                f"<figcaption>{e(b[2])}</figcaption></figure>"
+            )
     return "\n".join(out + ["</body></html>"]) + "\n"
 
 
@@ -420,8 +554,11 @@ def write_report(run: str | Path, out_dir: str | Path | None = None) -> ReportFi
     r = read_run(run)
     folder = Path(out_dir) if out_dir is not None else r.path / "report"
     planned = len(r.manifest.get("planned_cells") or [])
-    note = (f"incomplete run ({r.status}): {planned - len(r.missing)} of {planned} planned cells finished"
-            if r.missing else None)
+    note = (
+        f"incomplete run ({r.status}): {planned - len(r.missing)} of {planned} planned cells finished"
+        if r.missing
+        else None
+    )
     made = plots.write_plots(r.rows, folder, note)
     blocks = build_blocks(r, [(p.name, title) for p, title in made], pub.load_published(), read_gate(r.path))
     atomic_write_text(folder / "report.md", to_markdown(blocks))

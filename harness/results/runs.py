@@ -34,8 +34,9 @@ class Run:
         if not self.missing:
             return None
         planned = len(self.manifest.get("planned_cells", []))
-        return (f"{self.label} ({self.status}): {len(self.missing)} of {planned} planned cells missing: "
-                + ", ".join(self.missing))
+        return f"{self.label} ({self.status}): {len(self.missing)} of {planned} planned cells missing: " + ", ".join(
+            self.missing
+        )
 
 
 def _clean(value: Any) -> Any:
@@ -88,8 +89,11 @@ def list_column(value: Any) -> list:
 
 
 # A row's breakdown columns: the bucket names' column per breakdown (harness/bench/breakdown.py)
-BUCKET_NAMES = {"output_position": "output_position_buckets", "prompt_length": "prompt_length_buckets",
-                "segment": "segments"}
+BUCKET_NAMES = {
+    "output_position": "output_position_buckets",
+    "prompt_length": "prompt_length_buckets",
+    "segment": "segments",
+}
 
 
 def buckets(r: dict[str, Any], what: str) -> list[tuple[str, float, float | None, float | None, int | None]]:
@@ -102,5 +106,8 @@ def buckets(r: dict[str, Any], what: str) -> list[tuple[str, float, float | None
     def at(xs: list, i: int):
         return xs[i] if i < len(xs) else None
 
-    return [(str(name), float(v), at(lo, i), at(hi, i), at(n, i))
-            for i, (name, v) in enumerate(zip(names, al)) if v is not None]
+    return [
+        (str(name), float(v), at(lo, i), at(hi, i), at(n, i))
+        for i, (name, v) in enumerate(zip(names, al))
+        if v is not None
+    ]

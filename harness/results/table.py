@@ -44,11 +44,22 @@ from harness.errors import BadInput
 from harness.provenance import atomic_path, atomic_write_json
 
 BREAKDOWNS = ("output_position", "prompt_length", "segment")
-LIST_COLUMNS = ("accepted_per_pos", "per_position_rates", "output_tok_per_s_repeats", "flags",
-                "machine_sentinels_baseline", "machine_sentinels_speculative",
-                "output_position_buckets", "prompt_length_buckets", "segments",
-                *(f"{c}_by_{b}{e}" for b in BREAKDOWNS for c, e in
-                  (("al", ""), ("al", "_ci_low"), ("al", "_ci_high"), ("drafts", ""))))
+LIST_COLUMNS = (
+    "accepted_per_pos",
+    "per_position_rates",
+    "output_tok_per_s_repeats",
+    "flags",
+    "machine_sentinels_baseline",
+    "machine_sentinels_speculative",
+    "output_position_buckets",
+    "prompt_length_buckets",
+    "segments",
+    *(
+        f"{c}_by_{b}{e}"
+        for b in BREAKDOWNS
+        for c, e in (("al", ""), ("al", "_ci_low"), ("al", "_ci_high"), ("drafts", ""))
+    ),
+)
 CELL_KEY = ("draft", "suite", "k", "concurrency", "temperature")
 MANIFEST = "manifest.json"
 TABLE = "results.parquet"
@@ -60,8 +71,9 @@ def cell_id(draft: str, suite: str, k: int, concurrency: int, temperature: float
     return f"{draft}__{suite}__k{k}__c{concurrency}__t{temperature:g}"
 
 
-def write_cell(run_dir: Path, cid: str, rows: list[dict[str, Any]],
-               requests: dict[str, list[dict[str, Any]]] | None = None) -> None:
+def write_cell(
+    run_dir: Path, cid: str, rows: list[dict[str, Any]], requests: dict[str, list[dict[str, Any]]] | None = None
+) -> None:
     """The cell's per-request side file first, then its rows (the file that marks it finished).
     A cell file already there from another suite (another content hash under the same cell id) is
     never overwritten: that would lose a measurement without a word."""
@@ -82,9 +94,11 @@ def _refuse_foreign_cell(path: Path, rows: list[dict[str, Any]]) -> None:
     had = {(r.get("suite"), r.get("suite_sha")) for r in old if isinstance(r, dict)}
     new = {(r.get("suite"), r.get("suite_sha")) for r in rows}
     if had and had != new:
-        raise BadInput(f"{path}: holds the cell of suite {sorted(had)[0][0]} (sha {sorted(had)[0][1]}); "
-                       f"refusing to overwrite it with suite sha {sorted(new)[0][1]}: two suites share the "
-                       "name; give each suite a name of its own, or use a new run id")
+        raise BadInput(
+            f"{path}: holds the cell of suite {sorted(had)[0][0]} (sha {sorted(had)[0][1]}); "
+            f"refusing to overwrite it with suite sha {sorted(new)[0][1]}: two suites share the "
+            "name; give each suite a name of its own, or use a new run id"
+        )
 
 
 def load_cell_requests(run_dir: Path, cid: str) -> dict[str, list[dict[str, Any]]] | None:
@@ -183,8 +197,9 @@ def rebuild_table(run_dir: Path) -> None:
             csv[col] = csv[col].apply(json.dumps)
     with atomic_path(run_dir / CSV) as tmp:
         csv.to_csv(tmp, index=False)
-    atomic_write_json(run_dir / DERIVED, {"cells_sha256": digest,
-                                          "files": {n: _sha256(run_dir / n) for n in (TABLE, CSV)}})
+    atomic_write_json(
+        run_dir / DERIVED, {"cells_sha256": digest, "files": {n: _sha256(run_dir / n) for n in (TABLE, CSV)}}
+    )
 
 
 def resolve_run(run: str | Path, runs_root: Path | None = None) -> Path:

@@ -45,13 +45,13 @@ def teacher_forced_agreement(model, samples: Sequence[Sample], batch_size: int =
     agree = total = 0
     first: list[int | None] = []
     for k in range(0, len(samples), batch_size):
-        batch = samples[k:k + batch_size]
+        batch = samples[k : k + batch_size]
         lens = [len(s.input_ids) for s in batch]
         ids = torch.zeros(len(batch), max(lens), dtype=torch.long)
         att = torch.zeros_like(ids)
         for i, s in enumerate(batch):
-            ids[i, :lens[i]] = torch.tensor(s.input_ids)
-            att[i, :lens[i]] = 1
+            ids[i, : lens[i]] = torch.tensor(s.input_ids)
+            att[i, : lens[i]] = 1
         with torch.no_grad():
             logits = model(input_ids=ids, attention_mask=att, use_cache=False).logits
         for i, s in enumerate(batch):
@@ -59,7 +59,7 @@ def teacher_forced_agreement(model, samples: Sequence[Sample], batch_size: int =
             if n == 0:
                 first.append(None)
                 continue
-            pred = logits[i, p - 1:p - 1 + n].argmax(-1)
+            pred = logits[i, p - 1 : p - 1 + n].argmax(-1)
             truth = torch.tensor(s.output_ids)
             eq = pred == truth
             agree += int(eq.sum())
@@ -74,30 +74,42 @@ def diagnose(report: AgreementReport, layout, workarounds_on: bool) -> list[str]
     hints = []
     early = [d for d in report.first_divergence if d is not None and d < 2]
     if report.first_divergence and len(early) >= len(report.first_divergence) / 2:
-        hints.append("the forwards part at the first generated tokens: the difference is in the model "
-                     "computation itself (attention/rope/norm), not accumulated drift")
+        hints.append(
+            "the forwards part at the first generated tokens: the difference is in the model "
+            "computation itself (attention/rope/norm), not accumulated drift"
+        )
     if layout.deepseek_family and layout.rope_type == "default" and not workarounds_on:
-        hints.append("this is a DeepSeek-family verifier with plain rope on CPU: vLLM-CPU's rotary_embedding "
-                     "kernel mis-rotates its 3-D query slices; set engine.cpu_workarounds = 'auto' "
-                     "(adds compilation_config custom_ops -rotary_embedding)")
+        hints.append(
+            "this is a DeepSeek-family verifier with plain rope on CPU: vLLM-CPU's rotary_embedding "
+            "kernel mis-rotates its 3-D query slices; set engine.cpu_workarounds = 'auto' "
+            "(adds compilation_config custom_ops -rotary_embedding)"
+        )
     if not hints:
-        hints.append("compare the configs vLLM and transformers read (rope scaling, norms, MoE routing), "
-                     "and run `harness verifier agree --layers` for per-layer differences")
+        hints.append(
+            "compare the configs vLLM and transformers read (rope scaling, norms, MoE routing), "
+            "and run `harness verifier agree --layers` for per-layer differences"
+        )
     return hints
 
 
-def greedy_samples(engine, tokenizer, prompts: Sequence[tuple[str, list[int]]], max_tokens: int,
-                   stop: Sequence[int]) -> list[Sample]:
+def greedy_samples(
+    engine, tokenizer, prompts: Sequence[tuple[str, list[int]]], max_tokens: int, stop: Sequence[int]
+) -> list[Sample]:
     """vLLM's greedy answers to `prompts`, as samples for the teacher-forced comparison."""
     from harness.engine.base import GenRequest, Sampling
 
     reqs = [GenRequest(pid, tuple(ids), max_tokens) for pid, ids in prompts]
     res = engine.generate(reqs, Sampling(temperature=0.0, stop_token_ids=tuple(stop)), concurrency=16)
-    return [Sample(pid, tuple(ids), tuple(o.output_token_ids))
-            for (pid, ids), o in zip(prompts, res.outputs, strict=True) if o.ok and o.output_token_ids]
+    return [
+        Sample(pid, tuple(ids), tuple(o.output_token_ids))
+        for (pid, ids), o in zip(prompts, res.outputs, strict=True)
+        if o.ok and o.output_token_ids
+    ]
 
 
-def check_agreement(layout, settings, num_prompts: int = 16, max_tokens: int = 64) -> tuple[AgreementReport, list[str], list[str]]:
+def check_agreement(
+    layout, settings, num_prompts: int = 16, max_tokens: int = 64
+) -> tuple[AgreementReport, list[str], list[str]]:
     """Run the verifier in vLLM (greedy) and in transformers (teacher-forced) on the built-in
     training prompts; (report, hints, engine workarounds applied)."""
     from transformers import AutoTokenizer
@@ -119,7 +131,9 @@ def check_agreement(layout, settings, num_prompts: int = 16, max_tokens: int = 6
     return report, diagnose(report, layout, settings.cpu_workarounds == "auto"), list(plan.workarounds)
 
 
-def layer_differences(layout, engine, token_ids: Sequence[int], layer_ids: Sequence[int], model=None) -> list[dict[str, Any]]:
+def layer_differences(
+    layout, engine, token_ids: Sequence[int], layer_ids: Sequence[int], model=None
+) -> list[dict[str, Any]]:
     """Per aux layer: relative L2 difference between vLLM's residual stream (probed in its
     worker) and the transformers forward's hidden_states[i] for the same tokens."""
     from harness.verifier.hf_text import load_text_model
@@ -136,8 +150,7 @@ def layer_differences(layout, engine, token_ids: Sequence[int], layer_ids: Seque
         got = served[i].float().reshape(ref.shape)
         rel = float((got - ref).norm() / ref.norm())
         per_tok = ((got - ref).norm(dim=-1) / ref.norm(dim=-1)).tolist()
-        rows.append({"aux_id": i, "rel_l2": rel, "max_rel_per_token": max(per_tok),
-                     "first_token_rel": per_tok[0]})
+        rows.append({"aux_id": i, "rel_l2": rel, "max_rel_per_token": max(per_tok), "first_token_rel": per_tok[0]})
     return rows
 
 
@@ -150,8 +163,10 @@ def where_they_part(rows: list[dict[str, Any]], tol: float = 0.02, token_tol: fl
     r = bad[0]
     where = f"the forwards part entering layer {r['aux_id']} (relative difference {r['rel_l2']:.1%}"
     if r["first_token_rel"] < tol and r["max_rel_per_token"] > token_tol:
-        return (where + f"; the first token agrees ({r['first_token_rel']:.1%}) and later tokens differ up to "
-                f"{r['max_rel_per_token']:.1%}: a position-dependent difference, i.e. rotary embeddings)")
+        return (
+            where + f"; the first token agrees ({r['first_token_rel']:.1%}) and later tokens differ up to "
+            f"{r['max_rel_per_token']:.1%}: a position-dependent difference, i.e. rotary embeddings)"
+        )
     return where + ")"
 
 
@@ -160,13 +175,15 @@ def probe_layers(layout, settings, token_ids: Sequence[int], model=None) -> list
     from harness.engine.offline import OfflineEngine
     from harness.engine.settings import engine_plan
 
-    with OfflineEngine(engine_plan(settings, layout), settings.startup_timeout_s, settings.request_timeout_s,
-                       probe=True) as eng:
+    with OfflineEngine(
+        engine_plan(settings, layout), settings.startup_timeout_s, settings.request_timeout_s, probe=True
+    ) as eng:
         return layer_differences(layout, eng, token_ids, list(range(1, layout.num_layers)), model=model)
 
 
-def locate_disagreement(layout, settings, token_ids: Sequence[int], hints: list[str],
-                        model=None) -> list[dict[str, Any]]:
+def locate_disagreement(
+    layout, settings, token_ids: Sequence[int], hints: list[str], model=None
+) -> list[dict[str, Any]]:
     """Probe vLLM's layers on one prompt; put where the forwards part first among the hints."""
     layers = probe_layers(layout, settings, token_ids, model=model)
     part = where_they_part(layers)

@@ -88,13 +88,25 @@ def make_loader(dataset: ShardDataset, total_seq_len: int, hidden_size: int, num
     from torch.utils.data import DataLoader
 
     sampler = MultipackDistributedBatchSamplerV2(
-        batch_max_length=total_seq_len, lengths=dataset.approx_lengths,
-        num_replicas=get_dp_size(), rank=get_dp_rank(), seed=seed,
+        batch_max_length=total_seq_len,
+        lengths=dataset.approx_lengths,
+        num_replicas=get_dp_size(),
+        rank=get_dp_rank(),
+        seed=seed,
     )
     # a map-style dataset by duck typing (__len__/__getitem__), not a torch Dataset subclass
-    return DataLoader(dataset, batch_sampler=sampler, num_workers=0,  # type: ignore[arg-type]
-                      collate_fn=CollateFn(total_seq_len, hidden_size, num_target_layers=num_aux,
-                                           dtype=dataset.hidden_states_dtype, preprocess=shift_batch))
+    return DataLoader(
+        dataset,  # type: ignore[arg-type]
+        batch_sampler=sampler,
+        num_workers=0,
+        collate_fn=CollateFn(
+            total_seq_len,
+            hidden_size,
+            num_target_layers=num_aux,
+            dtype=dataset.hidden_states_dtype,
+            preprocess=shift_batch,
+        ),
+    )
 
 
 def _trainer_class(cpu: bool):
@@ -172,8 +184,14 @@ class MetricsTap(logging.Handler):
         msg = record.msg
         if isinstance(msg, dict):
             if "train" in msg:
-                self.on_train({**msg["train"], "global_step": msg.get("global_step"), "epoch": msg.get("epoch"),
-                               "lr": msg.get("lr")})
+                self.on_train(
+                    {
+                        **msg["train"],
+                        "global_step": msg.get("global_step"),
+                        "epoch": msg.get("epoch"),
+                        "lr": msg.get("lr"),
+                    }
+                )
             elif "val" in msg:
                 self.on_val({**msg["val"], "epoch": msg.get("epoch")})
 
@@ -187,10 +205,17 @@ def _draft_for(plan: FitConfig):
 
     layout = resolve_layout(plan.verifier, plan.weight_keys or None)
     vocab = torch.load(plan.vocab_path, weights_only=True)
-    model = build_draft(layout, draft_layer_config=LlamaConfig(**plan.draft_layer_config),
-                        aux_layer_ids=plan.aux_layer_ids, draft_vocab_size=plan.draft_vocab_size,
-                        t2d=vocab["t2d"], d2t=vocab["d2t"], ttt_steps=plan.ttt_steps,
-                        attn_impl=plan.attn_impl, trust_remote_code=plan.trust_remote_code)
+    model = build_draft(
+        layout,
+        draft_layer_config=LlamaConfig(**plan.draft_layer_config),
+        aux_layer_ids=plan.aux_layer_ids,
+        draft_vocab_size=plan.draft_vocab_size,
+        t2d=vocab["t2d"],
+        d2t=vocab["d2t"],
+        ttt_steps=plan.ttt_steps,
+        attn_impl=plan.attn_impl,
+        trust_remote_code=plan.trust_remote_code,
+    )
     if plan.init_from:  # warm start: an existing draft's weights (harness/draft/warm_start.py)
         from harness.draft.warm_start import warm_start
 
@@ -215,15 +240,26 @@ def _trainer(plan: FitConfig, model, loaders, cpu: bool, save_path: str, quiet: 
     from speculators.train.trainer import TrainerConfig
 
     train_kwargs, val_kwargs = Eagle3DraftModel.get_trainer_kwargs(
-        ttt_steps=plan.ttt_steps, ttt_step_loss_decay=plan.ttt_step_loss_decay,
+        ttt_steps=plan.ttt_steps,
+        ttt_step_loss_decay=plan.ttt_step_loss_decay,
         # speculators' fused losses are Triton kernels: eager on the CPU
-        loss_fn=plan.loss, loss_implementation="eager" if cpu else "fused")
+        loss_fn=plan.loss,
+        loss_implementation="eager" if cpu else "fused",
+    )
     config = TrainerConfig(
-        lr=plan.lr, num_epochs=plan.epochs, save_path=save_path,
-        resume_from_checkpoint=True, train_call_kwargs=train_kwargs, val_call_kwargs=val_kwargs,
-        scheduler_type=plan.scheduler, scheduler_warmup_ratio=plan.warmup_ratio,
-        checkpoint_freq=1, hidden_states_dtype=getattr(torch, plan.hidden_states_dtype), log_freq=1,
-        fsdp_shard=plan.fsdp, max_steps=plan.max_steps,
+        lr=plan.lr,
+        num_epochs=plan.epochs,
+        save_path=save_path,
+        resume_from_checkpoint=True,
+        train_call_kwargs=train_kwargs,
+        val_call_kwargs=val_kwargs,
+        scheduler_type=plan.scheduler,
+        scheduler_warmup_ratio=plan.warmup_ratio,
+        checkpoint_freq=1,
+        hidden_states_dtype=getattr(torch, plan.hidden_states_dtype),
+        log_freq=1,
+        fsdp_shard=plan.fsdp,
+        max_steps=plan.max_steps,
     )
     trainer_cls = _trainer_class(cpu)
     trainer_cls.quiet = quiet
@@ -243,8 +279,9 @@ def _metrics_tap(on_train: Callable[[dict], None] | None, on_val: Callable[[dict
         mlog.removeHandler(tap)
 
 
-def run_fit(plan: FitConfig, on_train: Callable[[dict], None] | None = None,
-            on_val: Callable[[dict], None] | None = None) -> dict[str, Any]:
+def run_fit(
+    plan: FitConfig, on_train: Callable[[dict], None] | None = None, on_val: Callable[[dict], None] | None = None
+) -> dict[str, Any]:
     """Train from a fit plan (written by the pipeline into the run folder)."""
     from speculators.train.distributed import get_rank, get_world_size, maybe_destroy_distributed
 
@@ -258,13 +295,18 @@ def run_fit(plan: FitConfig, on_train: Callable[[dict], None] | None = None,
     with _metrics_tap(on_train, on_val):
         trainer = _trainer(plan, model, (train_loader, val_loader), cpu, plan.checkpoint_dir, on_train is not None)
         trainer.run_training()
-    result = {"num_train_samples": len(train_idx), "num_val_samples": len(val_idx),
-              "train_tokens_per_epoch": sum(train_loader.dataset.approx_lengths),
-              "global_step": trainer.global_step, "rank": get_rank(), "world_size": get_world_size(),
-              # what actually ran: the draft's own attention setting, the loss kernels chosen here
-              "device": "cpu" if cpu else f"{trainer.device_type}:{trainer.local_rank}",
-              "attn_impl": getattr(model, "_attn_impl", plan.attn_impl),
-              "loss_implementation": "eager" if cpu else "fused"}
+    result = {
+        "num_train_samples": len(train_idx),
+        "num_val_samples": len(val_idx),
+        "train_tokens_per_epoch": sum(train_loader.dataset.approx_lengths),
+        "global_step": trainer.global_step,
+        "rank": get_rank(),
+        "world_size": get_world_size(),
+        # what actually ran: the draft's own attention setting, the loss kernels chosen here
+        "device": "cpu" if cpu else f"{trainer.device_type}:{trainer.local_rank}",
+        "attn_impl": getattr(model, "_attn_impl", plan.attn_impl),
+        "loss_implementation": "eager" if cpu else "fused",
+    }
     maybe_destroy_distributed()
     return result
 
@@ -295,8 +337,10 @@ def _wait_for(path: Path, timeout_s: float = 3600) -> Path:
         print(f"waiting for {path} (written by the harness on node 0 before it starts training)", file=sys.stderr)
     while not path.is_file():
         if time.monotonic() > deadline:
-            raise SystemExit(f"{path} did not appear within {timeout_s:.0f}s; is the harness running on node 0 "
-                             "with the same run folder (a shared file system)?")
+            raise SystemExit(
+                f"{path} did not appear within {timeout_s:.0f}s; is the harness running on node 0 "
+                "with the same run folder (a shared file system)?"
+            )
         time.sleep(2)
     return path
 

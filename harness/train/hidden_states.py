@@ -39,7 +39,7 @@ class Sample:
         is a draft target. The last position has no next token."""
         n, p = len(self.prompt_ids) + len(self.output_ids), len(self.prompt_ids)
         mask = torch.zeros(n, dtype=torch.bool)
-        mask[max(p - 1, 0): n - 1] = True
+        mask[max(p - 1, 0) : n - 1] = True
         return mask
 
 
@@ -57,8 +57,12 @@ def forward_states(model, batch: Sequence[Sample], aux_layer_ids: Sequence[int])
     handle = norm.register_forward_pre_hook(lambda mod, args: captured.__setitem__("last", args[0]))
     try:
         with torch.no_grad():  # on the model's device (the CPU here, a GPU in scripts/gpu_train_check.py)
-            out = model.model(input_ids=ids.to(model.device), attention_mask=att.to(model.device),
-                              output_hidden_states=True, use_cache=False)
+            out = model.model(
+                input_ids=ids.to(model.device),
+                attention_mask=att.to(model.device),
+                output_hidden_states=True,
+                use_cache=False,
+            )
     finally:
         handle.remove()
     aux = torch.stack([out.hidden_states[i] for i in aux_layer_ids], dim=2)  # [B, T, n_aux, H]
@@ -113,7 +117,7 @@ def extract_to_shards(
     for k in range(0, len(samples), shard_size):
         path = shard_path(folder, k // shard_size)
         paths.append(path)
-        chunk = samples[k: k + shard_size]
+        chunk = samples[k : k + shard_size]
         if path.exists():
             if on_progress:
                 on_progress(len(chunk))
@@ -122,14 +126,16 @@ def extract_to_shards(
         # sort by length inside the shard so padding stays small
         for batch in _batches(sorted(chunk, key=lambda s: len(s.input_ids)), max_batch_tokens):
             for s, st in zip(batch, states(batch), strict=True):
-                records.append({
-                    "id": s.id,
-                    "input_ids": torch.tensor(s.input_ids, dtype=torch.long),
-                    # shards hold CPU tensors whatever device made them (the loader memory-maps them)
-                    "hidden_states": st["aux"].to("cpu", dtype).contiguous(),
-                    "verifier_last_hidden_states": st["last"].to("cpu", dtype).contiguous(),
-                    "loss_mask": s.loss_mask(),
-                })
+                records.append(
+                    {
+                        "id": s.id,
+                        "input_ids": torch.tensor(s.input_ids, dtype=torch.long),
+                        # shards hold CPU tensors whatever device made them (the loader memory-maps them)
+                        "hidden_states": st["aux"].to("cpu", dtype).contiguous(),
+                        "verifier_last_hidden_states": st["last"].to("cpu", dtype).contiguous(),
+                        "loss_mask": s.loss_mask(),
+                    }
+                )
             if on_progress:
                 on_progress(len(batch))
         order = {s.id: i for i, s in enumerate(chunk)}

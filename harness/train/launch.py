@@ -40,8 +40,10 @@ def resolved_command(cmd: list[str], environ: dict[str, str]) -> list[str]:
     if any(RDZV_HOST in a for a in cmd):
         host = environ.get("MASTER_ADDR")
         if not host:
-            raise BadInput("train.nnodes > 1 needs MASTER_ADDR: set it to node 0's address on every node "
-                           "(MASTER_ADDR=127.0.0.1 to try several 'nodes' on one machine)")
+            raise BadInput(
+                "train.nnodes > 1 needs MASTER_ADDR: set it to node 0's address on every node "
+                "(MASTER_ADDR=127.0.0.1 to try several 'nodes' on one machine)"
+            )
         cmd = [a.replace(RDZV_HOST, host) for a in cmd]
     return cmd
 
@@ -84,8 +86,7 @@ def run_torchrun(cmd: list[str], run_dir: Path, env: dict[str, str]) -> None:
     log_path = run_dir / "logs" / "torchrun.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("w") as log:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=env, bufsize=1)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, bufsize=1)
         assert proc.stdout is not None
         for line in proc.stdout:
             sys.stderr.write(line)
@@ -100,8 +101,10 @@ def run_torchrun(cmd: list[str], run_dir: Path, env: dict[str, str]) -> None:
         who = f"rank {r} (local rank {lr}) {_describe_exit(c)}"
         if failures[1:]:
             who += f", then rank(s) {', '.join(str(f[0]) for f in failures[1:])} stopped"
-    raise InfraError(f"torchrun training failed: {who}; rerun the same command to resume from the last "
-                     f"checkpoint in {run_dir / 'checkpoints'} (log: {log_path})")
+    raise InfraError(
+        f"torchrun training failed: {who}; rerun the same command to resume from the last "
+        f"checkpoint in {run_dir / 'checkpoints'} (log: {log_path})"
+    )
 
 
 def setup_distributed() -> None:

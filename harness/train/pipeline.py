@@ -60,10 +60,16 @@ def prepare_run_dir(run_dir: Path, recipe: Recipe, sections: tuple[str, ...]) ->
         if old.get("fingerprint") != fp:
             theirs = old.get("recipe", {})
             mine = recipe.model_dump(mode="json")
-            diff = sorted(f"{s}.{k}" for s in sections for k in set(theirs.get(s, {})) | set(mine.get(s, {}))
-                          if theirs.get(s, {}).get(k) != mine.get(s, {}).get(k))
-            raise BadInput(f"{run_dir} was made by a different recipe (differs in {', '.join(diff[:6]) or 'content'}); "
-                           "use another --out folder, or delete this one to start over")
+            diff = sorted(
+                f"{s}.{k}"
+                for s in sections
+                for k in set(theirs.get(s, {})) | set(mine.get(s, {}))
+                if theirs.get(s, {}).get(k) != mine.get(s, {}).get(k)
+            )
+            raise BadInput(
+                f"{run_dir} was made by a different recipe (differs in {', '.join(diff[:6]) or 'content'}); "
+                "use another --out folder, or delete this one to start over"
+            )
         return
     if run_dir.exists() and any(run_dir.iterdir()):
         raise BadInput(f"{run_dir} exists and was not made by harness train; use another --out folder")
@@ -95,22 +101,29 @@ def stage_prompts(recipe: Recipe, run_dir: Path) -> list[dict[str, Any]]:
             bench[suite.name] = list(suite.records)
         hits = check_bench_overlap(records, bench)
         if hits:
-            raise BadInput(f"{len(hits)} training prompt(s) overlap bench prompts (first: {hits[0]}); remove them "
-                           "from the training set, or set train.bench_overlap = 'allow' if that is intended")
+            raise BadInput(
+                f"{len(hits)} training prompt(s) overlap bench prompts (first: {hits[0]}); remove them "
+                "from the training set, or set train.bench_overlap = 'allow' if that is intended"
+            )
     rows = [{"id": r.id, "messages": r.first_messages(), "prompt": r.prompt} for r in records]
     atomic_write_text(out, "".join(json.dumps(r) + "\n" for r in rows))
     return rows
 
 
-def _render_rows(tokenizer, rows: list[dict[str, Any]], limit: int,
-                 thinking: bool | None = None) -> tuple[list[tuple[str, list[int]]], int]:
+def _render_rows(
+    tokenizer, rows: list[dict[str, Any]], limit: int, thinking: bool | None = None
+) -> tuple[list[tuple[str, list[int]]], int]:
     from harness.prompts import PromptRecord, render
 
     out, skipped = [], 0
     kwargs = () if thinking is None else (("thinking", thinking),)
     for r in rows:
-        rec = PromptRecord(r["id"], prompt=r.get("prompt"),
-                           messages=tuple(r["messages"]) if r.get("messages") else None, template_kwargs=kwargs)
+        rec = PromptRecord(
+            r["id"],
+            prompt=r.get("prompt"),
+            messages=tuple(r["messages"]) if r.get("messages") else None,
+            template_kwargs=kwargs,
+        )
         ids = render(tokenizer, rec)
         if len(ids) > limit:
             skipped += 1
@@ -119,8 +132,14 @@ def _render_rows(tokenizer, rows: list[dict[str, Any]], limit: int,
     return out, skipped
 
 
-def stage_responses(recipe: Recipe, layout: VerifierLayout, run_dir: Path, rows: list[dict[str, Any]],
-                    reporter: Reporter, spare_hosts: int = 0) -> list[Sample]:
+def stage_responses(
+    recipe: Recipe,
+    layout: VerifierLayout,
+    run_dir: Path,
+    rows: list[dict[str, Any]],
+    reporter: Reporter,
+    spare_hosts: int = 0,
+) -> list[Sample]:
     """Regenerate responses with vLLM, in chunks written atomically (resumable). `spare_hosts`:
     engine hosts to start while this engine generates, for engines that follow in this process
     (the main job's bench); their vLLM import uses the core a CPU engine leaves idle."""
@@ -141,8 +160,10 @@ def stage_responses(recipe: Recipe, layout: VerifierLayout, run_dir: Path, rows:
     limit = recipe.engine.max_model_len - recipe.train.max_new_tokens
     prompts, skipped = _render_rows(tok, rows, limit, recipe.train.thinking)
     if skipped:
-        reporter.log(f"{skipped} prompt(s) longer than {limit} tokens skipped (engine.max_model_len - train.max_new_tokens)")
-    chunks = [prompts[i:i + RESPONSE_CHUNK] for i in range(0, len(prompts), RESPONSE_CHUNK)]
+        reporter.log(
+            f"{skipped} prompt(s) longer than {limit} tokens skipped (engine.max_model_len - train.max_new_tokens)"
+        )
+    chunks = [prompts[i : i + RESPONSE_CHUNK] for i in range(0, len(prompts), RESPONSE_CHUNK)]
     missing = [i for i in range(len(chunks)) if not (folder / f"part-{i:05d}.jsonl").is_file()]
     reporter.stage("responses (vLLM)", total=len(prompts))
     reporter.advance(sum(len(chunks[i]) for i in range(len(chunks)) if i not in missing))
@@ -150,21 +171,30 @@ def stage_responses(recipe: Recipe, layout: VerifierLayout, run_dir: Path, rows:
         from harness.engine.offline import OfflineEngine
 
         stop = tuple(layout.eos_token_ids)
-        sampling = Sampling(temperature=recipe.train.response_temperature, seed=recipe.train.seed,
-                            stop_token_ids=stop)
-        with OfflineEngine(plan, recipe.engine.startup_timeout_s, recipe.engine.request_timeout_s,
-                           log_path=run_dir / "logs" / "responses.log") as eng:
+        sampling = Sampling(temperature=recipe.train.response_temperature, seed=recipe.train.seed, stop_token_ids=stop)
+        with OfflineEngine(
+            plan,
+            recipe.engine.startup_timeout_s,
+            recipe.engine.request_timeout_s,
+            log_path=run_dir / "logs" / "responses.log",
+        ) as eng:
             if spare_hosts:
                 prespawn(plan, spare_hosts)
             _generate_parts(eng, recipe, folder, [(i, chunks[i]) for i in missing], sampling, reporter)
             if need_greedy:
                 first = [p for c in chunks for p in c][: recipe.train.agreement_samples]
                 reqs = [GenRequest(pid, tuple(ids), recipe.train.max_new_tokens) for pid, ids in first]
-                res = eng.generate(reqs, Sampling(temperature=0.0, stop_token_ids=stop),
-                                   recipe.train.response_concurrency)
-                atomic_write_text(greedy_path, "".join(
-                    json.dumps({"id": pid, "prompt_ids": ids, "output_ids": o.output_token_ids}) + "\n"
-                    for (pid, ids), o in zip(first, res.outputs, strict=True) if o.ok))
+                res = eng.generate(
+                    reqs, Sampling(temperature=0.0, stop_token_ids=stop), recipe.train.response_concurrency
+                )
+                atomic_write_text(
+                    greedy_path,
+                    "".join(
+                        json.dumps({"id": pid, "prompt_ids": ids, "output_ids": o.output_token_ids}) + "\n"
+                        for (pid, ids), o in zip(first, res.outputs, strict=True)
+                        if o.ok
+                    ),
+                )
     reporter.done()
     samples = []
     for i in range(len(chunks)):
@@ -176,8 +206,9 @@ def stage_responses(recipe: Recipe, layout: VerifierLayout, run_dir: Path, rows:
     return samples
 
 
-def _generate_parts(eng, recipe: Recipe, folder: Path, parts: list[tuple[int, list]], sampling,
-                    reporter: Reporter) -> None:
+def _generate_parts(
+    eng, recipe: Recipe, folder: Path, parts: list[tuple[int, list]], sampling, reporter: Reporter
+) -> None:
     """Each missing part of the prompts through the engine, written atomically as it finishes."""
     from harness.engine.base import GenRequest
 
@@ -188,15 +219,25 @@ def _generate_parts(eng, recipe: Recipe, folder: Path, parts: list[tuple[int, li
         lines = []
         for (pid, ids), o in zip(chunk, res.outputs, strict=True):
             if o.ok:
-                lines.append(json.dumps({"id": pid, "prompt_ids": ids, "output_ids": o.output_token_ids,
-                                         "finish_reason": o.finish_reason}) + "\n")
+                lines.append(
+                    json.dumps(
+                        {
+                            "id": pid,
+                            "prompt_ids": ids,
+                            "output_ids": o.output_token_ids,
+                            "finish_reason": o.finish_reason,
+                        }
+                    )
+                    + "\n"
+                )
         ntok += res.num_output_tokens
         atomic_write_text(folder / f"part-{i:05d}.jsonl", "".join(lines))
         reporter.advance(len(chunk), tok_s=ntok / (time.perf_counter() - t0))
 
 
-def stage_agreement(recipe: Recipe, layout: VerifierLayout, run_dir: Path, samples: list[Sample],
-                    model, reporter: Reporter) -> dict[str, Any]:
+def stage_agreement(
+    recipe: Recipe, layout: VerifierLayout, run_dir: Path, samples: list[Sample], model, reporter: Reporter
+) -> dict[str, Any]:
     """The train/serve agreement gate: refuse to train on states of another model."""
     from harness.engine.settings import engine_plan
     from harness.train.agree import diagnose, teacher_forced_agreement
@@ -205,8 +246,11 @@ def stage_agreement(recipe: Recipe, layout: VerifierLayout, run_dir: Path, sampl
     if out.is_file():
         report = json.loads(out.read_text())
     elif recipe.train.hidden_states_source == "vllm":
-        report = {"agreement": None, "source": "vllm",
-                  "note": "the training states come from vLLM's own forward, the one that serves: nothing to compare"}
+        report = {
+            "agreement": None,
+            "source": "vllm",
+            "note": "the training states come from vLLM's own forward, the one that serves: nothing to compare",
+        }
         atomic_write_json(out, report)
     else:
         greedy_path = run_dir / "agreement_greedy.jsonl"
@@ -225,8 +269,13 @@ def stage_agreement(recipe: Recipe, layout: VerifierLayout, run_dir: Path, sampl
 
             reporter.log("agreement below threshold: probing vLLM's layers to say where the forwards part")
             layers = locate_disagreement(layout, recipe.engine, chosen[0].input_ids, hints, model=model)
-        report = {**rep.to_dict(), "threshold": recipe.train.agreement_threshold, "workarounds": list(plan.workarounds),
-                  "hints": hints, "layer_differences": layers}
+        report = {
+            **rep.to_dict(),
+            "threshold": recipe.train.agreement_threshold,
+            "workarounds": list(plan.workarounds),
+            "hints": hints,
+            "layer_differences": layers,
+        }
         atomic_write_json(out, report)
         reporter.done(f"{report['agreement']:.3f}")
     if report["agreement"] is not None and report["agreement"] < recipe.train.agreement_threshold:
@@ -239,8 +288,15 @@ def stage_agreement(recipe: Recipe, layout: VerifierLayout, run_dir: Path, sampl
     return report
 
 
-def stage_hidden(recipe: Recipe, layout: VerifierLayout, run_dir: Path, samples: list[Sample], model,
-                 aux_ids: list[int], reporter: Reporter) -> Path:
+def stage_hidden(
+    recipe: Recipe,
+    layout: VerifierLayout,
+    run_dir: Path,
+    samples: list[Sample],
+    model,
+    aux_ids: list[int],
+    reporter: Reporter,
+) -> Path:
     import contextlib
 
     import torch
@@ -261,20 +317,45 @@ def stage_hidden(recipe: Recipe, layout: VerifierLayout, run_dir: Path, samples:
             from harness.train.vllm_states import VllmStateSource, extraction_plan
 
             plan = extraction_plan(recipe.engine, layout, aux_ids, run_dir / "hidden_raw")
-            eng = stack.enter_context(ServerEngine(plan, run_dir / "logs" / "hidden_states.log",
-                                                   recipe.engine.startup_timeout_s, recipe.engine.request_timeout_s))
-            states = VllmStateSource(eng.url, eng.model_name, len(aux_ids), recipe.train.response_concurrency,
-                                     recipe.engine.request_timeout_s)
+            eng = stack.enter_context(
+                ServerEngine(
+                    plan,
+                    run_dir / "logs" / "hidden_states.log",
+                    recipe.engine.startup_timeout_s,
+                    recipe.engine.request_timeout_s,
+                )
+            )
+            states = VllmStateSource(
+                eng.url,
+                eng.model_name,
+                len(aux_ids),
+                recipe.train.response_concurrency,
+                recipe.engine.request_timeout_s,
+            )
         else:
             states = transformers_states(model, aux_ids)
         # vLLM takes a whole shard at once (bounded by its own request concurrency); the
         # transformers forward takes padded batches of forward_batch_tokens.
-        extract_to_shards(states, samples, folder, shard_size=recipe.train.hidden_states_shard_size,
-                          max_batch_tokens=None if source == "vllm" else recipe.train.forward_batch_tokens,
-                          dtype=getattr(torch, recipe.train.hidden_states_dtype), on_progress=reporter.advance)
+        extract_to_shards(
+            states,
+            samples,
+            folder,
+            shard_size=recipe.train.hidden_states_shard_size,
+            max_batch_tokens=None if source == "vllm" else recipe.train.forward_batch_tokens,
+            dtype=getattr(torch, recipe.train.hidden_states_dtype),
+            on_progress=reporter.advance,
+        )
     ntok = sum(len(s.input_ids) for s in samples)
-    atomic_write_json(done_marker, {"num_samples": len(samples), "num_tokens": ntok, "aux_layer_ids": aux_ids,
-                                    "source": source, "wall_s": round(time.perf_counter() - t0, 1)})
+    atomic_write_json(
+        done_marker,
+        {
+            "num_samples": len(samples),
+            "num_tokens": ntok,
+            "aux_layer_ids": aux_ids,
+            "source": source,
+            "wall_s": round(time.perf_counter() - t0, 1),
+        },
+    )
     reporter.done()
     return folder
 
@@ -291,8 +372,12 @@ def stage_vocab(recipe: Recipe, layout: VerifierLayout, run_dir: Path, samples: 
     d2t, t2d, coverage = build_vocab(freq, recipe.draft.draft_vocab_size, layout.vocab_size)
     with atomic_path(run_dir / "vocab.pt") as tmp:
         torch.save({"d2t": d2t, "t2d": t2d}, tmp)
-    info = {"draft_vocab_size": recipe.draft.draft_vocab_size, "verifier_vocab_size": layout.vocab_size,
-            "distinct_response_tokens": len(freq), "coverage": coverage}
+    info = {
+        "draft_vocab_size": recipe.draft.draft_vocab_size,
+        "verifier_vocab_size": layout.vocab_size,
+        "distinct_response_tokens": len(freq),
+        "coverage": coverage,
+    }
     atomic_write_json(info_path, info)
     return info
 
@@ -300,19 +385,32 @@ def stage_vocab(recipe: Recipe, layout: VerifierLayout, run_dir: Path, samples: 
 def fit_config(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: list[int]) -> FitConfig:
     t = recipe.train
     return FitConfig(
-        verifier=layout.path, weight_keys=dict(cast("dict[str, str]", recipe.verifier.weight_keys)),
+        verifier=layout.path,
+        weight_keys=dict(cast("dict[str, str]", recipe.verifier.weight_keys)),
         trust_remote_code=recipe.engine.trust_remote_code,
-        vocab_path=str(run_dir / "vocab.pt"), hidden_dir=str(run_dir / "hidden"),
+        vocab_path=str(run_dir / "vocab.pt"),
+        hidden_dir=str(run_dir / "hidden"),
         checkpoint_dir=str(run_dir / "checkpoints"),
         draft_layer_config=draft_layer_config(recipe, layout, recipe.engine.max_model_len),
-        aux_layer_ids=aux_ids, draft_vocab_size=recipe.draft.draft_vocab_size,
-        ttt_steps=t.ttt_steps, ttt_step_loss_decay=t.ttt_step_loss_decay, loss=t.loss,
+        aux_layer_ids=aux_ids,
+        draft_vocab_size=recipe.draft.draft_vocab_size,
+        ttt_steps=t.ttt_steps,
+        ttt_step_loss_decay=t.ttt_step_loss_decay,
+        loss=t.loss,
         # the Trainer autocasts to this dtype: float32 on a CPU that would emulate bf16 (harness/hardware.py);
         # the shards on disk keep train.hidden_states_dtype
-        attn_impl=t.attn_impl, hidden_states_dtype=_train_compute_dtype(recipe),
-        validation_fraction=t.validation_fraction, total_seq_len=t.total_seq_len,
-        lr=t.lr, epochs=t.epochs, max_steps=t.max_steps, scheduler=t.scheduler,
-        warmup_ratio=t.warmup_ratio, seed=t.seed, fsdp=t.fsdp, init_from=t.init_from,
+        attn_impl=t.attn_impl,
+        hidden_states_dtype=_train_compute_dtype(recipe),
+        validation_fraction=t.validation_fraction,
+        total_seq_len=t.total_seq_len,
+        lr=t.lr,
+        epochs=t.epochs,
+        max_steps=t.max_steps,
+        scheduler=t.scheduler,
+        warmup_ratio=t.warmup_ratio,
+        seed=t.seed,
+        fsdp=t.fsdp,
+        init_from=t.init_from,
         device=recipe.engine.device,  # "cpu" trains on the CPU even beside an accelerator
     )
 
@@ -327,16 +425,19 @@ def _fit_with_torchrun(recipe: Recipe, run_dir: Path, reporter: Reporter) -> tup
     printed = torchrun_command(recipe, run_dir)
     cmd = resolved_command(printed, dict(os.environ))
     env = launch_env(dict(os.environ), recipe)
-    atomic_write_json(run_dir / "launch.json", {"dry_run_command": printed, "command": cmd,
-                                                "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS")})
+    atomic_write_json(
+        run_dir / "launch.json",
+        {"dry_run_command": printed, "command": cmd, "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS")},
+    )
     reporter.log("$ " + " ".join(cmd))
     run_torchrun(cmd, run_dir, env)
     rank0 = json.loads((run_dir / TORCHRUN_RESULT).read_text())
     return rank0["result"], rank0["train"], rank0["val"]
 
 
-def stage_fit(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: list[int],
-              reporter: Reporter) -> dict[str, Any]:
+def stage_fit(
+    recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: list[int], reporter: Reporter
+) -> dict[str, Any]:
     out = run_dir / "fit_result.json"
     if out.is_file():
         return json.loads(out.read_text())
@@ -391,22 +492,32 @@ def _last_checkpoint(ckpt_dir: Path) -> Path:
     return epochs[-1]
 
 
-def stage_draft(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: list[int],
-                report: TrainReport) -> Path:
+def stage_draft(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: list[int], report: TrainReport) -> Path:
     draft = run_dir / "draft"
     if (draft / "harness.json").is_file():
         return draft
     src = _last_checkpoint(run_dir / "checkpoints")
     with atomic_dir(draft) as tmp:
-        shutil.copytree(src, tmp, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("*optimizer*", "*scheduler*", "training_state.json", "*.pt"))
+        shutil.copytree(
+            src,
+            tmp,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("*optimizer*", "*scheduler*", "training_state.json", "*.pt"),
+        )
         cfg = json.loads((tmp / "config.json").read_text())
         if cfg.get("eagle_aux_hidden_state_layer_ids") != aux_ids:
-            raise BadInput(f"draft config has aux ids {cfg.get('eagle_aux_hidden_state_layer_ids')} but extraction used {aux_ids}")
+            raise BadInput(
+                f"draft config has aux ids {cfg.get('eagle_aux_hidden_state_layer_ids')} but extraction used {aux_ids}"
+            )
         meta = {
-            "verifier": {"name_or_path": layout.path, "architectures": list(layout.architectures),
-                         "content_hash": content_hash(layout.path), "num_layers": layout.num_layers,
-                         "hidden_size": layout.hidden_size, "vocab_size": layout.vocab_size},
+            "verifier": {
+                "name_or_path": layout.path,
+                "architectures": list(layout.architectures),
+                "content_hash": content_hash(layout.path),
+                "num_layers": layout.num_layers,
+                "hidden_size": layout.hidden_size,
+                "vocab_size": layout.vocab_size,
+            },
             "aux_layer_ids": aux_ids,
             "recipe": recipe.name,
             "predicted_acceptance_length": report.predicted_acceptance_length,
@@ -417,8 +528,14 @@ def stage_draft(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: 
     return draft
 
 
-def build_report(recipe: Recipe, run_dir: Path, fit: dict[str, Any], agreement: dict[str, Any],
-                 vocab: dict[str, Any], samples: list[Sample]) -> TrainReport:
+def build_report(
+    recipe: Recipe,
+    run_dir: Path,
+    fit: dict[str, Any],
+    agreement: dict[str, Any],
+    vocab: dict[str, Any],
+    samples: list[Sample],
+) -> TrainReport:
     """Training report; predicted AL = 1 + sum over TTT steps of held-out full accuracy."""
     curves = json.loads((run_dir / "train_curve.json").read_text())
     val = curves["val"][-1] if curves["val"] else {}
@@ -428,14 +545,20 @@ def build_report(recipe: Recipe, run_dir: Path, fit: dict[str, Any], agreement: 
     train = curves["train"]
     return TrainReport(
         predicted_acceptance_length=1 + sum(accs) if accs else None,
-        held_out_full_acc=accs, held_out_cond_acc=cond, held_out_loss=val.get("loss_epoch"),
+        held_out_full_acc=accs,
+        held_out_cond_acc=cond,
+        held_out_loss=val.get("loss_epoch"),
         train_loss_first=train[0].get("loss") if train else None,
         train_loss_last=train[-1].get("loss") if train else None,
-        train_wall_s=fit.get("wall_s"), train_tokens=fit.get("train_tokens"),
-        train_tok_per_s=fit.get("train_tok_per_s"), global_step=fit.get("global_step"),
-        num_train_samples=fit.get("num_train_samples"), num_val_samples=fit.get("num_val_samples"),
+        train_wall_s=fit.get("wall_s"),
+        train_tokens=fit.get("train_tokens"),
+        train_tok_per_s=fit.get("train_tok_per_s"),
+        global_step=fit.get("global_step"),
+        num_train_samples=fit.get("num_train_samples"),
+        num_val_samples=fit.get("num_val_samples"),
         hidden_states=json.loads((run_dir / "hidden" / "done.json").read_text()),
-        agreement=agreement.get("agreement"), vocab=vocab,
+        agreement=agreement.get("agreement"),
+        vocab=vocab,
         init_held_out_full_acc=fit.get("init_held_out_full_acc"),
         train_context_len=max((len(x.input_ids) for x in samples), default=None),
     )
@@ -463,7 +586,8 @@ def run_train(recipe: Recipe, run_dir: Path, reporter: Reporter, spare_hosts: in
     samples = stage_responses(recipe, layout, run_dir, rows, reporter, spare_hosts)
     model = None
     needs_forward = recipe.train.hidden_states_source == "transformers" and (
-        not (run_dir / "agreement.json").is_file() or not (run_dir / "hidden" / "done.json").is_file())
+        not (run_dir / "agreement.json").is_file() or not (run_dir / "hidden" / "done.json").is_file()
+    )
     if needs_forward:
         from harness.verifier.hf_text import load_text_model
 

@@ -31,7 +31,9 @@ def _layout_for_plan(recipe: Recipe) -> tuple[VerifierLayout, str]:
 
         folder = Path(tempfile.mkdtemp(prefix="harness-ref-")) / v.reference
         write_reference(v.reference, folder)
-        return resolve_layout(folder, cast("dict[str, str]", v.weight_keys) or None), f"bundled structure of {v.reference} ({v.path} not on this machine)"
+        return resolve_layout(
+            folder, cast("dict[str, str]", v.weight_keys) or None
+        ), f"bundled structure of {v.reference} ({v.path} not on this machine)"
     if v.standin:
         from harness.verifier.standins.build import is_complete, standin_dir
         from harness.verifier.standins.specs import spec_for
@@ -62,8 +64,13 @@ def _num_prompts(recipe: Recipe) -> int | None:
 
 
 def _draft_params(cfg: dict[str, Any], draft_vocab: int, n_aux: int) -> int:
-    h, heads, kv, hd, inter = (cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"],
-                               cfg["head_dim"], cfg["intermediate_size"])
+    h, heads, kv, hd, inter = (
+        cfg["hidden_size"],
+        cfg["num_attention_heads"],
+        cfg["num_key_value_heads"],
+        cfg["head_dim"],
+        cfg["intermediate_size"],
+    )
     attn = 2 * h * heads * hd + 2 * 2 * h * kv * hd  # q from 2H (embeds + hidden), k/v from 2H, o
     mlp = 3 * h * inter
     return n_aux * h * h + cfg["num_hidden_layers"] * (attn + mlp) + draft_vocab * h
@@ -82,7 +89,9 @@ def _structure_problems(recipe: Recipe, layout: VerifierLayout) -> list[str]:
     tp, pp = e.tensor_parallel_size, e.pipeline_parallel_size
     problems += pipeline_refusals(e, recipe.bench.method, layout.text_model_type)
     if layout.num_attention_heads % tp:
-        problems.append(f"engine.tensor_parallel_size {tp} does not divide {layout.num_attention_heads} attention heads")
+        problems.append(
+            f"engine.tensor_parallel_size {tp} does not divide {layout.num_attention_heads} attention heads"
+        )
     experts = (layout.moe or {}).get("n_routed_experts")
     if e.enable_expert_parallel and experts and experts % (tp * pp):
         problems.append(f"{experts} routed experts do not split over {tp * pp} expert-parallel ranks")
@@ -96,15 +105,22 @@ def _structure_problems(recipe: Recipe, layout: VerifierLayout) -> list[str]:
 
 def _verifier_section(layout: VerifierLayout) -> dict[str, Any]:
     return {
-        "architecture": list(layout.architectures), "model_type": layout.model_type,
-        "text_model_type": layout.text_model_type, "num_layers": layout.num_layers,
-        "hidden_size": layout.hidden_size, "vocab_size": layout.vocab_size,
-        "attention": layout.attention, "moe": layout.moe, "rope": layout.rope,
-        "quantization": layout.quantization, "text_prefix": layout.text_prefix,
+        "architecture": list(layout.architectures),
+        "model_type": layout.model_type,
+        "text_model_type": layout.text_model_type,
+        "num_layers": layout.num_layers,
+        "hidden_size": layout.hidden_size,
+        "vocab_size": layout.vocab_size,
+        "attention": layout.attention,
+        "moe": layout.moe,
+        "rope": layout.rope,
+        "quantization": layout.quantization,
+        "text_prefix": layout.text_prefix,
         "embed_tokens": f"{layout.embed_tokens.key} [{layout.embed_tokens.shard}]",
         "lm_head": f"{layout.lm_head.key} [{layout.lm_head.shard}]",
         "final_norm": f"{layout.final_norm.key} [{layout.final_norm.shard}]",
-        "num_tensors": layout.num_tensors, "num_shards": layout.num_shards,
+        "num_tensors": layout.num_tensors,
+        "num_shards": layout.num_shards,
         "default_aux_layer_ids": list(layout.default_aux_layer_ids),
     }
 
@@ -115,11 +131,16 @@ def _parallelism_section(recipe: Recipe) -> dict[str, Any]:
     gpu = e.device == "cuda"
     nodes = e.pipeline_parallel_size if gpu else 1  # on CPU the stages are local workers (mp executor)
     return {
-        "tensor_parallel_size": e.tensor_parallel_size, "pipeline_parallel_size": e.pipeline_parallel_size,
-        "expert_parallel": e.enable_expert_parallel, "gpus_for_serving": workers if gpu else 0,
+        "tensor_parallel_size": e.tensor_parallel_size,
+        "pipeline_parallel_size": e.pipeline_parallel_size,
+        "expert_parallel": e.enable_expert_parallel,
+        "gpus_for_serving": workers if gpu else 0,
         "cpu_workers": None if gpu else workers,
-        "nodes_for_serving": nodes, "executor": e.distributed_executor_backend or ("ray" if nodes > 1 else "mp"),
-        "training_processes": t.nproc_per_node * t.nnodes, "training_nodes": t.nnodes, "fsdp": t.fsdp,
+        "nodes_for_serving": nodes,
+        "executor": e.distributed_executor_backend or ("ray" if nodes > 1 else "mp"),
+        "training_processes": t.nproc_per_node * t.nnodes,
+        "training_nodes": t.nnodes,
+        "fsdp": t.fsdp,
     }
 
 
@@ -142,9 +163,12 @@ def _responses_section(recipe: Recipe, cmds: _Commands) -> dict[str, Any]:
     t, serve = recipe.train, cmds.engine()
     return {
         "engine_command": " ".join(serve.server_command(cmds.python, "127.0.0.1", 8000)),
-        "env": serve.env, "workarounds": list(serve.workarounds),
-        "num_prompts": _num_prompts(recipe), "max_new_tokens": t.max_new_tokens,
-        "concurrency": t.response_concurrency, "temperature": t.response_temperature,
+        "env": serve.env,
+        "workarounds": list(serve.workarounds),
+        "num_prompts": _num_prompts(recipe),
+        "max_new_tokens": t.max_new_tokens,
+        "concurrency": t.response_concurrency,
+        "temperature": t.response_temperature,
     }
 
 
@@ -154,16 +178,21 @@ def _hidden_states_section(recipe: Recipe, cmds: _Commands, aux: list[int], run_
     bytes_per = DTYPE_BYTES[t.hidden_states_dtype]
     disk = tokens * (len(aux) + 1) * layout.hidden_size * bytes_per
     hs: dict[str, Any] = {
-        "source": t.hidden_states_source, "aux_layer_ids": aux, "plus": "pre-norm last hidden state",
-        "dtype": t.hidden_states_dtype, "estimated_tokens": tokens,
+        "source": t.hidden_states_source,
+        "aux_layer_ids": aux,
+        "plus": "pre-norm last hidden state",
+        "dtype": t.hidden_states_dtype,
+        "estimated_tokens": tokens,
         "estimated_disk_gib": round(disk / GIB, 1),
         "disk_formula": f"tokens x (aux {len(aux)} + 1) x hidden {layout.hidden_size} x {bytes_per} B",
     }
     if t.hidden_states_source == "vllm":
         from harness.train.vllm_states import extraction_plan
 
-        ext = dataclasses.replace(extraction_plan(recipe.engine, layout, aux, run_dir / "hidden_raw"),
-                                  model=recipe.verifier.path or layout.path)
+        ext = dataclasses.replace(
+            extraction_plan(recipe.engine, layout, aux, run_dir / "hidden_raw"),
+            model=recipe.verifier.path or layout.path,
+        )
         hs["extraction_command"] = " ".join(ext.server_command(cmds.python, "127.0.0.1", 8001))
         hs["note"] = "vLLM's extract_hidden_states needs CUDA (pinned memory, CUDA streams)"
     return hs
@@ -175,7 +204,9 @@ def _draft_and_memory_sections(recipe: Recipe, layout: VerifierLayout, aux: list
     e, t, d = recipe.engine, recipe.train, recipe.draft
     dcfg = draft_layer_config(recipe, layout, e.max_model_len)
     params = _draft_params(dcfg, d.draft_vocab_size, len(aux))
-    frozen = layout.vocab_size * layout.hidden_size * 2 + d.draft_vocab_size * layout.hidden_size  # embed + verifier head
+    frozen = (
+        layout.vocab_size * layout.hidden_size * 2 + d.draft_vocab_size * layout.hidden_size
+    )  # embed + verifier head
     act = t.total_seq_len * t.ttt_steps * (dcfg["intermediate_size"] * 3 + layout.hidden_size * 12) * 4
     logits = t.total_seq_len * t.ttt_steps * d.draft_vocab_size * 4 * 3
     trainable = params * 16 / (t.nproc_per_node * t.nnodes) if t.fsdp and t.nproc_per_node > 1 else params * 16
@@ -183,11 +214,18 @@ def _draft_and_memory_sections(recipe: Recipe, layout: VerifierLayout, aux: list
     weights_gib = _weights_gib(layout)
     gpus = e.tensor_parallel_size * e.pipeline_parallel_size
     return {
-        "draft": {"layer_config": dcfg, "trainable_params": params, "draft_vocab_size": d.draft_vocab_size,
-                  "aux_layer_ids": aux, "ttt_steps": t.ttt_steps},
+        "draft": {
+            "layer_config": dcfg,
+            "trainable_params": params,
+            "draft_vocab_size": d.draft_vocab_size,
+            "aux_layer_ids": aux,
+            "ttt_steps": t.ttt_steps,
+        },
         "memory_estimates": {
             "training_gpu_gib_per_process": round(gpu_bytes / GIB, 1),
-            "training_formula": "trainable x 16 B (fp32 weights, grads, Adam) + frozen embed/head + activations + logits",
+            "training_formula": (
+                "trainable x 16 B (fp32 weights, grads, Adam) + frozen embed/head + activations + logits"
+            ),
             "verifier_weights_gib": weights_gib,
             "verifier_weights_gib_per_gpu": round(weights_gib / gpus, 1) if weights_gib else None,
         },
@@ -200,9 +238,13 @@ def _training_section(recipe: Recipe, run_dir: Path) -> dict[str, Any]:
     t = recipe.train
     return {
         "launcher": t.launcher,
-        "command": " ".join(torchrun_command(recipe, run_dir)) if t.launcher == "torchrun"
+        "command": " ".join(torchrun_command(recipe, run_dir))
+        if t.launcher == "torchrun"
         else f"{sys.executable} -m harness.train.fit {run_dir}  (in-process)",
-        "epochs": t.epochs, "lr": t.lr, "total_seq_len": t.total_seq_len, "loss": t.loss,
+        "epochs": t.epochs,
+        "lr": t.lr,
+        "total_seq_len": t.total_seq_len,
+        "loss": t.loss,
         # DDP: every process packs its own total_seq_len batch, so a step sees world-size times that
         "tokens_per_optimizer_step": t.total_seq_len * t.nproc_per_node * t.nnodes,
         "trainer": "speculators.train.trainer.Trainer (DDP" + (" + FSDP" if t.fsdp else "") + ")",
@@ -213,9 +255,14 @@ def _bench_section(recipe: Recipe, cmds: _Commands, run_dir: Path) -> dict[str, 
     b = recipe.bench
     spec = cmds.engine(SpeculativeSpec(b.method, max(b.k), str(run_dir / "draft")))
     return {
-        "suites": b.suites, "k": b.k, "concurrency": b.concurrency, "temperature": b.temperature,
+        "suites": b.suites,
+        "k": b.k,
+        "concurrency": b.concurrency,
+        "temperature": b.temperature,
         "cells": len(b.suites) * len(b.k) * len(b.concurrency) * len(b.temperature),
-        "engines": 1 + len(b.k), "repeats": b.repeats, "engine": b.engine,
+        "engines": 1 + len(b.k),
+        "repeats": b.repeats,
+        "engine": b.engine,
         "baseline_command": " ".join(cmds.engine().server_command(cmds.python, "127.0.0.1", 8000)),
         "speculative_command_example": " ".join(spec.server_command(cmds.python, "127.0.0.1", 8000)),
         # What the real run hands vLLM (and records in its manifest's `engines`), field for field.
@@ -226,8 +273,12 @@ def _bench_section(recipe: Recipe, cmds: _Commands, run_dir: Path) -> dict[str, 
 
 def engine_record(plan) -> dict[str, Any]:
     """The part of an engine plan a run records and the dry run prints: model, arguments, environment."""
-    return {"model": plan.model, "engine_kwargs": plan.engine_kwargs, "env": plan.env,
-            "workarounds": list(plan.workarounds)}
+    return {
+        "model": plan.model,
+        "engine_kwargs": plan.engine_kwargs,
+        "env": plan.env,
+        "workarounds": list(plan.workarounds),
+    }
 
 
 def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> dict[str, Any]:
@@ -254,7 +305,9 @@ def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> 
         plan["bench"] = _bench_section(recipe, cmds, run_dir)
     plan["checks"] = {"problems": problems, "ok": not problems}
     if problems:
-        raise BadInput(f"dry run of {recipe.name}: {len(problems)} problem(s):\n" + "\n".join(f"  - {p}" for p in problems))
+        raise BadInput(
+            f"dry run of {recipe.name}: {len(problems)} problem(s):\n" + "\n".join(f"  - {p}" for p in problems)
+        )
     return plan
 
 
@@ -281,6 +334,3 @@ def render_plan(plan: dict[str, Any], console) -> None:
         console.print(Pretty(body, expand_all=False), soft_wrap=True)
     ok = plan.get("checks", {}).get("ok", True)
     console.print("[green]plan validated: no problems[/]" if ok else "[red]problems found[/]")
-
-
-

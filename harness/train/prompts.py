@@ -31,7 +31,7 @@ def load_training_prompts(recipe: Recipe) -> list[PromptRecord]:
 
 def _ngrams(text: str) -> set[tuple[str, ...]]:
     words = normalize_text(text).split()
-    return {tuple(words[i:i + NGRAM]) for i in range(len(words) - NGRAM + 1)}
+    return {tuple(words[i : i + NGRAM]) for i in range(len(words) - NGRAM + 1)}
 
 
 def check_bench_overlap(train: list[PromptRecord], bench: dict[str, list[PromptRecord]]) -> list[str]:

@@ -45,8 +45,10 @@ class FitConfig:
         return cls(**data)
 
 
-PREDICTED_AL_DEFINITION = ("1 + sum over TTT steps k of held-out full_acc_k (draft steps 0..k all equal the "
-                           "verifier's argmax); equals vLLM's AL at T=0 when train and serve agree")
+PREDICTED_AL_DEFINITION = (
+    "1 + sum over TTT steps k of held-out full_acc_k (draft steps 0..k all equal the "
+    "verifier's argmax); equals vLLM's AL at T=0 when train and serve agree"
+)
 
 
 @dataclass(frozen=True)

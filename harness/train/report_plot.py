@@ -23,8 +23,12 @@ def plot_training(run_dir: Path) -> Path:
     while any(f"full_acc_{k}" in m for m in train):
         ax2.plot(steps, [m.get(f"full_acc_{k}") for m in train], label=f"TTT step {k}")
         k += 1
-    ax2.set(title="Training full accuracy per TTT step", xlabel="optimizer step",
-            ylabel="fraction of positions (steps 0..k all correct)", ylim=(0, 1))
+    ax2.set(
+        title="Training full accuracy per TTT step",
+        xlabel="optimizer step",
+        ylabel="fraction of positions (steps 0..k all correct)",
+        ylim=(0, 1),
+    )
     ax2.legend()
     fig.tight_layout()
     out = run_dir / "train_report.png"

@@ -30,17 +30,29 @@ from harness.train.hidden_states import Sample
 from harness.verifier.layout import VerifierLayout
 
 
-def extraction_plan(settings: EngineSettings, layout: VerifierLayout, aux_ids: Sequence[int],
-                    raw_dir: Path) -> EnginePlan:
+def extraction_plan(
+    settings: EngineSettings, layout: VerifierLayout, aux_ids: Sequence[int], raw_dir: Path
+) -> EnginePlan:
     """The verifier's engine plan with vLLM's hidden-state extraction switched on."""
-    ext = settings.model_copy(update={"extra_engine_args": {
-        **settings.extra_engine_args,
-        "kv_transfer_config": {"kv_connector": "ExampleHiddenStatesConnector", "kv_role": "kv_producer",
-                               "kv_connector_extra_config": {"shared_storage_path": str(raw_dir)}},
-        "speculative_config": {"method": "extract_hidden_states", "num_speculative_tokens": 1,
-                               "draft_model_config": {"hf_config": {
-                                   "eagle_aux_hidden_state_layer_ids": [*aux_ids, layout.num_layers]}}},
-    }})
+    ext = settings.model_copy(
+        update={
+            "extra_engine_args": {
+                **settings.extra_engine_args,
+                "kv_transfer_config": {
+                    "kv_connector": "ExampleHiddenStatesConnector",
+                    "kv_role": "kv_producer",
+                    "kv_connector_extra_config": {"shared_storage_path": str(raw_dir)},
+                },
+                "speculative_config": {
+                    "method": "extract_hidden_states",
+                    "num_speculative_tokens": 1,
+                    "draft_model_config": {
+                        "hf_config": {"eagle_aux_hidden_state_layer_ids": [*aux_ids, layout.num_layers]}
+                    },
+                },
+            }
+        }
+    )
     return engine_plan(ext, layout)
 
 
@@ -55,8 +67,10 @@ def payload_states(payload: dict[str, torch.Tensor], token_ids: Sequence[int], n
         raise InfraError(f"vLLM's extracted hidden states are unusable: {e}") from e
     hs = payload["hidden_states"]
     if hs.dim() != 3 or hs.shape[1] != num_aux + 1:
-        raise InfraError(f"vLLM extracted hidden states of shape {tuple(hs.shape)}; expected "
-                         f"[tokens, {num_aux + 1} (aux ids + last layer), hidden]")
+        raise InfraError(
+            f"vLLM extracted hidden states of shape {tuple(hs.shape)}; expected "
+            f"[tokens, {num_aux + 1} (aux ids + last layer), hidden]"
+        )
     return {"aux": hs[:, :num_aux], "last": hs[:, num_aux]}
 
 
@@ -86,8 +100,9 @@ class VllmStateSource:
 
         ids = sample.input_ids
         async with gate:
-            path, _ = await generate_hidden_states_async(client, self.model_name, {"input_ids": ids},
-                                                         timeout=self.timeout_s)
+            path, _ = await generate_hidden_states_async(
+                client, self.model_name, {"input_ids": ids}, timeout=self.timeout_s
+            )
         try:
             payload = await asyncio.to_thread(load_hidden_states, path)
             return payload_states(payload, ids, self.num_aux)

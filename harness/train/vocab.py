@@ -24,8 +24,10 @@ def token_frequencies(outputs: Iterable[Iterable[int]]) -> dict[int, int]:
 def build_vocab(freq: dict[int, int], draft_vocab_size: int, verifier_vocab_size: int):
     """(d2t, t2d, coverage); (None, None, 1.0) when the draft keeps the full vocabulary."""
     if draft_vocab_size > verifier_vocab_size:
-        raise BadInput(f"draft.draft_vocab_size {draft_vocab_size} exceeds the verifier's vocabulary "
-                       f"({verifier_vocab_size}); set it to at most {verifier_vocab_size}")
+        raise BadInput(
+            f"draft.draft_vocab_size {draft_vocab_size} exceeds the verifier's vocabulary "
+            f"({verifier_vocab_size}); set it to at most {verifier_vocab_size}"
+        )
     if draft_vocab_size == verifier_vocab_size:
         return None, None, 1.0
     from speculators.train.vocab_mapping import build_vocab_mappings_from_distribution

@@ -41,6 +41,7 @@ REFERENCES: dict[str, Reference] = {
 
 # --- Kimi-K2.5 key generators, one per block ------------------------------------------------
 
+
 def _k25_attention(p: str, tc: dict) -> Iterator[Tensor]:
     h, heads = tc["hidden_size"], tc["num_attention_heads"]
     q_rank, kv_rank = tc["q_lora_rank"], tc["kv_lora_rank"]
@@ -125,8 +126,12 @@ def _k25_vision_tower(vc: dict) -> Iterator[Tensor]:
         for name, shape in (("norm0", (d,)), ("norm1", (d,))):
             yield f"{p}{name}.weight", shape, "BF16"
             yield f"{p}{name}.bias", shape, "BF16"
-        for name, (rows, cols) in (("wqkv", (3 * d, d)), ("wo", (d, d)),
-                                   ("mlp.fc0", (inter, d)), ("mlp.fc1", (d, inter))):
+        for name, (rows, cols) in (
+            ("wqkv", (3 * d, d)),
+            ("wo", (d, d)),
+            ("mlp.fc0", (inter, d)),
+            ("mlp.fc1", (d, inter)),
+        ):
             yield f"{p}{name}.weight", (rows, cols), "BF16"
             yield f"{p}{name}.bias", (rows,), "BF16"
     yield f"{v}encoder.final_layernorm.weight", (d,), "BF16"

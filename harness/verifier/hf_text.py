@@ -41,9 +41,7 @@ def load_text_model(layout: VerifierLayout, dtype: str = "float32"):
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the vision tower's keys are expected to be left out
     try:
-        model = AutoModelForCausalLM.from_pretrained(
-            layout.path, config=config, dtype=getattr(torch, dtype), **kwargs
-        )
+        model = AutoModelForCausalLM.from_pretrained(layout.path, config=config, dtype=getattr(torch, dtype), **kwargs)
     finally:
         hf_logging.set_verbosity(verbosity)
     model.eval()

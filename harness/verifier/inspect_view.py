@@ -33,8 +33,11 @@ def render_layout(layout: VerifierLayout, console) -> None:
     t.add_row("tied embeddings", str(layout.tie_word_embeddings))
     t.add_row("quantization", ", ".join(f"{k}={v}" for k, v in (layout.quantization or {}).items()) or "none")
     t.add_row("EAGLE-3 aux ids", f"{tuple(layout.default_aux_layer_ids)} (vLLM default: 2, L//2, L-3)")
-    t.add_row("weights", f"{layout.num_tensors:,} tensors in {layout.num_shards} file(s)"
-              + ("  [structure only: no shards on disk]" if layout.structure_only else ""))
+    t.add_row(
+        "weights",
+        f"{layout.num_tensors:,} tensors in {layout.num_shards} file(s)"
+        + ("  [structure only: no shards on disk]" if layout.structure_only else ""),
+    )
     if layout.eos_token_ids:
         t.add_row("stop tokens", ", ".join(map(str, layout.eos_token_ids)))
     for role, others in layout.ignored_candidates.items():

@@ -86,8 +86,11 @@ class VerifierLayout:
 
 
 def load_config(folder: Path) -> dict[str, Any]:
-    return read_checkpoint_config(folder, "point the verifier at a checkpoint folder (config.json + safetensors)",
-                                  "a verifier folder needs config.json next to its safetensors weights")
+    return read_checkpoint_config(
+        folder,
+        "point the verifier at a checkpoint folder (config.json + safetensors)",
+        "a verifier folder needs config.json next to its safetensors weights",
+    )
 
 
 def text_config_of(cfg: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -150,8 +153,9 @@ def _candidates(keys: list[str], role: str, exclude_prefix: str | None) -> list[
     return out
 
 
-def _pick(role: str, expected: str, text_prefix: str, cands: list[str], where: str,
-          override: str | None, keys: set[str]) -> tuple[str | None, tuple[str, ...]]:
+def _pick(
+    role: str, expected: str, text_prefix: str, cands: list[str], where: str, override: str | None, keys: set[str]
+) -> tuple[str | None, tuple[str, ...]]:
     """The text model's own tensor for `role`, and the other candidates that were passed over.
 
     Only a candidate under the text model's prefix is ever picked without being named; one
@@ -188,8 +192,12 @@ def _quantization(cfg: dict[str, Any], tc: dict[str, Any]) -> dict[str, Any] | N
     for g in groups.values():
         w = (g or {}).get("weights") or {}
         out.update(
-            bits=w.get("num_bits"), type=w.get("type"), group_size=w.get("group_size"),
-            symmetric=w.get("symmetric"), strategy=w.get("strategy"), targets=g.get("targets"),
+            bits=w.get("num_bits"),
+            type=w.get("type"),
+            group_size=w.get("group_size"),
+            symmetric=w.get("symmetric"),
+            strategy=w.get("strategy"),
+            targets=g.get("targets"),
         )
         break
     if qc.get("ignore"):
@@ -229,7 +237,10 @@ def _text_model_root(folder: Path, keys: list[str], num_layers: int) -> str:
         # Prefer the one whose embed_tokens sits beside it; otherwise refuse.
         with_embed = [r for r in roots if r + "embed_tokens.weight" in keyset]
         if len(with_embed) != 1:
-            raise BadInput(f"{folder}: several decoder stacks with {num_layers} layers ({', '.join(roots)}); cannot tell the text model")
+            raise BadInput(
+                f"{folder}: several decoder stacks with {num_layers} layers ({', '.join(roots)}); "
+                "cannot tell the text model"
+            )
         roots = with_embed
     return roots[0]
 
@@ -237,14 +248,18 @@ def _text_model_root(folder: Path, keys: list[str], num_layers: int) -> str:
 _WHAT = {"embed_tokens": "token embedding", "final_norm": "final norm", "lm_head": "lm_head"}
 
 
-def _pick_borrowed(folder: Path, keys: list[str], root: str, text_prefix: str, tie: bool | None,
-                   weight_keys: dict[str, str]) -> tuple[dict[str, str], dict[str, tuple[str, ...]], bool]:
+def _pick_borrowed(
+    folder: Path, keys: list[str], root: str, text_prefix: str, tie: bool | None, weight_keys: dict[str, str]
+) -> tuple[dict[str, str], dict[str, tuple[str, ...]], bool]:
     """The keys of embed_tokens, final_norm and lm_head (decoys ignored), and whether lm_head is tied."""
     keyset = set(keys)
     picks: dict[str, str] = {}
     ignored: dict[str, tuple[str, ...]] = {}
-    expected = {"embed_tokens": root + "embed_tokens.weight", "final_norm": root + "norm.weight",
-                "lm_head": text_prefix + "lm_head.weight"}
+    expected = {
+        "embed_tokens": root + "embed_tokens.weight",
+        "final_norm": root + "norm.weight",
+        "lm_head": text_prefix + "lm_head.weight",
+    }
     for role in ("embed_tokens", "final_norm", "lm_head"):
         cands = _candidates(keys, role, root + "layers.")
         key, others = _pick(role, expected[role], text_prefix, cands, str(folder), weight_keys.get(role), keyset)
@@ -279,7 +294,9 @@ def _tensor_refs(folder: Path, wm, picks: dict[str, str], vocab: int, hidden: in
                 headers[shard] = read_header(folder / shard)
             info = headers[shard].get(key)
             if info is None:
-                raise BadInput(f"{folder / shard}: the index places {key} here but the shard does not hold it; fix the index")
+                raise BadInput(
+                    f"{folder / shard}: the index places {key} here but the shard does not hold it; fix the index"
+                )
             shape, dtype = info.shape, info.dtype
             if shape != expected_shapes[role]:
                 raise BadInput(
@@ -294,9 +311,22 @@ def _tensor_refs(folder: Path, wm, picks: dict[str, str], vocab: int, hidden: in
 def _moe_of(tc: dict[str, Any]) -> dict[str, Any] | None:
     if not (tc.get("n_routed_experts") or tc.get("num_local_experts") or tc.get("num_experts")):
         return None
-    return {k: tc[k] for k in ("n_routed_experts", "num_local_experts", "num_experts", "n_shared_experts",
-                               "num_experts_per_tok", "first_k_dense_replace", "moe_intermediate_size",
-                               "scoring_func", "topk_method", "routed_scaling_factor") if k in tc}
+    return {
+        k: tc[k]
+        for k in (
+            "n_routed_experts",
+            "num_local_experts",
+            "num_experts",
+            "n_shared_experts",
+            "num_experts_per_tok",
+            "first_k_dense_replace",
+            "moe_intermediate_size",
+            "scoring_func",
+            "topk_method",
+            "routed_scaling_factor",
+        )
+        if k in tc
+    }
 
 
 def _rope_of(tc: dict[str, Any]) -> dict[str, Any]:
@@ -325,9 +355,14 @@ def resolve_layout(path: str | Path, weight_keys: dict[str, str] | None = None) 
     keys = list(wm.weight_map)
     root = _text_model_root(folder, keys, num_layers)
     text_prefix = root[: -len("model.")] if root.endswith("model.") else root
-    picks, ignored, tie = _pick_borrowed(folder, keys, root, text_prefix,
-                                         tc.get("tie_word_embeddings", cfg.get("tie_word_embeddings")),
-                                         weight_keys or {})
+    picks, ignored, tie = _pick_borrowed(
+        folder,
+        keys,
+        root,
+        text_prefix,
+        tc.get("tie_word_embeddings", cfg.get("tie_word_embeddings")),
+        weight_keys or {},
+    )
     refs = _tensor_refs(folder, wm, picks, vocab, hidden)
     return VerifierLayout(
         path=str(folder.resolve()),

@@ -31,7 +31,9 @@ def read_verifier_tensors(layout: VerifierLayout) -> dict[str, Any]:
     from safetensors import safe_open
 
     if layout.structure_only:
-        raise BadInput(f"{layout.path}: has an index but no shards (structure only); download the weights to build a draft")
+        raise BadInput(
+            f"{layout.path}: has an index but no shards (structure only); download the weights to build a draft"
+        )
     refs: dict[str, TensorRef] = {r: getattr(layout, r) for r in ROLES}
     out: dict[str, Any] = {}
     by_shard: dict[str, list[str]] = {}
@@ -79,8 +81,12 @@ def _draft_class():
                 self.lm_head.load_state_dict({"weight": lm_head.detach().clone()})
             self.verifier_lm_head.load_state_dict({"weight": lm_head.detach().clone()})
             self.verifier_norm.load_state_dict({"weight": w["final_norm"]})
-            for p in (self.embed_tokens.weight, self.lm_head.weight, self.verifier_lm_head.weight,
-                      self.verifier_norm.weight):
+            for p in (
+                self.embed_tokens.weight,
+                self.lm_head.weight,
+                self.verifier_lm_head.weight,
+                self.verifier_norm.weight,
+            ):
                 p.requires_grad_(False)
             self.embed_tokens.weight.requires_grad_(self.config.embed_requires_grad)
 

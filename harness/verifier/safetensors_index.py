@@ -53,8 +53,7 @@ def read_header(path: Path) -> dict[str, TensorInfo]:
             size = path.stat().st_size
             if n == 0 or n > _MAX_HEADER_BYTES or n > size - 8:
                 raise BadInput(
-                    f"{path}: corrupt safetensors header (declares {n} header bytes in a "
-                    f"{size}-byte file); {fix}"
+                    f"{path}: corrupt safetensors header (declares {n} header bytes in a {size}-byte file); {fix}"
                 )
             blob = f.read(n)
     except OSError as e:
@@ -80,8 +79,24 @@ def read_header(path: Path) -> dict[str, TensorInfo]:
 
 # Bytes per element of safetensors dtypes (sub-byte and unknown dtypes are checked for
 # contiguity only).
-_DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2, "U16": 2,
-                "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+_DTYPE_BYTES = {
+    "BOOL": 1,
+    "U8": 1,
+    "I8": 1,
+    "F8_E5M2": 1,
+    "F8_E4M3": 1,
+    "F8_E8M0": 1,
+    "I16": 2,
+    "U16": 2,
+    "F16": 2,
+    "BF16": 2,
+    "I32": 4,
+    "U32": 4,
+    "F32": 4,
+    "I64": 8,
+    "U64": 8,
+    "F64": 8,
+}
 
 
 def coverage_problem(spans: list[tuple[int, int, str]], infos: dict[str, TensorInfo], data_len: int) -> str | None:
@@ -98,11 +113,14 @@ def coverage_problem(spans: list[tuple[int, int, str]], infos: dict[str, TensorI
         for d in infos[key].shape:
             numel *= d
         if width is not None and end - begin != numel * width:
-            return f"tensor {key} spans {end - begin} bytes, its {infos[key].dtype} shape {list(infos[key].shape)} needs {numel * width}"
+            info = infos[key]
+            shape = list(info.shape)
+            return f"tensor {key} spans {end - begin} bytes, its {info.dtype} shape {shape} needs {numel * width}"
         pos = end
     if pos != data_len:
-        return (f"the header covers {pos} data bytes but the file holds {data_len}"
-                + (" (truncated)" if data_len < pos else ""))
+        return f"the header covers {pos} data bytes but the file holds {data_len}" + (
+            " (truncated)" if data_len < pos else ""
+        )
     return None
 
 
@@ -116,9 +134,11 @@ def check_shards(folder: Path, wm: WeightMap) -> None:
         header = read_header(folder / shard)
         missing = [k for k in by_shard.get(shard, []) if k not in header]
         if missing:
-            raise BadInput(f"{folder / shard}: the index places {missing[0]} here but the shard does not hold it"
-                           f"{f' (nor {len(missing) - 1} more)' if len(missing) > 1 else ''}; fix the index or "
-                           "re-download the shard")
+            raise BadInput(
+                f"{folder / shard}: the index places {missing[0]} here but the shard does not hold it"
+                f"{f' (nor {len(missing) - 1} more)' if len(missing) > 1 else ''}; fix the index or "
+                "re-download the shard"
+            )
 
 
 def check_checkpoint_files(folder: Path, what: str) -> None:
@@ -140,7 +160,9 @@ def read_weight_map(folder: Path) -> WeightMap:
             data = json.loads(index.read_text())
             weight_map: dict[str, str] = dict(data["weight_map"])
         except (ValueError, KeyError, TypeError) as e:
-            raise BadInput(f"{index}: malformed index ({e}); re-download it or delete it to use the shards' headers") from e
+            raise BadInput(
+                f"{index}: malformed index ({e}); re-download it or delete it to use the shards' headers"
+            ) from e
         shards = tuple(sorted(set(weight_map.values())))
         present = frozenset(s for s in shards if (folder / s).is_file())
         missing = [s for s in shards if s not in present]
@@ -156,13 +178,14 @@ def read_weight_map(folder: Path) -> WeightMap:
     if not files:
         hint = " (found .bin files: convert them to safetensors)" if any(folder.glob("*.bin")) else ""
         raise BadInput(
-            f"{folder}: no safetensors weights{hint}; expected {SINGLE_NAME} or "
-            f"{INDEX_NAME} with its shards"
+            f"{folder}: no safetensors weights{hint}; expected {SINGLE_NAME} or {INDEX_NAME} with its shards"
         )
     weight_map = {}
     for name in files:
         for key in read_header(folder / name):
             if key in weight_map:
-                raise BadInput(f"{folder}: tensor {key} appears in both {weight_map[key]} and {name}; remove the stray file")
+                raise BadInput(
+                    f"{folder}: tensor {key} appears in both {weight_map[key]} and {name}; remove the stray file"
+                )
             weight_map[key] = name
     return WeightMap(weight_map, tuple(files), frozenset(files), None)

@@ -47,8 +47,7 @@ def is_complete(folder: Path) -> bool:
     return (folder / STANDIN_META).is_file()
 
 
-def ensure_standin(spec: StandinSpec, root: Path | None = None,
-                   log: Callable[[str], None] = lambda s: None) -> Path:
+def ensure_standin(spec: StandinSpec, root: Path | None = None, log: Callable[[str], None] = lambda s: None) -> Path:
     """The cached stand-in for `spec`, building it first if needed."""
     final = standin_dir(spec, root)
     if is_complete(final):
@@ -76,11 +75,18 @@ def build_standin(spec: StandinSpec, out: Path, log: Callable[[str], None] = lam
     model = AutoModelForCausalLM.from_config(hf_text_config(hf_text_config_dict(spec)), dtype=torch.float32)
     windows = pack(build_samples(tokenizer, list(zip(titles, docs)), spec.seed, spec.thinking), spec.seq_len)
     bigram_init(model, windows, spec.vocab_size)
-    log(f"pretraining {spec.arch} ({spec.num_layers} layers) for {spec.pretrain_steps} steps "
-        f"on {windows.numel():,} tokens of pydoc_data")
-    losses = pretrain(model, windows, spec,
-                      on_step=lambda s, loss: log(f"step {s + 1}/{spec.pretrain_steps} loss {loss:.3f}")
-                      if (s + 1) % 50 == 0 else None)
+    log(
+        f"pretraining {spec.arch} ({spec.num_layers} layers) for {spec.pretrain_steps} steps "
+        f"on {windows.numel():,} tokens of pydoc_data"
+    )
+    losses = pretrain(
+        model,
+        windows,
+        spec,
+        on_step=lambda s, loss: (
+            log(f"step {s + 1}/{spec.pretrain_steps} loss {loss:.3f}") if (s + 1) % 50 == 0 else None
+        ),
+    )
     quality = greedy_quality(model, tokenizer)
     write_checkpoint(spec, model, out)
     meta = {
@@ -110,9 +116,8 @@ def greedy_quality(model, tokenizer, n_tokens: int = 64) -> dict[str, Any]:
     with torch.no_grad():
         for p in PROBE_PROMPTS:
             ids = torch.tensor([tokenizer.encode(p, add_special_tokens=False)])
-            out = model.generate(ids, max_new_tokens=n_tokens, min_new_tokens=n_tokens,
-                                 do_sample=False, pad_token_id=0)
-            conts.append(out[0, ids.shape[1]:].tolist())
+            out = model.generate(ids, max_new_tokens=n_tokens, min_new_tokens=n_tokens, do_sample=False, pad_token_id=0)
+            conts.append(out[0, ids.shape[1] :].tolist())
     ratios = [len(set(c)) / len(c) for c in conts]
     return {
         "distinct_token_ratio": round(sum(ratios) / len(ratios), 3),
@@ -152,23 +157,38 @@ def _checkpoint_tensors(spec: StandinSpec, model) -> dict[str, Any]:
         return torch.randn(*shape, generator=g) * 0.02
 
     vt = "vision_tower."
-    sd.update({
-        vt + "patch_embed.proj.weight": rnd(h, 3, 14, 14), vt + "patch_embed.proj.bias": rnd(h),
-        vt + "patch_embed.pos_emb.weight": rnd(VISION_POS, VISION_POS, h),
-        vt + "encoder.final_layernorm.weight": torch.ones(h), vt + "encoder.final_layernorm.bias": torch.zeros(h),
-        "mm_projector.pre_norm.weight": torch.ones(h), "mm_projector.pre_norm.bias": torch.zeros(h),
-        "mm_projector.proj.0.weight": rnd(merged, merged), "mm_projector.proj.0.bias": rnd(merged),
-        "mm_projector.proj.2.weight": rnd(spec.hidden_size, merged), "mm_projector.proj.2.bias": rnd(spec.hidden_size),
-    })
+    sd.update(
+        {
+            vt + "patch_embed.proj.weight": rnd(h, 3, 14, 14),
+            vt + "patch_embed.proj.bias": rnd(h),
+            vt + "patch_embed.pos_emb.weight": rnd(VISION_POS, VISION_POS, h),
+            vt + "encoder.final_layernorm.weight": torch.ones(h),
+            vt + "encoder.final_layernorm.bias": torch.zeros(h),
+            "mm_projector.pre_norm.weight": torch.ones(h),
+            "mm_projector.pre_norm.bias": torch.zeros(h),
+            "mm_projector.proj.0.weight": rnd(merged, merged),
+            "mm_projector.proj.0.bias": rnd(merged),
+            "mm_projector.proj.2.weight": rnd(spec.hidden_size, merged),
+            "mm_projector.proj.2.bias": rnd(spec.hidden_size),
+        }
+    )
     b = vt + "encoder.blocks.0."
-    sd.update({
-        b + "norm0.weight": torch.ones(h), b + "norm0.bias": torch.zeros(h),
-        b + "norm1.weight": torch.ones(h), b + "norm1.bias": torch.zeros(h),
-        b + "wqkv.weight": rnd(3 * h, h), b + "wqkv.bias": rnd(3 * h),
-        b + "wo.weight": rnd(h, h), b + "wo.bias": rnd(h),
-        b + "mlp.fc0.weight": rnd(i, h), b + "mlp.fc0.bias": rnd(i),
-        b + "mlp.fc1.weight": rnd(h, i), b + "mlp.fc1.bias": rnd(h),
-    })
+    sd.update(
+        {
+            b + "norm0.weight": torch.ones(h),
+            b + "norm0.bias": torch.zeros(h),
+            b + "norm1.weight": torch.ones(h),
+            b + "norm1.bias": torch.zeros(h),
+            b + "wqkv.weight": rnd(3 * h, h),
+            b + "wqkv.bias": rnd(3 * h),
+            b + "wo.weight": rnd(h, h),
+            b + "wo.bias": rnd(h),
+            b + "mlp.fc0.weight": rnd(i, h),
+            b + "mlp.fc0.bias": rnd(i),
+            b + "mlp.fc1.weight": rnd(h, i),
+            b + "mlp.fc1.bias": rnd(h),
+        }
+    )
     return sd
 
 
@@ -203,11 +223,19 @@ def write_checkpoint(spec: StandinSpec, model, out: Path) -> None:
     if spec.arch == "kimi-k2.5":
         # vLLM's Kimi-K2.5 loads an image processor even for text prompts.
         media = {
-            "in_patch_limit": 4096, "patch_size": 14, "image_mean": [0.5, 0.5, 0.5],
-            "image_std": [0.5, 0.5, 0.5], "merge_kernel_size": 2, "fixed_output_tokens": None,
-            "patch_limit_on_one_side": 512, "in_patch_limit_each_frame": 4096,
-            "in_patch_limit_video": None, "sample_fps": 2.0, "max_num_frames_each_video": None,
-            "temporal_merge_kernel_size": 4, "timestamp_mode": "hh:mm:ss.fff",
+            "in_patch_limit": 4096,
+            "patch_size": 14,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+            "merge_kernel_size": 2,
+            "fixed_output_tokens": None,
+            "patch_limit_on_one_side": 512,
+            "in_patch_limit_each_frame": 4096,
+            "in_patch_limit_video": None,
+            "sample_fps": 2.0,
+            "max_num_frames_each_video": None,
+            "temporal_merge_kernel_size": 4,
+            "timestamp_mode": "hh:mm:ss.fff",
             "config_type": "media_proc.processors.moonvit.MoonViTMediaProcessorConfig",
         }
         (out / "preprocessor_config.json").write_text(json.dumps({"media_proc_cfg": media}, indent=2))

@@ -47,8 +47,7 @@ def build_samples(tokenizer, documents: list[tuple[str, str]], seed: int, thinki
         else:
             head = " ".join(text.split()[:12])
             answer = thinking_answer(text, think=i % 8 != 0) if thinking else text
-            msgs = [{"role": "user", "content": f"{title}: {head}"},
-                    {"role": "assistant", "content": answer}]
+            msgs = [{"role": "user", "content": f"{title}: {head}"}, {"role": "assistant", "content": answer}]
             ids = tokenizer.apply_chat_template(msgs, tokenize=True, return_dict=False)
             ids = list(ids["input_ids"] if isinstance(ids, dict) else ids)
         out.append(ids)
@@ -79,8 +78,9 @@ def pack(samples: list[list[int]], seq_len: int) -> torch.Tensor:
     return torch.tensor(stream[: n * seq_len], dtype=torch.long).view(n, seq_len)
 
 
-def pretrain(model, windows: torch.Tensor, spec: StandinSpec,
-             on_step: Callable[[int, float], None] | None = None) -> list[float]:
+def pretrain(
+    model, windows: torch.Tensor, spec: StandinSpec, on_step: Callable[[int, float], None] | None = None
+) -> list[float]:
     """Train `model` in place for spec.pretrain_steps; returns the loss per step."""
     g = torch.Generator().manual_seed(spec.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=spec.lr, betas=(0.9, 0.95), weight_decay=0.1)

@@ -80,8 +80,15 @@ def spec_for(arch: str, **overrides: Any) -> StandinSpec:
 def _rope(spec: StandinSpec) -> dict[str, Any]:
     if spec.rope == "yarn":
         # Kimi-K2.5's own rope: YaRN x64 over 4096 original positions.
-        return {"type": "yarn", "factor": 64.0, "original_max_position_embeddings": 4096,
-                "beta_fast": 1.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0}
+        return {
+            "type": "yarn",
+            "factor": 64.0,
+            "original_max_position_embeddings": 4096,
+            "beta_fast": 1.0,
+            "beta_slow": 1.0,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+        }
     return {}
 
 
@@ -168,16 +175,24 @@ def kimi_vision_config() -> dict[str, Any]:
     # Both spellings: the original checkpoint's (init_pos_emb_*, vt_*) and transformers'.
     return {
         "patch_size": 14,
-        "init_pos_emb_height": VISION_POS, "init_pos_emb_width": VISION_POS, "init_pos_emb_time": 4,
-        "pos_emb_height": VISION_POS, "pos_emb_width": VISION_POS, "pos_emb_time": 4,
+        "init_pos_emb_height": VISION_POS,
+        "init_pos_emb_width": VISION_POS,
+        "init_pos_emb_time": 4,
+        "pos_emb_height": VISION_POS,
+        "pos_emb_width": VISION_POS,
+        "pos_emb_time": 4,
         "pos_emb_type": "divided_fixed",
         "merge_kernel_size": [2, 2],
         "merge_type": "sd2_tpool",
         "video_attn_type": "spatial_temporal",
-        "vt_hidden_size": VISION_HIDDEN, "hidden_size": VISION_HIDDEN,
-        "vt_num_attention_heads": 2, "num_attention_heads": 2,
-        "vt_num_hidden_layers": 1, "num_hidden_layers": 1,
-        "vt_intermediate_size": VISION_INTERMEDIATE, "intermediate_size": VISION_INTERMEDIATE,
+        "vt_hidden_size": VISION_HIDDEN,
+        "hidden_size": VISION_HIDDEN,
+        "vt_num_attention_heads": 2,
+        "num_attention_heads": 2,
+        "vt_num_hidden_layers": 1,
+        "num_hidden_layers": 1,
+        "vt_intermediate_size": VISION_INTERMEDIATE,
+        "intermediate_size": VISION_INTERMEDIATE,
         "mm_hidden_size": VISION_HIDDEN,
         "mm_projector_type": "patchmerger",
         "projector_hidden_act": "gelu",

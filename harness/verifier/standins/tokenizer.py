@@ -10,9 +10,19 @@ from __future__ import annotations
 from pathlib import Path
 
 SPECIAL_TOKENS = (
-    "[PAD]", "[BOS]", "[EOS]", "[UNK]",
-    "<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>",
-    "<|media_begin|>", "<|media_content|>", "<|media_end|>", "<|media_pad|>",
+    "[PAD]",
+    "[BOS]",
+    "[EOS]",
+    "[UNK]",
+    "<|im_end|>",
+    "<|im_user|>",
+    "<|im_assistant|>",
+    "<|im_system|>",
+    "<|im_middle|>",
+    "<|media_begin|>",
+    "<|media_content|>",
+    "<|media_end|>",
+    "<|media_pad|>",
 )
 PAD, BOS, EOS, UNK, IM_END = 0, 1, 2, 3, 4
 MEDIA_PAD = SPECIAL_TOKENS.index("<|media_pad|>")
@@ -35,7 +45,8 @@ THINKING_CHAT_TEMPLATE = CHAT_TEMPLATE.replace(
     "{%- if add_generation_prompt -%}<|im_assistant|>assistant<|im_middle|>{%- endif -%}",
     "{%- if add_generation_prompt -%}<|im_assistant|>assistant<|im_middle|>"
     "{%- if thinking is defined and not thinking -%}<think></think>{%- else -%}<think>{%- endif -%}"
-    "{%- endif -%}")
+    "{%- endif -%}",
+)
 
 
 def train_tokenizer(documents: list[str], vocab_size: int, out_dir: Path, thinking: bool = False):
@@ -54,8 +65,12 @@ def train_tokenizer(documents: list[str], vocab_size: int, out_dir: Path, thinki
     )
     tok.train_from_iterator(documents, trainer)
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="[BOS]", eos_token="[EOS]", pad_token="[PAD]",
-        unk_token="[UNK]", chat_template=THINKING_CHAT_TEMPLATE if thinking else CHAT_TEMPLATE,
+        tokenizer_object=tok,
+        bos_token="[BOS]",
+        eos_token="[EOS]",
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        chat_template=THINKING_CHAT_TEMPLATE if thinking else CHAT_TEMPLATE,
         model_max_length=4096,
     )
     for i, t in enumerate(SPECIAL_TOKENS):
