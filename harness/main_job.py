@@ -149,10 +149,15 @@ def _run_gate(recipe: Recipe, run_dir: Path, paths: dict[str, str], notes: list[
     from harness.results import gate as gate_mod
 
     folder = gate_mod.find_baseline_dir(recipe.gate.baseline)
+    create = f"`harness gate {run_dir} --baseline {recipe.gate.baseline} --update-baseline`"
     if folder is None:
+        notes.append(f"no baseline at {recipe.gate.baseline}: create one with {create}")
+        return None
+    if (other := gate_mod.other_verifier_only(folder, run_dir)) is not None:
+        # e.g. the CPU stand-in pretrained in float32 where the CPU emulates bf16 (harness/hardware.py)
         notes.append(
-            f"no baseline at {recipe.gate.baseline}: create one with `harness gate {run_dir} "
-            f"--baseline {recipe.gate.baseline} --update-baseline`"
+            f"not gated: the baseline at {recipe.gate.baseline} holds cells of {other}, none of this run's "
+            f"verifier; add this verifier's with {create} (the other verifiers' cells are kept)"
         )
         return None
     # the main job trains one draft, labelled "draft" (reference drafts in the same run are not gated)

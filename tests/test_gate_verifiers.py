@@ -28,3 +28,20 @@ def test_an_update_keeps_the_other_verifiers_cells(tmp_path):
     kept = _other_verifiers_cells(path, {"standin:fp32"})
     assert [c["verifier_hash"] for c in kept] == ["standin:bf16"]
     assert _other_verifiers_cells(tmp_path / "none.json", {"x"}) == []
+
+
+def test_a_baseline_of_another_verifier_only_is_named_not_used(tmp_path):
+    """The main job on a CPU whose stand-in is another verifier than the committed baseline's: it
+    says so and how to add this verifier's cells, instead of failing a run that did its work."""
+    from harness.results.gate import other_verifier_only, update_baseline
+    from tests.test_results import make_run
+
+    base_run = make_run(tmp_path / "runs", "bf16", [{"verifier_hash": "standin:bf16"}])
+    run = make_run(tmp_path / "runs", "fp32", [{"verifier_hash": "standin:fp32"}])
+    folder = update_baseline(base_run, tmp_path / "baseline")
+    assert other_verifier_only(folder, run) == "standin:bf16"
+    assert other_verifier_only(folder, base_run) is None
+    update_baseline(run, folder)  # adds this verifier's cells, keeps the others
+    assert other_verifier_only(folder, run) is None
+    hashes = {c["verifier_hash"] for c in json.loads((folder / "baseline.json").read_text())["cells"]}
+    assert hashes == {"standin:bf16", "standin:fp32"}

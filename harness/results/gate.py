@@ -593,6 +593,18 @@ def _other_verifiers_cells(path: Path, replaced: set[Any]) -> list[dict[str, Any
     return [c for c in old.get("cells", []) if c.get("verifier_hash") not in replaced]
 
 
+def other_verifier_only(baseline_dir: Path, run: str | Path) -> str | None:
+    """The baseline's verifier hashes when it holds no cell of the run's verifiers (it cannot gate
+    this run: the main job says so and how to add them), else None."""
+    path = Path(baseline_dir) / BASELINE_FILE
+    if not path.is_file():
+        return None
+    cells = json.loads(path.read_text()).get("cells", [])
+    theirs = {str(c.get("verifier_hash")) for c in cells}
+    mine = {str(r.get("verifier_hash")) for r in read_run(run).rows}
+    return ", ".join(sorted(theirs)) if cells and mine and not theirs & mine else None
+
+
 def cells_for_run_verifiers(baseline: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
     """A baseline may hold cells for several verifiers (one set per verifier hash: e.g. the CPU
     stand-in pretrained in bf16 where the CPU computes it natively and in float32 where it does
