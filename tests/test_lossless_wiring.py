@@ -131,8 +131,17 @@ def test_planted_bug_is_a_spec_bug_with_a_large_margin(tmp_path, kimi_standin):
     rs = df[df["mode"] == "speculative"].iloc[0]
     assert rs["lossless_matches"] < rs["lossless_compared"]
     assert rs["lossless_verdict"] == "SPEC BUG", (rs["lossless_verdict"], rs["lossless_divergences"])
-    margins = [d["margin_nats"] for d in json.loads(rs["lossless_divergences"]) if d["verdict"] == "SPEC BUG"]
-    assert margins and min(margins) >= 0.5 and rs["lossless_noise_nats"] is not None
+    # every miss (one entry per diverging request), not only the worst, is a SPEC BUG with a
+    # margin of at least 0.5 nats (README, "Measured": "every miss SPEC BUG with a margin >= 0.5 nats")
+    misses = json.loads(rs["lossless_divergences"])
+    print("planted bug:", rs["lossless_compared"] - rs["lossless_matches"], "/", rs["lossless_compared"], "missed;",
+          [(d["verdict"], round(d["margin_nats"], 2), d["margin_is_lower_bound"]) for d in misses],
+          "noise", rs["lossless_noise_nats"])
+    assert len(misses) == rs["lossless_compared"] - rs["lossless_matches"]
+    assert all(d["verdict"] == "SPEC BUG" for d in misses), misses
+    margins = [d["margin_nats"] for d in misses]
+    assert all(m is not None and m >= 0.5 for m in margins), margins
+    assert rs["lossless_noise_nats"] is not None
     assert any("SPEC BUG" in f for f in rs["flags"])
     row = rs.to_dict()
     assert not lossless_check(row, row, "no-spec-bug").passed
@@ -155,7 +164,7 @@ def test_t_gt_0_distribution_test_fails_vllm_cpus_sampler_and_passes_its_baselin
     from harness.results.table import load_run
     from harness.ui import Reporter
 
-    recipe = load_recipe(None, ["bench.suites=['code']", "bench.num_prompts=6", "bench.max_tokens=64",
+    recipe = load_recipe(None, ["bench.suites=['code']", "bench.num_prompts=6", "bench.max_tokens=128",
                                 "bench.k=[3]", "bench.concurrency=[6]", "bench.temperature=[0.0, 0.8]",
                                 "bench.warmup_requests=0", "bench.reference_drafts=['random']",
                                 "bench.lossless_logprobs=5", "bench.engine='offline'"])
