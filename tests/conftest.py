@@ -15,8 +15,14 @@ from harness.verifier.layout import resolve_layout
 
 # CI-sized training: small enough for a few minutes on 2 cores, large enough to show learning
 # (the margins it must reach are in tests/test_train_e2e.py).
-CI_TRAIN = ["train.num_prompts=384", "train.max_new_tokens=96", "train.epochs=3", "train.total_seq_len=1024",
-            "train.lr=3e-3", "train.validation_fraction=0.1"]
+CI_TRAIN = [
+    "train.num_prompts=384",
+    "train.max_new_tokens=96",
+    "train.epochs=3",
+    "train.total_seq_len=1024",
+    "train.lr=3e-3",
+    "train.validation_fraction=0.1",
+]
 
 
 def _standin(arch: str, **overrides) -> Path:

@@ -20,13 +20,25 @@ def text_keys(prefix: str, layers: int = LAYERS) -> dict[str, tuple[int, ...]]:
     }
     for i in range(layers):
         p = f"{prefix}model.layers.{i}."
-        keys.update({p + "input_layernorm.weight": (HIDDEN,), p + "self_attn.o_proj.weight": (HIDDEN, HIDDEN),
-                     p + "mlp.down_proj.weight": (HIDDEN, HIDDEN), p + "post_attention_layernorm.weight": (HIDDEN,)})
+        keys.update(
+            {
+                p + "input_layernorm.weight": (HIDDEN,),
+                p + "self_attn.o_proj.weight": (HIDDEN, HIDDEN),
+                p + "mlp.down_proj.weight": (HIDDEN, HIDDEN),
+                p + "post_attention_layernorm.weight": (HIDDEN,),
+            }
+        )
     return keys
 
 
-def write_checkpoint(folder: Path, config: dict, shapes: dict[str, tuple[int, ...]], num_shards: int = 2,
-                     seed: int = 0, overrides: dict[str, torch.Tensor] | None = None) -> Path:
+def write_checkpoint(
+    folder: Path,
+    config: dict,
+    shapes: dict[str, tuple[int, ...]],
+    num_shards: int = 2,
+    seed: int = 0,
+    overrides: dict[str, torch.Tensor] | None = None,
+) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     g = torch.Generator().manual_seed(seed)
     tensors = {k: torch.randn(*s, generator=g).to(torch.bfloat16) for k, s in shapes.items()}
@@ -40,7 +52,7 @@ def write_checkpoint(folder: Path, config: dict, shapes: dict[str, tuple[int, ..
     wm = {}
     for s in range(num_shards):
         name = f"model-{s + 1:05d}-of-{num_shards:05d}.safetensors"
-        part = {k: tensors[k] for k in keys[s * per:(s + 1) * per]}
+        part = {k: tensors[k] for k in keys[s * per : (s + 1) * per]}
         save_file(part, str(folder / name))
         wm.update(dict.fromkeys(part, name))
     (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": wm}))
@@ -49,11 +61,19 @@ def write_checkpoint(folder: Path, config: dict, shapes: dict[str, tuple[int, ..
 
 def kimi_config(layers: int = LAYERS) -> dict:
     return {
-        "architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25",
+        "architectures": ["KimiK25ForConditionalGeneration"],
+        "model_type": "kimi_k25",
         "tie_word_embeddings": False,
-        "text_config": {"model_type": "kimi_k2", "hidden_size": HIDDEN, "num_hidden_layers": layers,
-                        "vocab_size": VOCAB, "num_attention_heads": 2, "kv_lora_rank": 8,
-                        "n_routed_experts": 4, "tie_word_embeddings": False},
+        "text_config": {
+            "model_type": "kimi_k2",
+            "hidden_size": HIDDEN,
+            "num_hidden_layers": layers,
+            "vocab_size": VOCAB,
+            "num_attention_heads": 2,
+            "kv_lora_rank": 8,
+            "n_routed_experts": 4,
+            "tie_word_embeddings": False,
+        },
         "vision_config": {"hidden_size": 8},
     }
 
@@ -66,9 +86,15 @@ def kimi_like(folder: Path, extra: dict[str, tuple[int, ...]] | None = None, **k
 
 
 def llama_like(folder: Path, **kw) -> Path:
-    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": HIDDEN,
-           "num_hidden_layers": LAYERS, "vocab_size": VOCAB, "num_attention_heads": 2,
-           "tie_word_embeddings": False}
+    cfg = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": HIDDEN,
+        "num_hidden_layers": LAYERS,
+        "vocab_size": VOCAB,
+        "num_attention_heads": 2,
+        "tie_word_embeddings": False,
+    }
     return write_checkpoint(folder, cfg, text_keys(""), num_shards=1, **kw)
 
 
@@ -88,8 +114,10 @@ def source_hash(path: str) -> str:
 def assert_source_unchanged(path: str, pinned: str, consumer: str) -> None:
     """Fail loudly, saying what to re-check, when a pinned library internal changes."""
     got = source_hash(path)
-    assert got == pinned, (f"upstream changed {path} (source hash {got}, pinned {pinned}): {consumer} relies "
-                           "on it; review the change, then update the pinned hash")
+    assert got == pinned, (
+        f"upstream changed {path} (source hash {got}, pinned {pinned}): {consumer} relies "
+        "on it; review the change, then update the pinned hash"
+    )
 
 
 class ServedStub:

@@ -32,8 +32,16 @@ def test_deepseek_standin_agrees_with_the_workaround(deepseek_standin):
 
 
 def test_training_refuses_without_the_workaround(tmp_path, deepseek_standin):
-    recipe = load_recipe(None, ["verifier.standin='deepseek-v3'", "engine.cpu_workarounds='off'",
-                                "train.num_prompts=16", "train.max_new_tokens=48", "train.agreement_samples=16"])
+    recipe = load_recipe(
+        None,
+        [
+            "verifier.standin='deepseek-v3'",
+            "engine.cpu_workarounds='off'",
+            "train.num_prompts=16",
+            "train.max_new_tokens=48",
+            "train.agreement_samples=16",
+        ],
+    )
     with pytest.raises(BadInput) as e:
         run_train(recipe, tmp_path / "run", Reporter())
     msg = e.value.message

@@ -58,8 +58,13 @@ def test_crossover_interpolates_in_log2_concurrency():
 
 
 def test_crossover_ci_from_bounds():
-    ests = [Estimate(1.8, 1.7, 1.9), Estimate(1.5, 1.4, 1.6), Estimate(1.2, 1.1, 1.3),
-            Estimate(0.9, 0.8, 1.0), Estimate(0.6, 0.5, 0.7)]
+    ests = [
+        Estimate(1.8, 1.7, 1.9),
+        Estimate(1.5, 1.4, 1.6),
+        Estimate(1.2, 1.1, 1.3),
+        Estimate(0.9, 0.8, 1.0),
+        Estimate(0.6, 0.5, 0.7),
+    ]
     co = load.crossover_from_bounds(GRID, ests)
     assert co.method == "CI bounds"
     assert co.low.concurrency == pytest.approx(2 ** (2 + 1 / 3))  # lower bounds 1.1 -> 0.8
@@ -81,11 +86,26 @@ def test_crossover_ci_from_replicates():
 
 
 TOK_S = {  # (k, concurrency) -> output tok/s; k = 0 is the no-speculation baseline
-    (0, 1): 40, (1, 1): 60, (2, 1): 70, (3, 1): 75,
-    (0, 2): 78, (1, 2): 110, (2, 2): 125, (3, 2): 126,
-    (0, 4): 150, (1, 4): 190, (2, 4): 200, (3, 4): 195,
-    (0, 8): 290, (1, 8): 300, (2, 8): 280, (3, 8): 260,
-    (0, 16): 540, (1, 16): 500, (2, 16): 450, (3, 16): 420,
+    (0, 1): 40,
+    (1, 1): 60,
+    (2, 1): 70,
+    (3, 1): 75,
+    (0, 2): 78,
+    (1, 2): 110,
+    (2, 2): 125,
+    (3, 2): 126,
+    (0, 4): 150,
+    (1, 4): 190,
+    (2, 4): 200,
+    (3, 4): 195,
+    (0, 8): 290,
+    (1, 8): 300,
+    (2, 8): 280,
+    (3, 8): 260,
+    (0, 16): 540,
+    (1, 16): 500,
+    (2, 16): 450,
+    (3, 16): 420,
 }
 
 
@@ -104,8 +124,10 @@ def test_schedule_is_what_vllm_accepts_and_maps_batch_sizes_to_the_nearest_measu
     schedule = load.batch_size_schedule(best)
     assert schedule == [(1, 2, 3), (3, 5, 2), (6, 11, 1), (12, 16, 0)]
     cfg = load.speculative_config_schedule(best)
-    assert cfg == {"num_speculative_tokens": 3, "num_speculative_tokens_per_batch_size": [[1, 2, 3], [3, 5, 2],
-                                                                                           [6, 11, 1], [12, 16, 0]]}
+    assert cfg == {
+        "num_speculative_tokens": 3,
+        "num_speculative_tokens_per_batch_size": [[1, 2, 3], [3, 5, 2], [6, 11, 1], [12, 16, 0]],
+    }
     assert validate_and_normalize_dynamic_sd_schedule(cfg["num_speculative_tokens_per_batch_size"]) == schedule
     dense = build_dynamic_sd_schedule_lookup(cfg["num_speculative_tokens_per_batch_size"], 32, 3)
     for c, k in best.items():
@@ -127,8 +149,12 @@ def test_recipe_snippet_is_valid_toml_with_the_schedule():
 
 def test_dynamic_arm_holds_unless_a_fixed_k_is_above_it_beyond_noise():
     dyn = {1: Estimate(74, 70, 78), 4: Estimate(180, 176, 184)}
-    fixed = {(3, 1): Estimate(75, 71, 79), (1, 1): Estimate(60, 58, 62),
-             (2, 4): Estimate(200, 190, 210), (3, 4): Estimate(185, 180, 190)}
+    fixed = {
+        (3, 1): Estimate(75, 71, 79),
+        (1, 1): Estimate(60, 58, 62),
+        (2, 4): Estimate(200, 190, 210),
+        (3, 4): Estimate(185, 180, 190),
+    }
     v1, v4 = load.dynamic_vs_fixed(dyn, fixed)
     assert (v1.concurrency, v1.holds, v1.beaten_by) == (1, True, ())  # k=3 higher but within noise
     assert (v4.holds, v4.beaten_by) == (False, (2,))  # k=2's CI lies above; k=3's overlaps

@@ -51,8 +51,15 @@ def test_flagged_row_has_a_widened_ci_that_covers_the_quiet_speedup():
 
 
 def _cell(speedup: float, flags: list[str]) -> tuple[dict, dict]:
-    base = {"suite": "math", "k": 3, "concurrency": 4, "temperature": 0.0, "acceptance_length": 1.0,
-            "per_position_rates": [], "speedup": 0.62}
+    base = {
+        "suite": "math",
+        "k": 3,
+        "concurrency": 4,
+        "temperature": 0.0,
+        "acceptance_length": 1.0,
+        "per_position_rates": [],
+        "speedup": 0.62,
+    }
     row = {**base, "draft": "random", "speedup": speedup, "flags": flags}
     return base, row
 

@@ -25,8 +25,10 @@ def test_eight_prompts_cannot_detect_a_five_percent_drop_and_say_how_many_could(
     assert p.min_detectable_drop == pytest.approx(0.16396, rel=1e-3)
     assert not p.detects_tolerance
     assert p.prompts_needed == 87  # ceil(8 * (0.16396 / 0.05)^2) = ceil(86.03)
-    assert p.warning() == ("cannot detect a 5% AL drop with 8 prompts (smallest detectable 16.4% at 95.0% "
-                           "confidence, 80% power); about 87 prompts would")
+    assert p.warning() == (
+        "cannot detect a 5% AL drop with 8 prompts (smallest detectable 16.4% at 95.0% "
+        "confidence, 80% power); about 87 prompts would"
+    )
     # the same spread over the prompts it asks for does detect the tolerance
     bigger = power.gate_power(al, se * math.sqrt(8 / p.prompts_needed), p.prompts_needed, tolerance=0.05)
     assert bigger.detects_tolerance and bigger.warning() is None

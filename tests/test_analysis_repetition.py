@@ -38,13 +38,16 @@ def test_cell_pools_tokens_and_flags_a_looping_cell():
     assert rep.looping_flag(cell) is None  # 25 % < 30 %
     looping = rep.cell_repetition([LOOP, LOOP, healthy])
     assert looping.share == pytest.approx(0.5)
-    assert rep.looping_flag(looping) == ("LOOPING OUTPUTS (50% of output tokens repeat an 8-gram from the previous "
-                                         "1024 tokens; 2 of 3 requests loop)")
+    assert rep.looping_flag(looping) == (
+        "LOOPING OUTPUTS (50% of output tokens repeat an 8-gram from the previous 1024 tokens; 2 of 3 requests loop)"
+    )
 
 
 def test_context_flag_names_the_lengths():
-    assert rep.context_flag([1300, 1250, 400, 380], 512) == \
-        "BEYOND TRAINING CONTEXT (prompts up to 1300 tokens; draft trained on <= 512)"
+    assert (
+        rep.context_flag([1300, 1250, 400, 380], 512)
+        == "BEYOND TRAINING CONTEXT (prompts up to 1300 tokens; draft trained on <= 512)"
+    )
     assert rep.context_flag([1300, 400, 380, 390, 300], 512) is None  # 1 of 5 < a quarter
     assert rep.context_flag([100, 200], 512) is None
     assert rep.context_flag([1300], None) is None
@@ -55,7 +58,9 @@ def test_explanation_precedence():
     # issue 13's RAG cell: AL 2.03 vs predicted 3.22, prompts past the training context
     gap = (2.03 - 3.22) / 3.22
     assert rep.explain_al_gap(gap, tol, beyond_context=True, looping=False) == rep.BEYOND_CONTEXT
-    assert rep.explain_al_gap(gap, tol, beyond_context=True, looping=True) == rep.BEYOND_CONTEXT  # loops cannot lower AL
+    assert (
+        rep.explain_al_gap(gap, tol, beyond_context=True, looping=True) == rep.BEYOND_CONTEXT
+    )  # loops cannot lower AL
     assert rep.explain_al_gap(gap, tol, beyond_context=False, looping=True) == rep.MISMATCH
     assert rep.explain_al_gap(+0.2, tol, beyond_context=False, looping=True) == rep.LOOPING
     assert rep.explain_al_gap(+0.2, tol, beyond_context=True, looping=False) == rep.MISMATCH  # context cannot raise AL

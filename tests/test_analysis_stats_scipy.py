@@ -150,8 +150,11 @@ def test_repeat_bootstrap_is_the_seeded_index_draw_it_replaced():
     base = [ArmRepeat(960, w) for w in (10.0, 10.4, 9.8, 10.9, 10.1)]
     spec = [ArmRepeat(940 + 10 * i, w) for i, w in enumerate((5.6, 5.2, 5.9, 5.5, 5.0))]
     idx = np.random.default_rng(11).integers(0, 5, size=(300, 5))
-    bt, bw, st, sw = (np.asarray([getattr(r, f) for r in arm], dtype=float)[idx].sum(axis=1)
-                      for arm in (base, spec) for f in ("output_tokens", "wall_s"))
+    bt, bw, st, sw = (
+        np.asarray([getattr(r, f) for r in arm], dtype=float)[idx].sum(axis=1)
+        for arm in (base, spec)
+        for f in ("output_tokens", "wall_s")
+    )
     assert np.array_equal(load.speedup_replicates(base, spec, 300, seed=11), (st / sw) / (bt / bw))
     assert len(load.speedup_replicates(base, spec, 0)) == 0
 

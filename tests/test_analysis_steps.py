@@ -10,11 +10,26 @@ from harness.errors import BadInput
 from harness.metrics import acceptance_length, bootstrap_ci, per_position_rates
 
 # Two requests at k=3, shaped like vLLM's RequestSpecDecodeMetrics.to_dict() at the detailed level.
-VLLM_A = {"mean_acceptance_length": 2.75, "draft_acceptance_rate": 7 / 12, "acceptance_histogram": [1, 1, 0, 2],
-          "num_spec_steps": 4, "num_accepted_draft_tokens": 7, "num_draft_tokens": 12, "num_spec_tokens": 3,
-          "per_step_accepted": [3, 1, 3, 0], "per_step_drafted": [3, 3, 3, 3]}
-VLLM_B = {"num_spec_steps": 3, "num_accepted_draft_tokens": 2, "num_draft_tokens": 9, "num_spec_tokens": 3,
-          "acceptance_histogram": [1, 2, 0, 0], "per_step_accepted": [1, 0, 1], "per_step_drafted": [3, 3, 3]}
+VLLM_A = {
+    "mean_acceptance_length": 2.75,
+    "draft_acceptance_rate": 7 / 12,
+    "acceptance_histogram": [1, 1, 0, 2],
+    "num_spec_steps": 4,
+    "num_accepted_draft_tokens": 7,
+    "num_draft_tokens": 12,
+    "num_spec_tokens": 3,
+    "per_step_accepted": [3, 1, 3, 0],
+    "per_step_drafted": [3, 3, 3, 3],
+}
+VLLM_B = {
+    "num_spec_steps": 3,
+    "num_accepted_draft_tokens": 2,
+    "num_draft_tokens": 9,
+    "num_spec_tokens": 3,
+    "acceptance_histogram": [1, 2, 0, 0],
+    "per_step_accepted": [1, 0, 1],
+    "per_step_drafted": [3, 3, 3],
+}
 
 
 def _requests():
@@ -36,8 +51,11 @@ def test_per_step_sums_equal_the_pooled_counters_exactly():
     assert pooled == SpecCounters(7, 21, 9, (5, 2, 2))
     assert acceptance_length(pooled) == pytest.approx(1 + 9 / 7)
     # every split partitions the steps: its groups add back to the pooled counters exactly
-    for split in (steps.by_segment(reqs), steps.by_output_position(reqs, edges=(4, 8)),
-                  steps.by_prompt_length(reqs, edges=(512,))):
+    for split in (
+        steps.by_segment(reqs),
+        steps.by_output_position(reqs, edges=(4, 8)),
+        steps.by_prompt_length(reqs, edges=(512,)),
+    ):
         total = SpecCounters(accepted_per_pos=(0, 0, 0))
         for s in split:
             total = total + s.counters
@@ -85,8 +103,11 @@ def test_prompt_length_buckets_keep_requests_whole():
 
 
 def test_split_ci_is_measure_bootstrap_over_each_requests_sums():
-    reqs = [steps.RequestSteps((2, 1, 3), (3, 3, 3), answer_start=0), steps.RequestSteps((0, 1), (3, 3), answer_start=0),
-            steps.RequestSteps((3, 3), (3, 3), answer_start=0)]
+    reqs = [
+        steps.RequestSteps((2, 1, 3), (3, 3, 3), answer_start=0),
+        steps.RequestSteps((0, 1), (3, 3), answer_start=0),
+        steps.RequestSteps((3, 3), (3, 3), answer_start=0),
+    ]
     (_, answer) = steps.by_segment(reqs, seed=7)
     assert answer.ci == bootstrap_ci([6, 1, 6], [3, 2, 2], seed=7)
     assert answer.ci[0] < answer.acceptance_length < answer.ci[1]

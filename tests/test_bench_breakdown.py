@@ -8,8 +8,9 @@ import pytest
 from harness.bench.rows import ArmResult, CellIdentity, RepeatRecord, RequestRecord, cell_rows
 from harness.engine.counters import SpecCounters
 
-IDENT = CellIdentity("run", "cell", "d", "eagle3", "chat", "1", "sha", 3, 1, 0.0, 1.0, 64, 2, "offline",
-                     "greedy", "vh", "dh")
+IDENT = CellIdentity(
+    "run", "cell", "d", "eagle3", "chat", "1", "sha", 3, 1, 0.0, 1.0, 64, 2, "offline", "greedy", "vh", "dh"
+)
 LOOP = tuple([5, 6, 7, 8] * 20)  # an output that copies itself
 
 
@@ -23,12 +24,16 @@ def _arms(prompt_tokens=(20, 30, 40, 50), outputs=None, steps_ok=True):
             out = (outputs or {}).get(i, tuple(range(i, i + 12)))
             base.outputs.setdefault(rid, list(out))
             spec.outputs.setdefault(rid, list(out))
-            spec.requests.append(RequestRecord(rid, rep, p, out, 1.0 + i, acc if steps_ok else (),
-                                               (3,) * len(acc) if steps_ok else (), 3, steps_ok))
+            spec.requests.append(
+                RequestRecord(
+                    rid, rep, p, out, 1.0 + i, acc if steps_ok else (), (3,) * len(acc) if steps_ok else (), 3, steps_ok
+                )
+            )
             spec.per_request.append((sum(acc), len(acc)))
             ids.append(rid)
-            spec.counters = spec.counters + SpecCounters(len(acc), 3 * len(acc), sum(acc),
-                                                         tuple(sum(a > j for a in acc) for j in range(3)))
+            spec.counters = spec.counters + SpecCounters(
+                len(acc), 3 * len(acc), sum(acc), tuple(sum(a > j for a in acc) for j in range(3))
+            )
         for arm, wall in ((base, 4.0 + rep), (spec, 2.0 + rep)):
             arm.repeats.append(RepeatRecord(48, wall, tuple(ids), (12,) * 4, (1.0, 2.0, 3.0, 4.0)))
             arm.wall_s += wall
@@ -58,16 +63,18 @@ def test_thinking_split_when_outputs_close_a_think_span():
     think = 99
     outputs = {i: tuple([1] * 6 + [think] + [2] * 5) for i in range(4)}
     base, spec = _arms(outputs=outputs)
-    _, rs = cell_rows(IDENT, base, spec, predicted_al=None, deterministic_verifier=False, mismatch_tolerance=0.1,
-                      end_think_id=think)
+    _, rs = cell_rows(
+        IDENT, base, spec, predicted_al=None, deterministic_verifier=False, mismatch_tolerance=0.1, end_think_id=think
+    )
     assert rs.segments == ["thinking", "answer"]
     assert sum(rs.drafts_by_segment) == rs.num_drafts
 
 
 def test_gap_explanations_follow_the_precedence():
     base, spec = _arms(prompt_tokens=(900, 1000, 1100, 50))
-    _, rs = cell_rows(IDENT, base, spec, predicted_al=4.0, deterministic_verifier=False, mismatch_tolerance=0.1,
-                      train_context_len=512)
+    _, rs = cell_rows(
+        IDENT, base, spec, predicted_al=4.0, deterministic_verifier=False, mismatch_tolerance=0.1, train_context_len=512
+    )
     assert any(f.startswith("BEYOND TRAINING CONTEXT") for f in rs.flags)
     assert any("explained by BEYOND TRAINING CONTEXT" in f for f in rs.flags)
     assert not any(f.startswith("TRAIN/SERVE MISMATCH") for f in rs.flags)
@@ -75,8 +82,9 @@ def test_gap_explanations_follow_the_precedence():
     _, rs = cell_rows(IDENT, base, spec, predicted_al=1.2, deterministic_verifier=False, mismatch_tolerance=0.1)
     assert rs.repetition_share > 0.3 and any("explained by LOOPING OUTPUTS" in f for f in rs.flags)
     base, spec = _arms()
-    _, rs = cell_rows(IDENT, base, spec, predicted_al=4.0, deterministic_verifier=False, mismatch_tolerance=0.1,
-                      train_context_len=512)
+    _, rs = cell_rows(
+        IDENT, base, spec, predicted_al=4.0, deterministic_verifier=False, mismatch_tolerance=0.1, train_context_len=512
+    )
     assert [f for f in rs.flags if f.startswith("TRAIN/SERVE MISMATCH")]
 
 
@@ -87,13 +95,31 @@ def test_dynamic_arm_is_planned_after_the_fixed_ks_and_its_schedule_derived():
     from harness.recipe import load_recipe
     from harness.suites import load_suite
 
-    recipe = load_recipe(None, ["bench.suites=['code']", "bench.k=[1,3]", "bench.concurrency=[1,4]",
-                                "bench.temperature=[0.0]", "bench.dynamic_k=true", "bench.reference_drafts=[]"])
+    recipe = load_recipe(
+        None,
+        [
+            "bench.suites=['code']",
+            "bench.k=[1,3]",
+            "bench.concurrency=[1,4]",
+            "bench.temperature=[0.0]",
+            "bench.dynamic_k=true",
+            "bench.reference_drafts=[]",
+        ],
+    )
     cells = plan_cells(recipe, [DraftUnderTest("d", "eagle3", None, "/x")], [load_suite("code", 2, {})])
     assert [(c.draft, c.k, c.concurrency) for c in cells[-2:]] == [("d-dynamic", 3, 1), ("d-dynamic", 3, 4)]
-    rows = [{"draft": "d", "mode": m, "k": k, "concurrency": c, "output_tok_per_s": v}
-            for m, k, c, v in (("baseline", 1, 1, 100), ("speculative", 1, 1, 150), ("baseline", 3, 1, 100),
-                               ("speculative", 3, 1, 180), ("baseline", 1, 4, 300), ("speculative", 1, 4, 310),
-                               ("baseline", 3, 4, 300), ("speculative", 3, 4, 250))]
+    rows = [
+        {"draft": "d", "mode": m, "k": k, "concurrency": c, "output_tok_per_s": v}
+        for m, k, c, v in (
+            ("baseline", 1, 1, 100),
+            ("speculative", 1, 1, 150),
+            ("baseline", 3, 1, 100),
+            ("speculative", 3, 1, 180),
+            ("baseline", 1, 4, 300),
+            ("speculative", 1, 4, 310),
+            ("baseline", 3, 4, 300),
+            ("speculative", 3, 4, 250),
+        )
+    ]
     assert derive_schedule(rows, "d") == ((1, 2, 3), (3, 4, 1))
     assert derive_schedule(rows, "other") is None

@@ -22,9 +22,16 @@ from tests.engine_wrappers import WrappedEngine
 
 pytestmark = pytest.mark.slow
 
-SMALL = ["bench.suites=['code','math']", "bench.num_prompts=2", "bench.max_tokens=16", "bench.k=[2]",
-         "bench.concurrency=[1,2]", "bench.warmup_requests=0", "bench.reference_drafts=['ngram']",
-         "bench.engine='offline'"]
+SMALL = [
+    "bench.suites=['code','math']",
+    "bench.num_prompts=2",
+    "bench.max_tokens=16",
+    "bench.k=[2]",
+    "bench.concurrency=[1,2]",
+    "bench.warmup_requests=0",
+    "bench.reference_drafts=['ngram']",
+    "bench.engine='offline'",
+]
 
 
 def test_server_that_fails_to_start_reports_its_log(tmp_path, kimi_standin):

@@ -16,10 +16,18 @@ from harness.ui import Reporter
 
 pytestmark = pytest.mark.slow
 
-MATRIX = ["bench.suites=['code','math','summarization']", "bench.num_prompts=4", "bench.max_tokens=12",
-          "bench.k=[1,2,3,4]", "bench.concurrency=[1,4]", "bench.temperature=[0.0]",
-          "bench.extra_cells=[{suite='code', k=3, concurrency=1, temperature=0.8}]",
-          "bench.warmup_requests=1", "bench.reference_drafts=['oracle','random','ngram']", "bench.engine='offline'"]
+MATRIX = [
+    "bench.suites=['code','math','summarization']",
+    "bench.num_prompts=4",
+    "bench.max_tokens=12",
+    "bench.k=[1,2,3,4]",
+    "bench.concurrency=[1,4]",
+    "bench.temperature=[0.0]",
+    "bench.extra_cells=[{suite='code', k=3, concurrency=1, temperature=0.8}]",
+    "bench.warmup_requests=1",
+    "bench.reference_drafts=['oracle','random','ngram']",
+    "bench.engine='offline'",
+]
 
 
 @pytest.fixture(scope="module")
@@ -122,8 +130,13 @@ def test_baseline_arm_is_measured_once_per_suite_concurrency_temperature(referen
     assert groups.ngroups == 2 * (3 * 2 + 1)
     cell_ids = set(df["cell_id"])
     for (vh, suite, c, t), g in groups:
-        spec = df[(df["mode"] == "speculative") & (df["verifier_hash"] == vh) & (df["suite"] == suite)
-                  & (df["concurrency"] == c) & (df["temperature"] == t)]
+        spec = df[
+            (df["mode"] == "speculative")
+            & (df["verifier_hash"] == vh)
+            & (df["suite"] == suite)
+            & (df["concurrency"] == c)
+            & (df["temperature"] == t)
+        ]
         # where the machine's speed moved since, a cell measured the baseline again beside its own arm
         # (harness/analysis/machine.py): it pairs with that one, and later cells with the newer one
         again = spec[spec["machine_baseline_remeasured"] == True]  # noqa: E712
@@ -137,4 +150,5 @@ def test_baseline_arm_is_measured_once_per_suite_concurrency_temperature(referen
         assert g.groupby("baseline_cell")["output_tok_per_s"].nunique().max() == 1  # one arm per measurement
         tok_s = g.groupby("baseline_cell")["output_tok_per_s"].first()
         assert spec["speedup"].tolist() == pytest.approx(
-            (spec["output_tok_per_s"] / spec["baseline_cell"].map(tok_s)).tolist())
+            (spec["output_tok_per_s"] / spec["baseline_cell"].map(tok_s)).tolist()
+        )

@@ -14,45 +14,94 @@ from harness.errors import BadInput
 from harness.suites import load_suite, load_suites
 
 MT_BENCH = [  # FastChat's data/mt_bench/question.jsonl (Spec-Bench's first 80 lines are the same)
-    {"question_id": 81, "category": "writing", "turns": [
-        "Compose an engaging travel blog post about a recent trip to Hawaii.",
-        "Rewrite your previous response. Start every sentence with the letter A."]},
-    {"question_id": 101, "category": "reasoning", "turns": [
-        "You have just overtaken the second person in a race. What is your position?",
-        "If the \"second person\" is changed to \"last person\", what would the answer be?"],
-     "reference": ["You are in second place.", "You cannot overtake the last person."]},
-    {"question_id": 82, "category": "writing", "turns": [
-        "Draft a professional email seeking feedback on a quarterly report.", "Critique your own email."]},
+    {
+        "question_id": 81,
+        "category": "writing",
+        "turns": [
+            "Compose an engaging travel blog post about a recent trip to Hawaii.",
+            "Rewrite your previous response. Start every sentence with the letter A.",
+        ],
+    },
+    {
+        "question_id": 101,
+        "category": "reasoning",
+        "turns": [
+            "You have just overtaken the second person in a race. What is your position?",
+            'If the "second person" is changed to "last person", what would the answer be?',
+        ],
+        "reference": ["You are in second place.", "You cannot overtake the last person."],
+    },
+    {
+        "question_id": 82,
+        "category": "writing",
+        "turns": ["Draft a professional email seeking feedback on a quarterly report.", "Critique your own email."],
+    },
 ]
-SPEC_BENCH_EXTRA = {"question_id": 161, "category": "translation",
-                    "turns": ["Translate German to English: Das Wetter ist heute schön."]}
+SPEC_BENCH_EXTRA = {
+    "question_id": 161,
+    "category": "translation",
+    "turns": ["Translate German to English: Das Wetter ist heute schön."],
+}
 GSM8K = [  # openai/gsm8k main/test.jsonl
-    {"question": "Janet's ducks lay 16 eggs per day. She eats three for breakfast and bakes muffins with four. "
-                 "She sells the rest at $2 each. How much does she make every day?",
-     "answer": "Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day.\nShe makes 9 * 2 = $<<9*2=18>>18.\n#### 18"},
-    {"question": "A robe takes 2 bolts of blue fiber and half that much white fiber. How many bolts in total?",
-     "answer": "It takes 2/2=<<2/2=1>>1 bolt of white fiber\nSo the total is 2+1=<<2+1=3>>3 bolts\n#### 3"},
+    {
+        "question": "Janet's ducks lay 16 eggs per day. She eats three for breakfast and bakes muffins with four. "
+        "She sells the rest at $2 each. How much does she make every day?",
+        "answer": "Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day.\nShe makes 9 * 2 = $<<9*2=18>>18.\n#### 18",
+    },
+    {
+        "question": "A robe takes 2 bolts of blue fiber and half that much white fiber. How many bolts in total?",
+        "answer": "It takes 2/2=<<2/2=1>>1 bolt of white fiber\nSo the total is 2+1=<<2+1=3>>3 bolts\n#### 3",
+    },
 ]
 MATH500 = [  # HuggingFaceH4/MATH-500 test.jsonl
-    {"problem": "Convert the point $(0,3)$ in rectangular coordinates to polar coordinates.",
-     "solution": "We have that $r = \\sqrt{0^2 + 3^2} = 3.$", "answer": "\\left( 3, \\frac{\\pi}{2} \\right)",
-     "subject": "Precalculus", "level": 2, "unique_id": "test/precalculus/807.json"},
-    {"problem": "What is the smallest positive perfect cube that can be written as the sum of three "
-                "consecutive integers?", "solution": "The sum is $3k$ ...", "answer": "27",
-     "subject": "Number Theory", "level": 3, "unique_id": "test/number_theory/515.json"},
+    {
+        "problem": "Convert the point $(0,3)$ in rectangular coordinates to polar coordinates.",
+        "solution": "We have that $r = \\sqrt{0^2 + 3^2} = 3.$",
+        "answer": "\\left( 3, \\frac{\\pi}{2} \\right)",
+        "subject": "Precalculus",
+        "level": 2,
+        "unique_id": "test/precalculus/807.json",
+    },
+    {
+        "problem": "What is the smallest positive perfect cube that can be written as the sum of three "
+        "consecutive integers?",
+        "solution": "The sum is $3k$ ...",
+        "answer": "27",
+        "subject": "Number Theory",
+        "level": 3,
+        "unique_id": "test/number_theory/515.json",
+    },
 ]
 HUMANEVAL = [  # openai/human-eval data/HumanEval.jsonl.gz
-    {"task_id": "HumanEval/0", "prompt": "from typing import List\n\n\ndef has_close_elements(numbers: List[float], "
-     "threshold: float) -> bool:\n    \"\"\" Check if any two numbers are closer than threshold. \"\"\"\n",
-     "canonical_solution": "    return False\n", "test": "def check(candidate):\n    pass\n",
-     "entry_point": "has_close_elements"},
+    {
+        "task_id": "HumanEval/0",
+        "prompt": "from typing import List\n\n\ndef has_close_elements(numbers: List[float], "
+        'threshold: float) -> bool:\n    """ Check if any two numbers are closer than threshold. """\n',
+        "canonical_solution": "    return False\n",
+        "test": "def check(candidate):\n    pass\n",
+        "entry_point": "has_close_elements",
+    },
 ]
 SPEED_BENCH = [  # what NeMo-Skills' speed-bench prepare.py writes to <out>/qualitative.jsonl
-    {"question_id": "q-coding-0", "category": "coding", "sub_category": "", "source": "livecodebench",
-     "src_id": "abc123", "messages": [{"role": "user", "content": "Write a function that reverses a list."}]},
-    {"question_id": "q-writing-0", "category": "writing", "sub_category": "", "source": "mtbench101",
-     "src_id": "mtb_7", "messages": [{"role": "user", "content": "Write a haiku about rain."},
-                                     {"role": "user", "content": "Now make it about snow."}]},
+    {
+        "question_id": "q-coding-0",
+        "category": "coding",
+        "sub_category": "",
+        "source": "livecodebench",
+        "src_id": "abc123",
+        "messages": [{"role": "user", "content": "Write a function that reverses a list."}],
+    },
+    {
+        "question_id": "q-writing-0",
+        "category": "writing",
+        "sub_category": "",
+        "source": "mtbench101",
+        "src_id": "mtb_7",
+        "messages": [
+            {"role": "user", "content": "Write a haiku about rain."},
+            {"role": "user", "content": "Now make it about snow."},
+        ],
+    },
 ]
 
 
@@ -62,13 +111,16 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
     return path
 
 
-@pytest.mark.parametrize("records,dataset,first_id", [
-    (MT_BENCH, "mt-bench", "81"),
-    (MT_BENCH + [SPEC_BENCH_EXTRA], "spec-bench", "81"),
-    (GSM8K, "gsm8k", "gsm8k-0"),
-    (MATH500, "math500", "test/precalculus/807.json"),
-    (HUMANEVAL, "humaneval", "HumanEval/0"),
-])
+@pytest.mark.parametrize(
+    "records,dataset,first_id",
+    [
+        (MT_BENCH, "mt-bench", "81"),
+        (MT_BENCH + [SPEC_BENCH_EXTRA], "spec-bench", "81"),
+        (GSM8K, "gsm8k", "gsm8k-0"),
+        (MATH500, "math500", "test/precalculus/807.json"),
+        (HUMANEVAL, "humaneval", "HumanEval/0"),
+    ],
+)
 def test_released_layouts_are_recognised_without_a_field_map(tmp_path, records, dataset, first_id):
     bf = load_bench_file(write_jsonl(tmp_path / "data.jsonl", records))
     assert bf.dataset == dataset and len(bf.records) == len(records) and bf.records[0].id == first_id
@@ -77,7 +129,7 @@ def test_released_layouts_are_recognised_without_a_field_map(tmp_path, records, 
 def test_mt_bench_keeps_every_turn_and_suite_names_its_dataset(tmp_path):
     suite = load_suite(str(write_jsonl(tmp_path / "mt_bench" / "question.jsonl", MT_BENCH)))
     assert suite.name == "mt-bench" and [r.num_turns for r in suite.records] == [2, 2, 2]
-    assert suite.records[1].turns[1].startswith("If the \"second person\"")
+    assert suite.records[1].turns[1].startswith('If the "second person"')
     assert dataset_of_suite(suite.name, suite.source) == "mt-bench"
 
 
@@ -110,8 +162,13 @@ def test_speed_bench_folder_reads_its_qualitative_subset(tmp_path):
 
 
 def test_unresolved_hub_copy_of_speed_bench_says_how_to_resolve_it(tmp_path):
-    rec = {"question_id": "x", "category": "coding", "source": "livecodebench", "src_id": "a",
-           "turns": ["FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE USING SPECDEC_BENCH\n\n{question}"]}
+    rec = {
+        "question_id": "x",
+        "category": "coding",
+        "source": "livecodebench",
+        "src_id": "a",
+        "turns": ["FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE USING SPECDEC_BENCH\n\n{question}"],
+    }
     with pytest.raises(BadInput, match=r"hub copy of SPEED-Bench.*prepare\.py"):
         load_bench_file(write_jsonl(tmp_path / "qualitative.jsonl", [rec]))
 
@@ -147,12 +204,18 @@ def test_unknown_layout_names_the_fields_it_found_and_the_layouts_it_knows(tmp_p
         load_bench_file(write_jsonl(tmp_path / "qa.jsonl", [{"question": "q", "answer": "a"}]))
 
 
-@pytest.mark.parametrize("bad_line,msg", [
-    ("{\"question_id\": 9, \"category\": \"math\", \"turns\": [", r"question\.jsonl:3: not valid JSON"),
-    ('{"question_id": 9, "category": "math", "turns": []}', r"question\.jsonl:3: 'turns' must be a non-empty list"),
-    ('{"question_id": 9, "category": "math"}', r"question\.jsonl:3: not a MT-Bench .* record \(fields found: category"),
-    ('{"question_id": 81, "category": "math", "turns": ["x"]}', r"question\.jsonl:3: duplicate id '81'"),
-])
+@pytest.mark.parametrize(
+    "bad_line,msg",
+    [
+        ('{"question_id": 9, "category": "math", "turns": [', r"question\.jsonl:3: not valid JSON"),
+        ('{"question_id": 9, "category": "math", "turns": []}', r"question\.jsonl:3: 'turns' must be a non-empty list"),
+        (
+            '{"question_id": 9, "category": "math"}',
+            r"question\.jsonl:3: not a MT-Bench .* record \(fields found: category",
+        ),
+        ('{"question_id": 81, "category": "math", "turns": ["x"]}', r"question\.jsonl:3: duplicate id '81'"),
+    ],
+)
 def test_malformed_line_names_file_and_line(tmp_path, bad_line, msg):
     path = tmp_path / "question.jsonl"
     path.write_text(json.dumps(MT_BENCH[0]) + "\n\n" + bad_line + "\n")
@@ -178,8 +241,13 @@ def test_json_array_gzip_parquet_and_dataset_folders(tmp_path):
     hub_like.mkdir(parents=True)
     pd.DataFrame(MATH500).to_parquet(hub_like / "test-00000-of-00001.parquet")
     datasets.Dataset.from_list(GSM8K).save_to_disk(str(tmp_path / "gsm_saved"))
-    cases = {"gsm.json": "gsm8k", "mt.jsonl.gz": "mt-bench", "MATH-500": "math500",
-             "MATH-500/data/test-00000-of-00001.parquet": "math500", "gsm_saved": "gsm8k"}
+    cases = {
+        "gsm.json": "gsm8k",
+        "mt.jsonl.gz": "mt-bench",
+        "MATH-500": "math500",
+        "MATH-500/data/test-00000-of-00001.parquet": "math500",
+        "gsm_saved": "gsm8k",
+    }
     for rel, dataset in cases.items():
         bf = load_bench_file(tmp_path / rel)
         assert bf.dataset == dataset and len(bf.records) == 2, rel
@@ -218,13 +286,24 @@ def test_bench_runs_mt_bench_and_gsm8k_files_as_released(tmp_path, kimi_standin)
     mt = write_jsonl(tmp_path / "mt_bench" / "question.jsonl", MT_BENCH[:2])
     gsm = write_jsonl(tmp_path / "gsm8k" / "test.jsonl", GSM8K)
     # two files of one format (both read as `spec-bench`): two suites, each with its own cells
-    sb = [write_jsonl(tmp_path / f"{n}.jsonl", [SPEC_BENCH_EXTRA | {"question_id": i, "turns": [t]}])
-          for i, (n, t) in enumerate([("translation", "Translate to French: good morning."),
-                                      ("rag", "From the passage 'the cat sat', who sat?")])]
+    sb = [
+        write_jsonl(tmp_path / f"{n}.jsonl", [SPEC_BENCH_EXTRA | {"question_id": i, "turns": [t]}])
+        for i, (n, t) in enumerate(
+            [("translation", "Translate to French: good morning."), ("rag", "From the passage 'the cat sat', who sat?")]
+        )
+    ]
     run_id = f"test-benchfiles-{tmp_path.name}"
-    sets = [f"bench.suites=['{mt}','{gsm}','{sb[0]}','{sb[1]}']", "bench.method='ngram'", "bench.reference_drafts=[]",
-            "bench.num_prompts=2", "bench.max_tokens=12", "bench.k=[3]", "bench.concurrency=[2]",
-            "bench.warmup_requests=0", "bench.engine='offline'"]
+    sets = [
+        f"bench.suites=['{mt}','{gsm}','{sb[0]}','{sb[1]}']",
+        "bench.method='ngram'",
+        "bench.reference_drafts=[]",
+        "bench.num_prompts=2",
+        "bench.max_tokens=12",
+        "bench.k=[3]",
+        "bench.concurrency=[2]",
+        "bench.warmup_requests=0",
+        "bench.engine='offline'",
+    ]
     args = [sys.executable, "-m", "harness", "bench", "--run-id", run_id]
     for s in sets:
         args += ["--set", s]
@@ -244,10 +323,20 @@ def test_bench_runs_mt_bench_and_gsm8k_files_as_released(tmp_path, kimi_standin)
         # server's in tests/test_faults.py): one run serves both checks in CI
         from tests.step_sums import assert_steps_sum_to_counters
 
-        assert_steps_sum_to_counters(run_dir, df, requests_per_cell={"mt-bench": 4, "gsm8k": 2, "spec-bench-translation": 1,
-                                                                     "spec-bench-rag": 1}, repeats=1)
-        rep = subprocess.run([sys.executable, "-m", "harness", "report", str(run_dir)], check=False,
-                             capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+        assert_steps_sum_to_counters(
+            run_dir,
+            df,
+            requests_per_cell={"mt-bench": 4, "gsm8k": 2, "spec-bench-translation": 1, "spec-bench-rag": 1},
+            repeats=1,
+        )
+        rep = subprocess.run(
+            [sys.executable, "-m", "harness", "report", str(run_dir)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=REPO_ROOT,
+        )
         assert rep.returncode == 0, rep.stderr[-2000:]
         md = (run_dir / "report" / "report.md").read_text()
         section = md.partition("## Published figures for comparison")[2]

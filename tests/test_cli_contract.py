@@ -25,8 +25,9 @@ USAGE_ERRORS = {
 
 def _harness(args: list[str], cache: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "HARNESS_CACHE": str(cache)}
-    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 @pytest.mark.parametrize("kind", list(USAGE_ERRORS))

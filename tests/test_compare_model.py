@@ -28,8 +28,12 @@ def _run(label: str, cells: list[dict], missing: list[str] = (), manifest: dict 
     for r in rows:
         if r["speedup"] is not None:
             r["speedup_ci_low"], r["speedup_ci_high"] = r["speedup"] * 0.97, r["speedup"] * 1.03
-    man = {"run_id": label, "status": "interrupted" if missing else "complete",
-           "planned_cells": [f"cell{i}" for i in range(len(cells) + len(missing))], **(manifest or {})}
+    man = {
+        "run_id": label,
+        "status": "interrupted" if missing else "complete",
+        "planned_cells": [f"cell{i}" for i in range(len(cells) + len(missing))],
+        **(manifest or {}),
+    }
     return Run(Path(label), label, man, rows, list(missing))
 
 
@@ -37,8 +41,12 @@ def _run(label: str, cells: list[dict], missing: list[str] = (), manifest: dict 
 REF = [dict(c=c, spec_tok_s=s, ci=(2.75, 2.95)) for c, s in ((1, 180.0), (2, 140.0), (4, 110.0), (8, 80.0))]
 REF += [dict(suite="code", c=1, ci=(2.75, 2.95))]
 # new: chat c=1 worse beyond noise, c=2 a shift inside the CIs, c=4 and c=8 unchanged; no code; math only here
-NEW = [dict(c=1, per_pos=BAD, ci=(2.30, 2.50)), dict(c=2, spec_tok_s=138.0, ci=(2.75, 2.95)),
-       *REF[2:4], dict(suite="math", c=1)]
+NEW = [
+    dict(c=1, per_pos=BAD, ci=(2.30, 2.50)),
+    dict(c=2, spec_tok_s=138.0, ci=(2.75, 2.95)),
+    *REF[2:4],
+    dict(suite="math", c=1),
+]
 
 
 @pytest.fixture
@@ -120,8 +128,11 @@ def test_crossovers_per_run_and_the_notes(model):
     assert model.crossovers[code] == ("one load point (c=1)", MISSING)
     assert model.load_note is None
     assert model.missing == {"new": "new (interrupted): 1 of 6 planned cells missing: code-c4"}
-    assert model.notes() == ["only in ref: suite=code k=3 concurrency=1 temperature=0.0",
-                             "only in new: suite=math k=3 concurrency=1 temperature=0.0", model.missing["new"]]
+    assert model.notes() == [
+        "only in ref: suite=code k=3 concurrency=1 temperature=0.0",
+        "only in new: suite=math k=3 concurrency=1 temperature=0.0",
+        model.missing["new"],
+    ]
     assert compare.long_notes(model) == [model.missing["new"]]
 
 
@@ -149,10 +160,11 @@ def test_a_run_with_several_drafts_keys_on_the_draft():
 
 
 def test_published_rows_come_with_the_model():
-    manifest = {"recipe": {"verifier": {"standin": "kimi-k2.5"}},
-                "suites": {"gsm8k": {"source": "gsm8k:/data/gsm8k/test.jsonl"}}}
-    c = compare.build([_run("kimi", [dict(suite="gsm8k", c=1)], manifest=manifest)],
-                      published=pub.load_published())
+    manifest = {
+        "recipe": {"verifier": {"standin": "kimi-k2.5"}},
+        "suites": {"gsm8k": {"source": "gsm8k:/data/gsm8k/test.jsonl"}},
+    }
+    c = compare.build([_run("kimi", [dict(suite="gsm8k", c=1)], manifest=manifest)], published=pub.load_published())
     assert c.published and all(row[0] == "kimi" for row in c.published)
     headers, body = _md_rows(compare.to_markdown(c), "run")
     assert headers == ["run", *pub.HEADERS] and body == [list(r) for r in c.published]
@@ -191,8 +203,9 @@ def test_crossover_table_shows_the_model_texts(model):
     heads, rows = _md_rows(cc.to_markdown(model), "draft")
     assert heads == ["draft", "suite", "k", "T", "ref crossover [95% CI]", "new crossover [95% CI]"]
     assert [r[4:] for r in rows] == [list(v) for v in model.crossovers.values()]
-    assert cc.to_dict(model)["crossovers"] == [{"cell": list(k), "per_run": list(v)}
-                                               for k, v in model.crossovers.items()]
+    assert cc.to_dict(model)["crossovers"] == [
+        {"cell": list(k), "per_run": list(v)} for k, v in model.crossovers.items()
+    ]
     assert _rich_rows(cc.to_rich(model).renderables[1]) == rows
 
 
@@ -225,8 +238,12 @@ def test_one_formatter_for_numbers_and_missing_values():
     # decimals: floats get them, ints and labels print as they are
     assert (fmt(2.5), fmt(2.5, 1), fmt(3), fmt("eagle")) == ("2.500", "2.5", "3", "eagle")
     # a format string applies to ints and floats alike
-    assert (fmt(3, "{:.2f}"), fmt(1.5, "{:.2f}x"), fmt(0.25, "{:.0%}"), fmt("x", "{:.2f}")) == \
-        ("3.00", "1.50x", "25%", "x")
+    assert (fmt(3, "{:.2f}"), fmt(1.5, "{:.2f}x"), fmt(0.25, "{:.0%}"), fmt("x", "{:.2f}")) == (
+        "3.00",
+        "1.50x",
+        "25%",
+        "x",
+    )
 
 
 def test_key_cells_use_the_one_missing_mark():

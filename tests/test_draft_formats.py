@@ -42,22 +42,30 @@ def kimi(tmp_path):
 # ----------------------------------------------------------------------------- recognition
 
 
-@pytest.mark.parametrize("make, fmt, method, arch", [
-    (lambda p: speculators_draft(p), "speculators", "eagle3", "speculators:eagle3 (llama layer)"),
-    (lambda p: speculators_draft(p, kind="peagle"), "speculators", "peagle", "speculators:peagle (llama layer)"),
-    (lambda p: specforge_draft(p), "specforge", "eagle3", "LlamaForCausalLMEagle3"),
-    (lambda p: specforge_draft(p, "Eagle3LlamaForCausalLM"), "specforge", "eagle3", "Eagle3LlamaForCausalLM"),
-    (lambda p: specforge_draft(p, "Eagle3Qwen3ForCausalLM"), "specforge", "eagle3", "Eagle3Qwen3ForCausalLM"),
-    (lambda p: mla_draft(p), "mla-eagle3", "eagle3", "Eagle3DeepseekV3ForCausalLM"),
-    (lambda p: mla_draft(p, "Eagle3DeepseekV2ForCausalLM"), "mla-eagle3", "eagle3", "Eagle3DeepseekV2ForCausalLM"),
-    (lambda p: specforge_draft(p, "PEagleDraftModel"), "p-eagle", "peagle", "PEagleDraftModel"),
-])
+@pytest.mark.parametrize(
+    "make, fmt, method, arch",
+    [
+        (lambda p: speculators_draft(p), "speculators", "eagle3", "speculators:eagle3 (llama layer)"),
+        (lambda p: speculators_draft(p, kind="peagle"), "speculators", "peagle", "speculators:peagle (llama layer)"),
+        (lambda p: specforge_draft(p), "specforge", "eagle3", "LlamaForCausalLMEagle3"),
+        (lambda p: specforge_draft(p, "Eagle3LlamaForCausalLM"), "specforge", "eagle3", "Eagle3LlamaForCausalLM"),
+        (lambda p: specforge_draft(p, "Eagle3Qwen3ForCausalLM"), "specforge", "eagle3", "Eagle3Qwen3ForCausalLM"),
+        (lambda p: mla_draft(p), "mla-eagle3", "eagle3", "Eagle3DeepseekV3ForCausalLM"),
+        (lambda p: mla_draft(p, "Eagle3DeepseekV2ForCausalLM"), "mla-eagle3", "eagle3", "Eagle3DeepseekV2ForCausalLM"),
+        (lambda p: specforge_draft(p, "PEagleDraftModel"), "p-eagle", "peagle", "PEagleDraftModel"),
+    ],
+)
 def test_every_eagle_format_is_recognised_with_its_shape(tmp_path, kimi, make, fmt, method, arch):
     info = inspect_draft(make(tmp_path / "d"))
     assert (info.format, info.method, info.architecture) == (fmt, method, arch)
     assert info.vllm_method == "eagle3" and info.num_layers == 1 and info.hidden_size == HIDDEN
     assert info.aux_layer_ids == (1, 2, 3) and info.fc_shape == (HIDDEN, 3 * HIDDEN)
-    assert (info.draft_vocab_size, info.target_vocab_size, info.has_d2t, info.has_t2d) == (DRAFT_VOCAB, VOCAB, True, True)
+    assert (info.draft_vocab_size, info.target_vocab_size, info.has_d2t, info.has_t2d) == (
+        DRAFT_VOCAB,
+        VOCAB,
+        True,
+        True,
+    )
     assert info.content_hash["sha256"]
     assert draft_problems(info, kimi) == []
 
@@ -79,12 +87,19 @@ def test_mtp_refused_for_another_verifier_or_without_its_layers(tmp_path, kimi):
 
 def test_peagle_is_served_as_eagle3_with_parallel_drafting():
     assert SpeculativeSpec("peagle", 3, "/d").vllm_config() == {
-        "method": "eagle3", "num_speculative_tokens": 3, "model": "/d", "parallel_drafting": True}
+        "method": "eagle3",
+        "num_speculative_tokens": 3,
+        "model": "/d",
+        "parallel_drafting": True,
+    }
 
 
 def test_unknown_format_names_the_formats_it_knows(tmp_path):
-    with pytest.raises(BadInput, match="unknown draft format.*speculators.*LlamaForCausalLMEagle3.*"
-                                       "Eagle3DeepseekV3ForCausalLM.*PEagleDraftModel.*num_nextn_predict_layers"):
+    with pytest.raises(
+        BadInput,
+        match="unknown draft format.*speculators.*LlamaForCausalLMEagle3.*"
+        "Eagle3DeepseekV3ForCausalLM.*PEagleDraftModel.*num_nextn_predict_layers",
+    ):
         inspect_draft(kimi_like(tmp_path / "v"))  # a verifier without MTP layers is no draft
 
 
@@ -98,13 +113,22 @@ def test_malformed_config_names_the_file(tmp_path):
 # ----------------------------------------------------------------------------- fit checks
 
 
-@pytest.mark.parametrize("make, reason", [
-    (lambda p: speculators_draft(p, hidden=2 * HIDDEN), "draft hidden size 32 does not match the verifier's 16"),
-    (lambda p: speculators_draft(p, shift=VOCAB), "d2t maps draft ids to verifier ids .* outside the verifier's vocabulary"),
-    (lambda p: speculators_draft(p, aux_ids=(1, 2, LAYERS)), r"aux layer ids \[1, 2, 4\] do not exist in a 4-layer verifier"),
-    (lambda p: specforge_draft(p, aux_ids=(1, 2, LAYERS + 3)), r"aux layer ids \[1, 2, 7\] do not exist"),
-    (lambda p: speculators_draft(p, aux_ids=(0, 1, 2)), "aux layer id 0 .* crashes kimi_k2 verifiers"),
-])
+@pytest.mark.parametrize(
+    "make, reason",
+    [
+        (lambda p: speculators_draft(p, hidden=2 * HIDDEN), "draft hidden size 32 does not match the verifier's 16"),
+        (
+            lambda p: speculators_draft(p, shift=VOCAB),
+            "d2t maps draft ids to verifier ids .* outside the verifier's vocabulary",
+        ),
+        (
+            lambda p: speculators_draft(p, aux_ids=(1, 2, LAYERS)),
+            r"aux layer ids \[1, 2, 4\] do not exist in a 4-layer verifier",
+        ),
+        (lambda p: specforge_draft(p, aux_ids=(1, 2, LAYERS + 3)), r"aux layer ids \[1, 2, 7\] do not exist"),
+        (lambda p: speculators_draft(p, aux_ids=(0, 1, 2)), "aux layer id 0 .* crashes kimi_k2 verifiers"),
+    ],
+)
 def test_a_draft_that_does_not_fit_is_refused_with_the_reason(tmp_path, kimi, make, reason):
     with pytest.raises(BadInput, match=reason):
         check_draft_for_verifier(make(tmp_path / "d"), kimi)
@@ -115,8 +139,10 @@ def test_fc_width_must_be_hidden_times_aux_states(tmp_path, kimi):
     cfg = json.loads((d / "config.json").read_text())
     cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 3]  # fc still reads 3 states
     (d / "config.json").write_text(json.dumps(cfg))
-    assert "fc weight [16, 48] reads 48 features but the verifier gives hidden 16 x 2 aux states = 32" in \
-        draft_problems(inspect_draft(d), kimi)[0]
+    assert (
+        "fc weight [16, 48] reads 48 features but the verifier gives hidden 16 x 2 aux states = 32"
+        in draft_problems(inspect_draft(d), kimi)[0]
+    )
 
 
 def test_recorded_verifier_content_must_match(tmp_path, kimi):
@@ -149,7 +175,10 @@ def test_speculators_draft_converts_to_specforge_with_the_same_weights(tmp_path,
     assert torch.equal(b["d2t"], vocab_maps()["d2t"])
     info = inspect_draft(out)
     assert (info.format, info.aux_layer_ids, info.has_d2t) == ("specforge", (1, 2, 3), True)
-    assert info.harness_meta["held_out_full_acc"] == [0.5] and info.harness_meta["converted_from"]["format"] == "speculators"
+    assert (
+        info.harness_meta["held_out_full_acc"] == [0.5]
+        and info.harness_meta["converted_from"]["format"] == "speculators"
+    )
     assert draft_problems(info, kimi) == []
 
 
@@ -160,14 +189,31 @@ def test_a_draft_saved_by_speculators_converts(tmp_path, kimi):
     from harness.verifier.loader import build_draft
 
     t2d = vocab_maps()["t2d"]
-    model = build_draft(kimi, draft_layer_config=LlamaConfig(
-        vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=2, head_dim=8, max_position_embeddings=512), aux_layer_ids=[1, 2, 3],
-        draft_vocab_size=DRAFT_VOCAB, t2d=t2d, d2t=vocab_maps()["d2t"])
+    model = build_draft(
+        kimi,
+        draft_layer_config=LlamaConfig(
+            vocab_size=VOCAB,
+            hidden_size=HIDDEN,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            head_dim=8,
+            max_position_embeddings=512,
+        ),
+        aux_layer_ids=[1, 2, 3],
+        draft_vocab_size=DRAFT_VOCAB,
+        t2d=t2d,
+        d2t=vocab_maps()["d2t"],
+    )
     model.save_pretrained(str(tmp_path / "spec"))
     info = inspect_draft(to_specforge(tmp_path / "spec", tmp_path / "sf"))
-    assert (info.format, info.draft_vocab_size, info.t2d_selected, info.d2t_target_range) == \
-        ("specforge", DRAFT_VOCAB, DRAFT_VOCAB, (0, VOCAB - VOCAB // DRAFT_VOCAB))
+    assert (info.format, info.draft_vocab_size, info.t2d_selected, info.d2t_target_range) == (
+        "specforge",
+        DRAFT_VOCAB,
+        DRAFT_VOCAB,
+        (0, VOCAB - VOCAB // DRAFT_VOCAB),
+    )
     assert not any(k.startswith("verifier_") for k in info.weights)
     assert draft_problems(info, kimi) == []
 
@@ -202,10 +248,12 @@ def test_draft_inspect_json_and_fit(tmp_path, capsys, monkeypatch):
 @pytest.mark.parametrize("case", ["hidden", "d2t", "aux", "unknown"])
 def test_bench_refuses_a_bad_draft_in_one_line_before_any_engine(tmp_path, capsys, monkeypatch, case):
     v = kimi_like(tmp_path / "v")
-    draft = {"hidden": lambda p: speculators_draft(p, hidden=2 * HIDDEN),
-             "d2t": lambda p: speculators_draft(p, shift=VOCAB),
-             "aux": lambda p: speculators_draft(p, aux_ids=(1, 2, LAYERS)),
-             "unknown": lambda p: kimi_like(p)}[case](tmp_path / "d")
+    draft = {
+        "hidden": lambda p: speculators_draft(p, hidden=2 * HIDDEN),
+        "d2t": lambda p: speculators_draft(p, shift=VOCAB),
+        "aux": lambda p: speculators_draft(p, aux_ids=(1, 2, LAYERS)),
+        "unknown": lambda p: kimi_like(p),
+    }[case](tmp_path / "d")
     recipe = tmp_path / "r.toml"
     recipe.write_text(f'name = "t"\n[verifier]\npath = "{v}"\n')
     run_id = f"test-refuse-{uuid.uuid4().hex[:8]}"
@@ -213,8 +261,12 @@ def test_bench_refuses_a_bad_draft_in_one_line_before_any_engine(tmp_path, capsy
     assert code == 2, stderr
     lines = [x for x in stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:"), stderr
-    assert {"hidden": "draft hidden size 32", "d2t": "outside the verifier's vocabulary",
-            "aux": "do not exist in a 4-layer verifier", "unknown": "unknown draft format"}[case] in lines[0]
+    assert {
+        "hidden": "draft hidden size 32",
+        "d2t": "outside the verifier's vocabulary",
+        "aux": "do not exist in a 4-layer verifier",
+        "unknown": "unknown draft format",
+    }[case] in lines[0]
     assert not (REPO / "results" / "runs" / run_id).exists()  # no run started, so no engine either
 
 
@@ -228,10 +280,23 @@ def _fresh_draft(layout, seed: int):
 
     torch.manual_seed(seed)
     maps = vocab_maps()
-    return build_draft(layout, draft_layer_config=LlamaConfig(
-        vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=2, head_dim=8, max_position_embeddings=512), aux_layer_ids=[1, 2, 3],
-        draft_vocab_size=DRAFT_VOCAB, t2d=maps["t2d"], d2t=maps["d2t"])
+    return build_draft(
+        layout,
+        draft_layer_config=LlamaConfig(
+            vocab_size=VOCAB,
+            hidden_size=HIDDEN,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            head_dim=8,
+            max_position_embeddings=512,
+        ),
+        aux_layer_ids=[1, 2, 3],
+        draft_vocab_size=DRAFT_VOCAB,
+        t2d=maps["t2d"],
+        d2t=maps["d2t"],
+    )
 
 
 @pytest.mark.parametrize("fmt", ["speculators", "specforge"])
@@ -245,16 +310,24 @@ def test_warm_start_loads_the_init_drafts_weights(tmp_path, kimi, fmt):
     assert not torch.equal(fresh.fc.weight, trained.fc.weight)
     done = warm_start(fresh, init, kimi)
     assert done["format"] == fmt and done["lm_head_rows_from_init"] == DRAFT_VOCAB
-    for key in ("fc.weight", "layers.0.self_attn.q_proj.weight", "layers.0.mlp.down_proj.weight", "norm.weight",
-                "lm_head.weight"):
+    for key in (
+        "fc.weight",
+        "layers.0.self_attn.q_proj.weight",
+        "layers.0.mlp.down_proj.weight",
+        "norm.weight",
+        "lm_head.weight",
+    ):
         assert torch.equal(fresh.state_dict()[key], trained.state_dict()[key]), key
 
 
-@pytest.mark.parametrize("make, why", [
-    (lambda p: mla_draft(p), "speculators has no MLA draft layer"),
-    (lambda p: specforge_draft(p, "Eagle3Qwen3ForCausalLM"), "Qwen3 layer"),
-    (lambda p: speculators_draft(p, kind="peagle"), "parallel drafting"),
-])
+@pytest.mark.parametrize(
+    "make, why",
+    [
+        (lambda p: mla_draft(p), "speculators has no MLA draft layer"),
+        (lambda p: specforge_draft(p, "Eagle3Qwen3ForCausalLM"), "Qwen3 layer"),
+        (lambda p: speculators_draft(p, kind="peagle"), "parallel drafting"),
+    ],
+)
 def test_formats_that_cannot_be_warm_started_say_why(tmp_path, kimi, make, why):
     from harness.draft.warm_start import check_init_from
 

@@ -79,7 +79,9 @@ def _draft(folder: Path) -> Path:
 # ----------------------------------------------------------------------------- bad input: exit 2
 
 
-@pytest.mark.parametrize("name, content", [("config.json", "{not json"), ("harness.json", '{"held_out_full_acc": [0.5,')])
+@pytest.mark.parametrize(
+    "name, content", [("config.json", "{not json"), ("harness.json", '{"held_out_full_acc": [0.5,')]
+)
 def test_draft_with_a_malformed_json_file_is_bad_input_naming_it(tmp_path, capsys, monkeypatch, name, content):
     draft = _draft(tmp_path / "draft")
     (draft / name).write_text(content)
@@ -100,12 +102,27 @@ def test_truncated_draft_shard_is_bad_input_naming_the_draft(tmp_path, capsys, m
 def test_truncated_verifier_shard_fails_inspect_and_dry_run(tmp_path, capsys, monkeypatch):
     v = tmp_path / "verifier"
     v.mkdir()
-    (v / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
-                                               "num_hidden_layers": 1, "hidden_size": 4, "vocab_size": 8,
-                                               "num_attention_heads": 1}))
-    _write_safetensors(v / "model.safetensors", {
-        "model.embed_tokens.weight": ("F32", [8, 4], 4), "model.layers.0.mlp.weight": ("F32", [4, 4], 4),
-        "model.norm.weight": ("F32", [4], 4), "lm_head.weight": ("F32", [8, 4], 4)})
+    (v / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "model_type": "llama",
+                "num_hidden_layers": 1,
+                "hidden_size": 4,
+                "vocab_size": 8,
+                "num_attention_heads": 1,
+            }
+        )
+    )
+    _write_safetensors(
+        v / "model.safetensors",
+        {
+            "model.embed_tokens.weight": ("F32", [8, 4], 4),
+            "model.layers.0.mlp.weight": ("F32", [4, 4], 4),
+            "model.norm.weight": ("F32", [4], 4),
+            "lm_head.weight": ("F32", [8, 4], 4),
+        },
+    )
     code, _ = run_cli(capsys, monkeypatch, "verifier", "inspect", str(v))
     assert code == 0  # the intact checkpoint passes: the check below is about the truncation
     shard = v / "model.safetensors"
@@ -183,8 +200,14 @@ _RAISING = textwrap.dedent("""
 
 
 def test_unexpected_error_exits_4_with_one_line_pointing_to_the_traceback(tmp_path):
-    p = subprocess.run([PY, "-c", _RAISING.format(exc="KeyError('surprise')")], capture_output=True, text=True,
-                       cwd=REPO_ROOT, env={**os.environ, "HARNESS_CACHE": str(tmp_path)}, timeout=120)
+    p = subprocess.run(
+        [PY, "-c", _RAISING.format(exc="KeyError('surprise')")],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "HARNESS_CACHE": str(tmp_path)},
+        timeout=120,
+    )
     assert p.returncode == 4, p.stderr
     line = one_line(p.stderr)
     logs = list((tmp_path / "crash").glob("*.log"))
@@ -194,8 +217,14 @@ def test_unexpected_error_exits_4_with_one_line_pointing_to_the_traceback(tmp_pa
 
 def test_disk_full_is_infrastructure(tmp_path):
     exc = "OSError(errno.ENOSPC, 'No space left on device', 'cells/x.json')"
-    p = subprocess.run([PY, "-c", _RAISING.format(exc=exc)], capture_output=True, text=True, cwd=REPO_ROOT,
-                       env={**os.environ, "HARNESS_CACHE": str(tmp_path)}, timeout=120)
+    p = subprocess.run(
+        [PY, "-c", _RAISING.format(exc=exc)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "HARNESS_CACHE": str(tmp_path)},
+        timeout=120,
+    )
     assert p.returncode == 3 and "disk full writing cells/x.json" in one_line(p.stderr)
 
 
@@ -222,8 +251,13 @@ _SLEEPER = textwrap.dedent("""
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)])
 def test_terminating_signals_unwind_like_ctrl_c(tmp_path, sig, code):
     marker = tmp_path / "marker"
-    proc = subprocess.Popen([PY, "-c", _SLEEPER, str(marker)], cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [PY, "-c", _SLEEPER, str(marker)],
+        cwd=REPO_ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 60
     while not marker.exists():
         assert proc.poll() is None and time.monotonic() < deadline
@@ -256,7 +290,7 @@ def _descendants(root: int) -> dict[int, int]:
                 stat = Path(f"/proc/{name}/stat").read_text()
             except OSError:
                 continue
-            ppid = int(stat[stat.rfind(")") + 2:].split()[1])
+            ppid = int(stat[stat.rfind(")") + 2 :].split()[1])
             children.setdefault(ppid, []).append(int(name))
     out, todo = {}, [root]
     while todo:
@@ -309,7 +343,10 @@ def test_unstarted_run_folder_can_be_reused_and_a_live_one_cannot(tmp_path):
     assert read_manifest(run)["status"] == "interrupted"
     assert free_unstarted_run(run, set()) and not (run / "manifest.json").exists()
     me = os.getpid()
-    live = {"status": "running", "owner": {"pid": me, "pid_start_ticks": start_ticks(me), "hostname": socket.gethostname()}}
+    live = {
+        "status": "running",
+        "owner": {"pid": me, "pid_start_ticks": start_ticks(me), "hostname": socket.gethostname()},
+    }
     (run / "manifest.json").write_text(json.dumps(live))
     with pytest.raises(BadInput, match="being run right now"):
         free_unstarted_run(run, set())
@@ -322,8 +359,10 @@ def test_unstarted_run_folder_can_be_reused_and_a_live_one_cannot(tmp_path):
 def test_resume_rebuilds_missing_or_stale_tables(tmp_path):
     run = tmp_path / "run"
     (run / "cells").mkdir(parents=True)
-    rows = [{"cell_id": "c1", "mode": "baseline", "flags": [], "acceptance_length": None},
-            {"cell_id": "c1", "mode": "speculative", "flags": ["x"], "acceptance_length": 2.5}]
+    rows = [
+        {"cell_id": "c1", "mode": "baseline", "flags": [], "acceptance_length": None},
+        {"cell_id": "c1", "mode": "speculative", "flags": ["x"], "acceptance_length": 2.5},
+    ]
     (run / "cells" / "c1.json").write_text(json.dumps(rows))
     rebuild_table(run)
     assert tables_stale(run) is None and ensure_tables(run) is None
@@ -344,9 +383,18 @@ def test_resume_rebuilds_missing_or_stale_tables(tmp_path):
 # ----------------------------------------------------------------------------- real server engines
 
 # Six small cells: the test signals the run after a cell, with cells still to run.
-_TINY_SERVER_BENCH = ["bench.engine='server'", "bench.suites=['code']", "bench.num_prompts=3", "bench.max_tokens=24",
-                      "bench.k=[3]", "bench.concurrency=[1,2,3,4,5,6]", "bench.warmup_requests=0", "bench.repeats=1",
-                      "bench.reference_drafts=[]", "bench.method='ngram'"]
+_TINY_SERVER_BENCH = [
+    "bench.engine='server'",
+    "bench.suites=['code']",
+    "bench.num_prompts=3",
+    "bench.max_tokens=24",
+    "bench.k=[3]",
+    "bench.concurrency=[1,2,3,4,5,6]",
+    "bench.warmup_requests=0",
+    "bench.repeats=1",
+    "bench.reference_drafts=[]",
+    "bench.method='ngram'",
+]
 
 
 def _bench(run_id: str, *extra: str, sets: list[str] = _TINY_SERVER_BENCH) -> subprocess.Popen:
@@ -360,8 +408,9 @@ def _cells(run_dir: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in (run_dir / "cells").glob("*.json")}
 
 
-def _kill_after_next_cell(proc: subprocess.Popen, run_dir: Path, sig: signal.Signals, code: int,
-                          engine_marker: str = "api_server") -> dict[str, bytes]:
+def _kill_after_next_cell(
+    proc: subprocess.Popen, run_dir: Path, sig: signal.Signals, code: int, engine_marker: str = "api_server"
+) -> dict[str, bytes]:
     """Wait for one more finished cell than the run had, send `sig`, and check that the harness
     exits with `code`, that none of its processes (vLLM servers or offline engine hosts, found by
     `engine_marker` in their command line) is alive 10 s later and that the manifest reads
@@ -375,8 +424,11 @@ def _kill_after_next_cell(proc: subprocess.Popen, run_dir: Path, sig: signal.Sig
         seen.update(_descendants(proc.pid))
         time.sleep(0.2)
     seen.update(_descendants(proc.pid))
-    assert any(engine_marker in Path(f"/proc/{p}/cmdline").read_text(errors="replace") for p in seen
-               if process_alive(p, seen[p]))
+    assert any(
+        engine_marker in Path(f"/proc/{p}/cmdline").read_text(errors="replace")
+        for p in seen
+        if process_alive(p, seen[p])
+    )
     done = _cells(run_dir)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
@@ -491,10 +543,12 @@ def test_engine_start_failure_names_the_checkpoint_its_log_blames(tmp_path):
     from harness.engine.logs import failing_checkpoint
 
     log = tmp_path / "engine.log"
-    log.write_text("$ python -m vllm... --model /m/verifier --speculative-config {draft: /m/draft}\n"
-                   "INFO loading /m/verifier/model-00001.safetensors\n"
-                   "ERROR: /m/draft/model.safetensors: incomplete metadata, file not fully covered\n"
-                   "Traceback ...\n")
+    log.write_text(
+        "$ python -m vllm... --model /m/verifier --speculative-config {draft: /m/draft}\n"
+        "INFO loading /m/verifier/model-00001.safetensors\n"
+        "ERROR: /m/draft/model.safetensors: incomplete metadata, file not fully covered\n"
+        "Traceback ...\n"
+    )
     assert failing_checkpoint(log, "/m/verifier", "/m/draft") == "the draft /m/draft"
     log.write_text("$ cmd /m/verifier /m/draft\nERROR /m/verifier/config.json: bad vocab\n")
     assert failing_checkpoint(log, "/m/verifier", "/m/draft") == "the verifier /m/verifier"
@@ -527,7 +581,9 @@ def test_server_dying_mid_run_is_infrastructure_naming_its_log_and_keeps_finishe
     from harness.ui import Reporter
 
     # warm-up off and one repeat: the speculative engine's 1st batch is cell 1's arm, its 2nd cell 2's
-    recipe = load_recipe(None, [*_TINY_SERVER_BENCH, "bench.num_prompts=2", "bench.max_tokens=8", "bench.concurrency=[1,2]"])
+    recipe = load_recipe(
+        None, [*_TINY_SERVER_BENCH, "bench.num_prompts=2", "bench.max_tokens=8", "bench.concurrency=[1,2]"]
+    )
     layout = resolve_verifier(recipe)
     drafts = resolve_drafts(recipe, layout, None)
     run_dir = tmp_path / "run"

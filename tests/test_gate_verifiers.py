@@ -10,8 +10,7 @@ from harness.results.gate import _other_verifiers_cells, cells_for_run_verifiers
 
 
 def _cell(vh: str, al: float) -> dict:
-    return {"suite": "code", "k": 3, "concurrency": 4, "temperature": 0.0, "verifier_hash": vh,
-            "acceptance_length": al}
+    return {"suite": "code", "k": 3, "concurrency": 4, "temperature": 0.0, "verifier_hash": vh, "acceptance_length": al}
 
 
 def test_the_run_is_gated_against_its_own_verifiers_cells():

@@ -46,8 +46,9 @@ def test_training_path_imports_without_vllm():
 
 
 def test_only_missing_modules_are_stubbed_and_the_stub_refuses(check, monkeypatch):
-    monkeypatch.setattr(check, "STUBBED_WHEN_MISSING", {"harness_no_such_module": ("load_from_disk",),
-                                                        "json": ("loads",)})
+    monkeypatch.setattr(
+        check, "STUBBED_WHEN_MISSING", {"harness_no_such_module": ("load_from_disk",), "json": ("loads",)}
+    )
     try:
         assert check.stub_missing_modules() == ["harness_no_such_module"]
         with pytest.raises(RuntimeError, match="not installed"):
@@ -60,9 +61,16 @@ def test_only_missing_modules_are_stubbed_and_the_stub_refuses(check, monkeypatc
 
 
 def _figures(**kw):
-    fig = {"steps": 40, "loss_first": 9.0, "loss_last": 4.0, "held_out_full_acc": [0.5, 0.3, 0.2],
-           "attn_impl": "simple_flex_attention", "fit_device": "cuda:0", "loss_implementation": "fused",
-           "fused_triton_losses_loaded": True}
+    fig = {
+        "steps": 40,
+        "loss_first": 9.0,
+        "loss_last": 4.0,
+        "held_out_full_acc": [0.5, 0.3, 0.2],
+        "attn_impl": "simple_flex_attention",
+        "fit_device": "cuda:0",
+        "loss_implementation": "fused",
+        "fused_triton_losses_loaded": True,
+    }
     return {**fig, **kw}
 
 
@@ -74,23 +82,33 @@ def test_checks_pass_on_a_good_cuda_run(check):
     assert all(check.checks(_figures(), _args(check)).values())
 
 
-@pytest.mark.parametrize(("change", "failed"), [
-    ({"loss_last": 9.5}, ["loss_decreased"]),
-    ({"loss_last": float("nan")}, ["loss_finite", "loss_decreased"]),
-    ({"steps": 12}, ["ran_requested_steps"]),
-    ({"held_out_full_acc": [0.5]}, ["held_out_acc_per_ttt_step"]),
-    ({"attn_impl": "sdpa"}, ["attn_impl_as_requested"]),
-    ({"fit_device": "cpu"}, ["trained_on_cuda"]),
-    ({"loss_implementation": "eager"}, ["fused_losses"]),
-    ({"fused_triton_losses_loaded": False}, ["fused_losses"]),
-])
+@pytest.mark.parametrize(
+    ("change", "failed"),
+    [
+        ({"loss_last": 9.5}, ["loss_decreased"]),
+        ({"loss_last": float("nan")}, ["loss_finite", "loss_decreased"]),
+        ({"steps": 12}, ["ran_requested_steps"]),
+        ({"held_out_full_acc": [0.5]}, ["held_out_acc_per_ttt_step"]),
+        ({"attn_impl": "sdpa"}, ["attn_impl_as_requested"]),
+        ({"fit_device": "cpu"}, ["trained_on_cuda"]),
+        ({"loss_implementation": "eager"}, ["fused_losses"]),
+        ({"fused_triton_losses_loaded": False}, ["fused_losses"]),
+    ],
+)
 def test_each_check_fails_when_its_condition_does_not_hold(check, change, failed):
     res = check.checks(_figures(**change), _args(check))
     assert [k for k, ok in res.items() if not ok] == failed
 
 
 def test_a_cpu_run_is_not_asked_for_cuda_or_fused_losses(check):
-    res = check.checks(_figures(attn_impl="sdpa", fit_device="cpu", loss_implementation="eager",
-                                fused_triton_losses_loaded=False), _args(check, "cpu", "sdpa"))
-    assert res == {"ran_requested_steps": True, "loss_finite": True, "loss_decreased": True,
-                   "held_out_acc_per_ttt_step": True, "attn_impl_as_requested": True}
+    res = check.checks(
+        _figures(attn_impl="sdpa", fit_device="cpu", loss_implementation="eager", fused_triton_losses_loaded=False),
+        _args(check, "cpu", "sdpa"),
+    )
+    assert res == {
+        "ran_requested_steps": True,
+        "loss_finite": True,
+        "loss_decreased": True,
+        "held_out_acc_per_ttt_step": True,
+        "attn_impl_as_requested": True,
+    }

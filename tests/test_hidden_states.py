@@ -19,8 +19,9 @@ def hf_model(kimi_layout):
 
 
 def _ids(tok, text):
-    return tok.apply_chat_template([{"role": "user", "content": text}], tokenize=True,
-                                   add_generation_prompt=True, return_dict=False)
+    return tok.apply_chat_template(
+        [{"role": "user", "content": text}], tokenize=True, add_generation_prompt=True, return_dict=False
+    )
 
 
 def test_training_states_equal_vllm_states_at_every_aux_id(kimi_offline_engine, kimi_layout, kimi_tokenizer, hf_model):

@@ -16,8 +16,16 @@ PACKAGE = REPO_ROOT / "harness"
 # Lowest first. A module's layer is the first prefix that matches its dotted name.
 LAYERS: list[tuple[str, ...]] = [
     ("harness.paths", "harness.hardware"),
-    ("harness.errors", "harness.jsonfiles", "harness.ui", "harness.provenance", "harness.prompts", "harness.benchfiles",
-     "harness.suites", "harness.recipe"),
+    (
+        "harness.errors",
+        "harness.jsonfiles",
+        "harness.ui",
+        "harness.provenance",
+        "harness.prompts",
+        "harness.benchfiles",
+        "harness.suites",
+        "harness.recipe",
+    ),
     ("harness.engine", "harness.metrics", "harness.analysis", "harness.results"),
     ("harness.verifier",),
     ("harness.draft",),
@@ -61,7 +69,9 @@ def _imports(module: str, path: Path, known: set[str]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             names = [base] + [f"{base}.{a.name}" for a in node.names]
         for n in names:
             # the longest known module the name refers to
@@ -79,8 +89,12 @@ def import_graph() -> dict[str, set[str]]:
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
-    return sorted(f"{m} (layer {layer_of(m)}) imports {d} (layer {layer_of(d)})"
-                  for m, deps in graph.items() for d in deps if layer_of(d) > layer_of(m))
+    return sorted(
+        f"{m} (layer {layer_of(m)}) imports {d} (layer {layer_of(d)})"
+        for m, deps in graph.items()
+        for d in deps
+        if layer_of(d) > layer_of(m)
+    )
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -92,7 +106,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(m)
         for d in sorted(graph.get(m, ())):
             if state.get(d) == 1:
-                return stack[stack.index(d):] + [d]
+                return stack[stack.index(d) :] + [d]
             if d not in state and (cycle := visit(d)):
                 return cycle
         stack.pop()
@@ -117,10 +131,11 @@ def test_the_import_graph_has_no_cycle():
 
 def test_the_checkers_see_a_planted_upward_import_and_cycle():
     """The two checks above must be able to fail."""
-    graph = {"harness.paths": {"harness.cli"}, "harness.cli": {"harness.main_job"},
-             "harness.main_job": {"harness.cli"}}
-    assert upward_imports(graph) == ["harness.main_job (layer 6) imports harness.cli (layer 7)",
-                                     "harness.paths (layer 0) imports harness.cli (layer 7)"]
+    graph = {"harness.paths": {"harness.cli"}, "harness.cli": {"harness.main_job"}, "harness.main_job": {"harness.cli"}}
+    assert upward_imports(graph) == [
+        "harness.main_job (layer 6) imports harness.cli (layer 7)",
+        "harness.paths (layer 0) imports harness.cli (layer 7)",
+    ]
     assert find_cycle(graph) == ["harness.cli", "harness.main_job", "harness.cli"]
     assert find_cycle({"harness.cli": {"harness.paths"}, "harness.paths": set()}) is None
 
@@ -134,5 +149,6 @@ def test_no_function_is_longer_than_a_screen():
                 stmts = sum(isinstance(x, ast.stmt) for x in ast.walk(node)) - 1
                 if n > MAX_FUNCTION_LINES or stmts > MAX_FUNCTION_STATEMENTS:
                     long.append(f"{m}.{node.name}: {n} lines, {stmts} statements")
-    assert not long, (f"functions over {MAX_FUNCTION_STATEMENTS} statements or {MAX_FUNCTION_LINES} lines:\n"
-                      + "\n".join(long))
+    assert not long, (
+        f"functions over {MAX_FUNCTION_STATEMENTS} statements or {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)
+    )

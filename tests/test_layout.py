@@ -52,7 +52,10 @@ def test_embed_only_outside_text_model_is_refused(tmp_path):
     with pytest.raises(BadInput, match="no embed_tokens under the text model's prefix.*weight_keys.embed_tokens"):
         resolve_layout(folder)
     # ... and naming it resolves it
-    assert resolve_layout(folder, {"embed_tokens": "mtp.embed_tokens.weight"}).embed_tokens.key == "mtp.embed_tokens.weight"
+    assert (
+        resolve_layout(folder, {"embed_tokens": "mtp.embed_tokens.weight"}).embed_tokens.key
+        == "mtp.embed_tokens.weight"
+    )
 
 
 def test_two_candidates_inside_text_model_are_refused(tmp_path):
@@ -66,16 +69,19 @@ def test_two_candidates_inside_text_model_are_refused(tmp_path):
         resolve_layout(write_checkpoint(tmp_path / "k", kimi_config(), shapes))
 
 
-@pytest.mark.parametrize("case,pattern", [
-    ("no_config", "config.json: missing"),
-    ("bad_json", r"config.json:\d+: malformed JSON"),
-    ("no_weights", "no safetensors weights"),
-    ("missing_shard", "names shard model-00002-of-00002.safetensors which is missing"),
-    ("no_lm_head", "no lm_head tensor found.*tie_word_embeddings is false"),
-    ("no_embed", "no token embedding tensor found"),
-    ("bad_shape", r"has shape \[64, 32\] but the text config says \[64, 16\]"),
-    ("corrupt_header", "corrupt safetensors header"),
-])
+@pytest.mark.parametrize(
+    "case,pattern",
+    [
+        ("no_config", "config.json: missing"),
+        ("bad_json", r"config.json:\d+: malformed JSON"),
+        ("no_weights", "no safetensors weights"),
+        ("missing_shard", "names shard model-00002-of-00002.safetensors which is missing"),
+        ("no_lm_head", "no lm_head tensor found.*tie_word_embeddings is false"),
+        ("no_embed", "no token embedding tensor found"),
+        ("bad_shape", r"has shape \[64, 32\] but the text config says \[64, 16\]"),
+        ("corrupt_header", "corrupt safetensors header"),
+    ],
+)
 def test_bad_input_is_one_clear_error(tmp_path, case, pattern):
     from tests.synthetic import kimi_config, text_keys, write_checkpoint
 
@@ -99,7 +105,8 @@ def test_bad_input_is_one_clear_error(tmp_path, case, pattern):
         (folder / "model-00002-of-00002.safetensors").unlink()
     if case == "corrupt_header":
         shard = json.loads((folder / "model.safetensors.index.json").read_text())["weight_map"][
-            "language_model.model.embed_tokens.weight"]
+            "language_model.model.embed_tokens.weight"
+        ]
         data = (folder / shard).read_bytes()
         (folder / shard).write_bytes(data[:8] + b"{not json" + data[17:])
     with pytest.raises(BadInput, match=pattern):
@@ -115,8 +122,9 @@ def test_cli_inspect_bad_input_exit_2_one_line(tmp_path):
     import subprocess
     import sys
 
-    p = subprocess.run([sys.executable, "-m", "harness", "verifier", "inspect", str(folder)],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "harness", "verifier", "inspect", str(folder)], capture_output=True, text=True
+    )
     assert p.returncode == 2
     assert "Traceback" not in p.stderr
     assert p.stderr.strip().startswith("error:") and "config.json: missing" in p.stderr
@@ -141,8 +149,9 @@ def test_cli_inspect_bundled_real_kimi_structure():
     assert isinstance(res.exception, BadInput) and "bundled: kimi-k2.5" in str(res.exception)
 
 
-@pytest.mark.parametrize("ids,ok", [([2, 30, 58], True), ([0, 30, 58], False), ([2, 61, 58], False),
-                                    ([2, 2, 58], False), ([], False)])
+@pytest.mark.parametrize(
+    "ids,ok", [([2, 30, 58], True), ([0, 30, 58], False), ([2, 61, 58], False), ([2, 2, 58], False), ([], False)]
+)
 def test_aux_layer_ids(ids, ok):
     if ok:
         validate_aux_layer_ids(ids, 61)

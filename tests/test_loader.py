@@ -16,9 +16,17 @@ from tests.synthetic import HIDDEN, VOCAB, assert_source_unchanged, kimi_like
 
 
 def _draft_cfg(hidden: int, vocab: int) -> LlamaConfig:
-    return LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=1,
-                       num_attention_heads=2, num_key_value_heads=2, head_dim=hidden // 2,
-                       max_position_embeddings=512, tie_word_embeddings=False)
+    return LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=hidden // 2,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+    )
 
 
 def _tensor(folder, key):
@@ -40,13 +48,22 @@ def _vocab_map(vocab: int, draft_vocab: int):
 def test_draft_gets_language_model_tensors_despite_a_shorter_decoy(tmp_path):
     # A same-shaped embed/lm_head/norm under a *shorter* prefix outside the text model (an
     # MTP-like block): speculators' shortest-suffix rule would take these.
-    decoy = {"mtp.embed_tokens.weight": (VOCAB, HIDDEN), "mtp.lm_head.weight": (VOCAB, HIDDEN),
-             "mtp.norm.weight": (HIDDEN,)}
+    decoy = {
+        "mtp.embed_tokens.weight": (VOCAB, HIDDEN),
+        "mtp.lm_head.weight": (VOCAB, HIDDEN),
+        "mtp.norm.weight": (HIDDEN,),
+    }
     folder = kimi_like(tmp_path / "k", extra=decoy)
     layout = resolve_layout(folder)
     t2d, d2t = _vocab_map(VOCAB, 16)
-    draft = build_draft(layout, draft_layer_config=_draft_cfg(HIDDEN, VOCAB), aux_layer_ids=[1, 2, 3],
-                        draft_vocab_size=16, t2d=t2d, d2t=d2t)
+    draft = build_draft(
+        layout,
+        draft_layer_config=_draft_cfg(HIDDEN, VOCAB),
+        aux_layer_ids=[1, 2, 3],
+        draft_vocab_size=16,
+        t2d=t2d,
+        d2t=d2t,
+    )
     emb = _tensor(folder, "language_model.model.embed_tokens.weight")
     head = _tensor(folder, "language_model.lm_head.weight")
     norm = _tensor(folder, "language_model.model.norm.weight")
@@ -62,8 +79,11 @@ def test_speculators_own_loader_still_picks_the_decoy(tmp_path):
     re-check whether the harness still needs LayoutEagle3DraftModel.load_verifier_weights."""
     from speculators.utils.loading import load_model_layers
 
-    decoy = {"mtp.embed_tokens.weight": (VOCAB, HIDDEN), "mtp.lm_head.weight": (VOCAB, HIDDEN),
-             "mtp.norm.weight": (HIDDEN,)}
+    decoy = {
+        "mtp.embed_tokens.weight": (VOCAB, HIDDEN),
+        "mtp.lm_head.weight": (VOCAB, HIDDEN),
+        "mtp.norm.weight": (HIDDEN,),
+    }
     folder = kimi_like(tmp_path / "k", extra=decoy)
     got = load_model_layers(["embed_tokens.weight", "lm_head.weight", "model.norm.weight"], str(folder))
     assert torch.equal(got["embed_tokens.weight"], _tensor(folder, "mtp.embed_tokens.weight"))
@@ -104,7 +124,8 @@ def test_draft_class_is_registered_and_subclasses_eagle3():
     assert SpeculatorModel.registry["eagle3"] is Eagle3DraftModel
     for attr in ("embed_tokens", "lm_head", "verifier_lm_head", "verifier_norm", "t2d", "d2t", "use_draft_vocab"):
         assert attr in inspect.getsource(Eagle3DraftModel.__init__) + inspect.getsource(
-            __import__("speculators.model", fromlist=["DraftVocabMixin"]).DraftVocabMixin._init_vocab), attr
+            __import__("speculators.model", fromlist=["DraftVocabMixin"]).DraftVocabMixin._init_vocab
+        ), attr
 
 
 @pytest.mark.slow
@@ -112,8 +133,9 @@ def test_draft_on_kimi_standin_is_bit_equal_to_language_model_tensors(kimi_stand
     layout = resolve_layout(kimi_standin)
     t2d, d2t = _vocab_map(layout.vocab_size, 1024)
     cfg = _draft_cfg(layout.hidden_size, layout.vocab_size)
-    draft = build_draft(layout, draft_layer_config=cfg, aux_layer_ids=[2, 4, 5], draft_vocab_size=1024,
-                        t2d=t2d, d2t=d2t)
+    draft = build_draft(
+        layout, draft_layer_config=cfg, aux_layer_ids=[2, 4, 5], draft_vocab_size=1024, t2d=t2d, d2t=d2t
+    )
     emb = _tensor(kimi_standin, "language_model.model.embed_tokens.weight")
     head = _tensor(kimi_standin, "language_model.lm_head.weight")
     norm = _tensor(kimi_standin, "language_model.model.norm.weight")

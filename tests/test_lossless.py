@@ -109,8 +109,9 @@ def test_cell_takes_the_worst_verdict_and_counts_each():
     cell = cell_lossless(["a", "b", "c"], spec, base, lps, noise_nats=0.02)
     assert [d.verdict for d in cell.divergences] == [NUMERICS, SPEC_BUG]
     assert cell.verdict == SPEC_BUG and cell.first_position == 0
-    assert cell.flag() == ("NOT LOSSLESS: 2/3, first at token 0, margins 0.01-5.9 "
-                           "(1 SPEC BUG, 1 NUMERICS; engine noise 0.02)")
+    assert cell.flag() == (
+        "NOT LOSSLESS: 2/3, first at token 0, margins 0.01-5.9 (1 SPEC BUG, 1 NUMERICS; engine noise 0.02)"
+    )
     assert not meets_requirement(cell, "numerics-only") and meets_requirement(cell, "none")
 
 
@@ -195,7 +196,7 @@ def test_exact_sampling_reports_small_divergence_and_its_power():
 
 
 def _tempered(p, rng):  # a sampler running at the wrong temperature
-    q = p ** 1.5
+    q = p**1.5
     return q / q.sum()
 
 
@@ -246,8 +247,11 @@ def test_stated_power_holds_at_the_smallest_detectable_divergence():
 def test_server_logprobs_are_read_by_token_id():
     from harness.engine.server import token_logprobs
 
-    chunk = {"tokens": ["token_id:7"], "token_logprobs": [-0.1],
-             "top_logprobs": [{"token_id:7": -0.1, "token_id:12": -2.4}]}
+    chunk = {
+        "tokens": ["token_id:7"],
+        "token_logprobs": [-0.1],
+        "top_logprobs": [{"token_id:7": -0.1, "token_id:12": -2.4}],
+    }
     assert token_logprobs(chunk) == [{7: -0.1, 12: -2.4}]
     assert token_logprobs(None) == []
 
@@ -260,8 +264,8 @@ def _arm_from(samples: list[SampledToken], per_request: int = 50):
 
     arm = ArmResult()
     for i in range(0, len(samples), per_request):
-        arm.outputs[f"r{i}"] = [s.token for s in samples[i:i + per_request]]
-        arm.num_output_tokens += len(samples[i:i + per_request])
+        arm.outputs[f"r{i}"] = [s.token for s in samples[i : i + per_request]]
+        arm.num_output_tokens += len(samples[i : i + per_request])
     arm.wall_s = 1.0
     return arm
 
@@ -270,11 +274,20 @@ def _arm_from(samples: list[SampledToken], per_request: int = 50):
 def test_a_t_gt_0_cell_tests_both_arms_and_flags_a_sampler_that_departs(distort, flagged):
     from harness.bench.rows import CellIdentity, cell_rows
 
-    ident = CellIdentity("run", "cell", "d", "eagle3", "chat", "1", "sha", 3, 1, 0.8, 1.0, 64, 1, "offline",
-                         "standard", "vh", "dh")
+    ident = CellIdentity(
+        "run", "cell", "d", "eagle3", "chat", "1", "sha", 3, 1, 0.8, 1.0, 64, 1, "offline", "standard", "vh", "dh"
+    )
     base_s, spec_s = _synthetic(3, 2000), _synthetic(4, 2000, distort=distort)
-    rb, rs = cell_rows(ident, _arm_from(base_s), _arm_from(spec_s), predicted_al=None, deterministic_verifier=False,
-                       mismatch_tolerance=0.1, num_top_logprobs=5, sampling_samples=(base_s, spec_s))
+    rb, rs = cell_rows(
+        ident,
+        _arm_from(base_s),
+        _arm_from(spec_s),
+        predicted_al=None,
+        deterministic_verifier=False,
+        mismatch_tolerance=0.1,
+        num_top_logprobs=5,
+        sampling_samples=(base_s, spec_s),
+    )
     assert rb.sampling_num_tokens == rs.sampling_num_tokens == 2000
     assert rb.sampling_p_value > 0.001  # the baseline arm calibrates the test
     flags = [f for f in rs.flags if f.startswith("NOT LOSSLESS AT T>0")]

@@ -16,9 +16,18 @@ PROMPTS = ["What is a for loop?", "Explain exceptions in Python.", "Write a haik
 
 @pytest.fixture(scope="module")
 def baseline_pair(kimi_offline_engine, kimi_tokenizer):
-    reqs = [GenRequest(f"r{i}", tuple(kimi_tokenizer.apply_chat_template(
-        [{"role": "user", "content": p}], tokenize=True, add_generation_prompt=True, return_dict=False)), 32)
-        for i, p in enumerate(PROMPTS)]
+    reqs = [
+        GenRequest(
+            f"r{i}",
+            tuple(
+                kimi_tokenizer.apply_chat_template(
+                    [{"role": "user", "content": p}], tokenize=True, add_generation_prompt=True, return_dict=False
+                )
+            ),
+            32,
+        )
+        for i, p in enumerate(PROMPTS)
+    ]
     sampling = Sampling(temperature=0.0, logprobs=2)
     wide = kimi_offline_engine.generate(reqs, sampling, concurrency=3)
     narrow = kimi_offline_engine.generate(reqs, sampling, concurrency=1)
@@ -40,8 +49,9 @@ def test_every_token_has_its_logprobs_and_greedy_is_top1(baseline_pair):
 
 def test_margin_of_a_planted_miss_is_the_verifiers_top2_gap(baseline_pair):
     wide, narrow, _ = baseline_pair
-    noise = noise_margin([(o.output_token_ids, o.logprobs) for o in wide],
-                         [(o.output_token_ids, o.logprobs) for o in narrow])
+    noise = noise_margin(
+        [(o.output_token_ids, o.logprobs) for o in wide], [(o.output_token_ids, o.logprobs) for o in narrow]
+    )
     assert 0.0 <= noise < 0.5, noise  # reduction-order jitter of a float model is far below a nat
     # a "speculative" output that takes the verifier's runner-up at position 5 of request 0
     base = wide[0]

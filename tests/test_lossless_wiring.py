@@ -13,8 +13,9 @@ import pytest
 from harness.bench.rows import ArmResult, CellIdentity, cell_rows
 from harness.results.gate import lossless_check
 
-IDENT = CellIdentity("r", "c", "draft", "eagle3", "code", "1", "sha", 3, 1, 0.0, 1.0, 16, 1, "offline",
-                     "greedy", "v", None)
+IDENT = CellIdentity(
+    "r", "c", "draft", "eagle3", "code", "1", "sha", 3, 1, 0.0, 1.0, 16, 1, "offline", "greedy", "v", None
+)
 
 
 def _arms(margin_nats: float) -> tuple[ArmResult, ArmResult]:
@@ -30,8 +31,9 @@ def _arms(margin_nats: float) -> tuple[ArmResult, ArmResult]:
 
 def _row(margin_nats: float, noise: float | None):
     base, spec = _arms(margin_nats)
-    _, rs = cell_rows(IDENT, base, spec, predicted_al=None, deterministic_verifier=False,
-                      mismatch_tolerance=0.1, noise_nats=noise)
+    _, rs = cell_rows(
+        IDENT, base, spec, predicted_al=None, deterministic_verifier=False, mismatch_tolerance=0.1, noise_nats=noise
+    )
     return rs
 
 
@@ -60,15 +62,28 @@ def test_identical_outputs_leave_no_lossless_columns_or_flag():
     assert not any(f.startswith("NOT LOSSLESS") for f in rs.flags)
 
 
-@pytest.mark.parametrize("verdict,requirement,passes", [
-    ("SPEC BUG", "no-spec-bug", False), ("UNEXPLAINED", "no-spec-bug", True), ("NUMERICS", "no-spec-bug", True),
-    ("NUMERICS", "numerics-only", True), ("UNEXPLAINED", "numerics-only", False),
-    ("NUMERICS", "exact", False), ("SPEC BUG", "none", None),
-])
+@pytest.mark.parametrize(
+    "verdict,requirement,passes",
+    [
+        ("SPEC BUG", "no-spec-bug", False),
+        ("UNEXPLAINED", "no-spec-bug", True),
+        ("NUMERICS", "no-spec-bug", True),
+        ("NUMERICS", "numerics-only", True),
+        ("UNEXPLAINED", "numerics-only", False),
+        ("NUMERICS", "exact", False),
+        ("SPEC BUG", "none", None),
+    ],
+)
 def test_gate_judges_misses_by_requirement(verdict, requirement, passes):
     base = {"suite": "code", "k": 3, "concurrency": 1, "temperature": 0.0}
-    row = {**base, "draft": "d", "lossless_compared": 8, "lossless_matches": 7, "lossless_match_rate": 7 / 8,
-           "lossless_verdict": verdict}
+    row = {
+        **base,
+        "draft": "d",
+        "lossless_compared": 8,
+        "lossless_matches": 7,
+        "lossless_match_rate": 7 / 8,
+        "lossless_verdict": verdict,
+    }
     check = lossless_check(base, row, requirement)
     if passes is None:
         assert check is None
@@ -115,9 +130,20 @@ def test_planted_bug_is_a_spec_bug_with_a_large_margin(tmp_path, kimi_standin):
     from harness.results.table import load_run
     from harness.ui import Reporter
 
-    recipe = load_recipe(None, ["bench.suites=['code']", "bench.num_prompts=3", "bench.max_tokens=24",
-                                "bench.k=[2]", "bench.concurrency=[1]", "bench.warmup_requests=0",
-                                "bench.method='ngram'", "bench.reference_drafts=[]", "bench.engine='offline'"])
+    recipe = load_recipe(
+        None,
+        [
+            "bench.suites=['code']",
+            "bench.num_prompts=3",
+            "bench.max_tokens=24",
+            "bench.k=[2]",
+            "bench.concurrency=[1]",
+            "bench.warmup_requests=0",
+            "bench.method='ngram'",
+            "bench.reference_drafts=[]",
+            "bench.engine='offline'",
+        ],
+    )
     layout = resolve_verifier(recipe)
     drafts = resolve_drafts(recipe, layout, None)
     bad = _perturbed_verifier(kimi_standin, tmp_path / "perturbed")
@@ -134,9 +160,16 @@ def test_planted_bug_is_a_spec_bug_with_a_large_margin(tmp_path, kimi_standin):
     # every miss (one entry per diverging request), not only the worst, is a SPEC BUG with a
     # margin of at least 0.5 nats (README, "Measured": "every miss SPEC BUG with a margin >= 0.5 nats")
     misses = json.loads(rs["lossless_divergences"])
-    print("planted bug:", rs["lossless_compared"] - rs["lossless_matches"], "/", rs["lossless_compared"], "missed;",
-          [(d["verdict"], round(d["margin_nats"], 2), d["margin_is_lower_bound"]) for d in misses],
-          "noise", rs["lossless_noise_nats"])
+    print(
+        "planted bug:",
+        rs["lossless_compared"] - rs["lossless_matches"],
+        "/",
+        rs["lossless_compared"],
+        "missed;",
+        [(d["verdict"], round(d["margin_nats"], 2), d["margin_is_lower_bound"]) for d in misses],
+        "noise",
+        rs["lossless_noise_nats"],
+    )
     assert len(misses) == rs["lossless_compared"] - rs["lossless_matches"]
     assert all(d["verdict"] == "SPEC BUG" for d in misses), misses
     margins = [d["margin_nats"] for d in misses]
@@ -164,17 +197,36 @@ def test_t_gt_0_distribution_test_fails_vllm_cpus_sampler_and_passes_its_baselin
     from harness.results.table import load_run
     from harness.ui import Reporter
 
-    recipe = load_recipe(None, ["bench.suites=['code']", "bench.num_prompts=6", "bench.max_tokens=128",
-                                "bench.k=[3]", "bench.concurrency=[6]", "bench.temperature=[0.0, 0.8]",
-                                "bench.warmup_requests=0", "bench.reference_drafts=['random']",
-                                "bench.lossless_logprobs=5", "bench.engine='offline'"])
+    recipe = load_recipe(
+        None,
+        [
+            "bench.suites=['code']",
+            "bench.num_prompts=6",
+            "bench.max_tokens=128",
+            "bench.k=[3]",
+            "bench.concurrency=[6]",
+            "bench.temperature=[0.0, 0.8]",
+            "bench.warmup_requests=0",
+            "bench.reference_drafts=['random']",
+            "bench.lossless_logprobs=5",
+            "bench.engine='offline'",
+        ],
+    )
     layout = resolve_verifier(recipe)
     run_bench(recipe, resolve_drafts(recipe, layout, None), tmp_path / "run", Reporter())
     _, df, _ = load_run(tmp_path / "run")
     hot = df[df["temperature"] > 0]
     rb, rs = (hot[hot["mode"] == m].iloc[0] for m in ("baseline", "speculative"))
-    print("baseline p", rb["sampling_p_value"], "spec p", rs["sampling_p_value"], "TV", rs["sampling_tv"],
-          "tokens", rs["sampling_num_tokens"])
+    print(
+        "baseline p",
+        rb["sampling_p_value"],
+        "spec p",
+        rs["sampling_p_value"],
+        "TV",
+        rs["sampling_tv"],
+        "tokens",
+        rs["sampling_num_tokens"],
+    )
     assert rb["sampling_num_tokens"] >= 250 and rs["sampling_num_tokens"] >= 250
     assert rb["sampling_p_value"] > 1e-3, rb["sampling_p_value"]
     assert rs["sampling_p_value"] < 1e-6 and rs["sampling_tv"] > rs["sampling_min_detectable_tv"]

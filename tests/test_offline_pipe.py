@@ -28,8 +28,10 @@ def engine(monkeypatch, tmp_path):
 
     def run_batch(llm, requests, sampling, concurrency, timeout_s):
         seen.append(("generate", sampling, concurrency, timeout_s))
-        return [GenOutput(r.request_id, len(r.prompt_token_ids), [7, 8], spec=SpecSummary(1, 1, 2, 2, (1,), (2,)))
-                for r in requests]
+        return [
+            GenOutput(r.request_id, len(r.prompt_token_ids), [7, 8], spec=SpecSummary(1, 1, 2, 2, (1,), (2,)))
+            for r in requests
+        ]
 
     def rescore(llm, sequences):
         if not sequences:
@@ -102,8 +104,15 @@ def test_the_offline_engine_declares_what_it_can_do():
 
 
 def test_spec_summary_reads_both_of_vllms_surfaces():
-    payload = {"mean_acceptance_length": 2.0, "draft_acceptance_rate": 0.25, "acceptance_histogram": [1, 2, 0, 0],
-               "num_spec_steps": 3, "num_accepted_draft_tokens": 2, "num_draft_tokens": 9, "num_spec_tokens": 3}
+    payload = {
+        "mean_acceptance_length": 2.0,
+        "draft_acceptance_rate": 0.25,
+        "acceptance_histogram": [1, 2, 0, 0],
+        "num_spec_steps": 3,
+        "num_accepted_draft_tokens": 2,
+        "num_draft_tokens": 9,
+        "num_spec_tokens": 3,
+    }
 
     class Metrics:  # like vLLM's RequestSpecDecodeMetrics
         def to_dict(self):

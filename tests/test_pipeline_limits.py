@@ -42,13 +42,18 @@ def test_vllm_cpu_refuses_every_pipeline_layout_unless_asked_to_reproduce():
     off = engine_plan(EngineSettings(pipeline_parallel_size=2, cpu_workarounds="off"), ServedStub("llama"), cpus=(0, 1))
     assert off.engine_kwargs["pipeline_parallel_size"] == 2
     with pytest.raises(BadInput, match="'deepseek_v3'"):  # 'off' lifts the CPU defect only
-        engine_plan(EngineSettings(pipeline_parallel_size=2, cpu_workarounds="off"), ServedStub("deepseek_v3"),
-                    SpeculativeSpec("eagle3", 3, "/d"), cpus=(0, 1))
+        engine_plan(
+            EngineSettings(pipeline_parallel_size=2, cpu_workarounds="off"),
+            ServedStub("deepseek_v3"),
+            SpeculativeSpec("eagle3", 3, "/d"),
+            cpus=(0, 1),
+        )
 
 
 def test_kimi_dry_run_lists_pipeline_parallel_eagle3_as_a_problem():
     """The cluster recipe with two pipeline stages: the dry run stops before any GPU is booked, and
     with tensor parallelism alone (the recipe as shipped) it passes."""
+
     def dry(*sets):
         args = [sys.executable, "-m", "harness", "train-and-bench", str(KIMI), "--dry-run", "--json"]
         for s in sets:
@@ -66,10 +71,17 @@ def test_relay_set_is_the_installed_vllms():
     """Each listed model type's vLLM decoder declares the relay; DeepSeek-V2/V3's (Kimi-K2.5's text
     model) does not. When this fails, vLLM changed: update PP_AUX_RELAY_MODEL_TYPES and
     docs/facts.md §3."""
-    decoders = {"llama": "llama.LlamaModel", "llama4": "llama4.Llama4Model", "mistral": "mistral.MistralModel",
-                "qwen2": "qwen2.Qwen2Model", "qwen3": "qwen3.Qwen3Model", "glm4": "glm4.Glm4Model",
-                "telechat2": "telechat2.TeleChat2Model", "deepseek_v3": "deepseek_v2.DeepseekV2Model",
-                "qwen3_moe": "qwen3_moe.Qwen3MoeModel"}
+    decoders = {
+        "llama": "llama.LlamaModel",
+        "llama4": "llama4.Llama4Model",
+        "mistral": "mistral.MistralModel",
+        "qwen2": "qwen2.Qwen2Model",
+        "qwen3": "qwen3.Qwen3Model",
+        "glm4": "glm4.Glm4Model",
+        "telechat2": "telechat2.TeleChat2Model",
+        "deepseek_v3": "deepseek_v2.DeepseekV2Model",
+        "qwen3_moe": "qwen3_moe.Qwen3MoeModel",
+    }
 
     def relays(path: str) -> bool:
         module, cls = path.rsplit(".", 1)
@@ -94,8 +106,21 @@ def test_main_job_refuses_before_any_stage(tmp_path, kimi_standin):
     """A layout vLLM cannot serve stops the main job before training (hours on a cluster) and
     before any file is written: one line, exit 2."""
     run_dir = tmp_path / "run"
-    p = subprocess.run([sys.executable, "-m", "harness", "train-and-bench", "--run-dir", str(run_dir),
-                        "--set", "engine.pipeline_parallel_size=2"], capture_output=True, text=True, cwd=REPO_ROOT)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "train-and-bench",
+            "--run-dir",
+            str(run_dir),
+            "--set",
+            "engine.pipeline_parallel_size=2",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+    )
     assert p.returncode == 2, p.stderr
     assert p.stderr.strip().splitlines()[-1].startswith("error: vLLM-CPU 0.32 cannot run engine.pipeline_parallel_size")
     assert "Traceback" not in p.stderr and not run_dir.exists()

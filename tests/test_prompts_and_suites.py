@@ -25,22 +25,30 @@ def test_humaneval_from_package():
 
 def test_user_file_formats(tmp_path):
     f = tmp_path / "mine.jsonl"
-    f.write_text('{"id": "a", "prompt": "raw text"}\n'
-                 '{"id": "b", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]}\n'
-                 '\n{"id": "c", "turns": ["one", "two"]}\n')
+    f.write_text(
+        '{"id": "a", "prompt": "raw text"}\n'
+        '{"id": "b", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]}\n'
+        '\n{"id": "c", "turns": ["one", "two"]}\n'
+    )
     recs = load_jsonl(f)
     assert [r.id for r in recs] == ["a", "b", "c"] and recs[2].num_turns == 2
     assert load_suite(str(f)).name == "mine"
 
 
-@pytest.mark.parametrize("line,msg", [
-    ("{not json", "mine.jsonl:2: not valid JSON"),
-    ('{"id": "x"}', "mine.jsonl:2: needs exactly one of 'prompt', 'messages' or 'turns'"),
-    ('{"messages": [{"role": "robot", "content": "x"}]}', "mine.jsonl:2: messages\\[0\\] needs a role"),
-    ('{"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]}', "last message must be the user's"),
-    ('{"turns": []}', "'turns' must be a non-empty list"),
-    ('{"id": "a", "prompt": "dup"}', "duplicate id 'a'"),
-])
+@pytest.mark.parametrize(
+    "line,msg",
+    [
+        ("{not json", "mine.jsonl:2: not valid JSON"),
+        ('{"id": "x"}', "mine.jsonl:2: needs exactly one of 'prompt', 'messages' or 'turns'"),
+        ('{"messages": [{"role": "robot", "content": "x"}]}', "mine.jsonl:2: messages\\[0\\] needs a role"),
+        (
+            '{"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]}',
+            "last message must be the user's",
+        ),
+        ('{"turns": []}', "'turns' must be a non-empty list"),
+        ('{"id": "a", "prompt": "dup"}', "duplicate id 'a'"),
+    ],
+)
 def test_bad_line_names_file_and_line(tmp_path, line, msg):
     f = tmp_path / "mine.jsonl"
     f.write_text('{"id": "a", "prompt": "fine"}\n' + line + "\n")
@@ -101,7 +109,8 @@ def test_recipe_takes_thinking_for_bench_and_training():
     from harness.bench.run import recipe_suites
     from harness.recipe import load_recipe
 
-    r = load_recipe(None, ["bench.suites=['chat']", "bench.num_prompts=2", "bench.thinking=[true, false]",
-                           "train.thinking=false"])
+    r = load_recipe(
+        None, ["bench.suites=['chat']", "bench.num_prompts=2", "bench.thinking=[true, false]", "train.thinking=false"]
+    )
     assert [s.name for s in recipe_suites(r)] == ["chat@think", "chat@nothink"]
     assert r.train.thinking is False

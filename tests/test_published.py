@@ -25,21 +25,30 @@ def test_every_published_row_has_a_source_and_numbers_that_parse():
     assert by[("Kimi-K2.5", "lightseekorg/kimi-k2.5-eagle3", "mt-bench", 3, "")].acceptance_length == 2.69
     k2 = by[("Kimi-K2-Instruct", "AQ-MedAI EAGLE-3", "math500", 7, "")]
     assert (k2.acceptance_length, k2.speedup) == (5.38, 2.08)
-    curve = [by[("Kimi-K2.5-NVFP4", "lightseekorg/kimi-k2.5-eagle3-mla", "speed-bench/coding", k, "on")]
-             for k in range(1, 9)]
+    curve = [
+        by[("Kimi-K2.5-NVFP4", "lightseekorg/kimi-k2.5-eagle3-mla", "speed-bench/coding", k, "on")] for k in range(1, 9)
+    ]
     assert [c.acceptance_length for c in curve] == [1.83, 2.43, 2.88, 3.24, 3.46, 3.62, 3.71, 3.77]
     assert all(c.temperature == 1.0 for c in curve)
 
 
-@pytest.mark.parametrize("change,msg", [
-    ({"source": ""}, "needs its source"),
-    ({"acceptance_length": "2,69"}, "acceptance_length '2,69' is not a number"),
-    ({"acceptance_length": "4.5"}, "must lie in 1 … k\\+1"),
-    ({"k": "3.5"}, "k '3.5' must be a whole number"),
-])
+@pytest.mark.parametrize(
+    "change,msg",
+    [
+        ({"source": ""}, "needs its source"),
+        ({"acceptance_length": "2,69"}, "acceptance_length '2,69' is not a number"),
+        ({"acceptance_length": "4.5"}, "must lie in 1 … k\\+1"),
+        ({"k": "3.5"}, "k '3.5' must be a whole number"),
+    ],
+)
 def test_a_bad_published_row_is_bad_input_with_its_line(tmp_path, change, msg):
-    row = dict.fromkeys(published.COLUMNS, "") | {"model": "Kimi-K2.5", "dataset": "gsm8k", "k": "3",
-                                                  "acceptance_length": "3.2", "source": "a card"}
+    row = dict.fromkeys(published.COLUMNS, "") | {
+        "model": "Kimi-K2.5",
+        "dataset": "gsm8k",
+        "k": "3",
+        "acceptance_length": "3.2",
+        "source": "a card",
+    }
     path = tmp_path / "p.csv"
     with path.open("w", newline="") as f:
         w = csv.DictWriter(f, published.COLUMNS)
@@ -67,9 +76,11 @@ def _run(tmp_path, family="kimi-k2.5", suites=None):
     folder = make_run(tmp_path, f"run-{family}", cells)
     m = json.loads((folder / "manifest.json").read_text())
     m["recipe"] = {"verifier": {"standin": family}}
-    m["suites"] = suites or {"gsm8k": {"source": "gsm8k:/data/gsm8k/test.jsonl"},
-                             "mt-bench-writing": {"source": "mt-bench/writing:/q.jsonl#category=writing"},
-                             "math": {"source": "builtin:math.jsonl"}}
+    m["suites"] = suites or {
+        "gsm8k": {"source": "gsm8k:/data/gsm8k/test.jsonl"},
+        "mt-bench-writing": {"source": "mt-bench/writing:/q.jsonl#category=writing"},
+        "math": {"source": "builtin:math.jsonl"},
+    }
     (folder / "manifest.json").write_text(json.dumps(m))
     return folder
 

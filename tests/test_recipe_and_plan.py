@@ -50,8 +50,10 @@ rejection_sample_method = "synthetic"
 
 def test_missing_file_and_unknown_suite_are_reported(tmp_path):
     bad = tmp_path / "bad.toml"
-    bad.write_text('name = "x"\n[verifier]\nstandin = "llama"\n[train]\nprompts = "nope.jsonl"\n'
-                   '[bench]\nsuites = ["chat", "nosuch"]\n')
+    bad.write_text(
+        'name = "x"\n[verifier]\nstandin = "llama"\n[train]\nprompts = "nope.jsonl"\n'
+        '[bench]\nsuites = ["chat", "nosuch"]\n'
+    )
     with pytest.raises(BadInput) as e:
         load_recipe(bad)
     assert "train.prompts: nope.jsonl does not exist" in e.value.message
@@ -79,8 +81,13 @@ def test_kimi_dry_run_matches_real_structure():
     assert v["embed_tokens"].startswith("language_model.model.embed_tokens.weight")
     assert plan["parallelism"]["tensor_parallel_size"] == 8 and plan["parallelism"]["training_processes"] == 8
     cmd = plan["responses"]["engine_command"]
-    for flag in ("--tensor-parallel-size 8", "--trust-remote-code", "--tool-call-parser kimi_k2",
-                 "--reasoning-parser kimi_k2", "/models/moonshotai/Kimi-K2.5"):
+    for flag in (
+        "--tensor-parallel-size 8",
+        "--trust-remote-code",
+        "--tool-call-parser kimi_k2",
+        "--reasoning-parser kimi_k2",
+        "/models/moonshotai/Kimi-K2.5",
+    ):
         assert flag in cmd, flag
     assert plan["training"]["command"].startswith("torchrun --nproc_per_node=8")
     assert plan["draft"]["draft_vocab_size"] == 32000
@@ -90,8 +97,15 @@ def test_kimi_dry_run_matches_real_structure():
 
 
 def test_dry_run_refuses_an_impossible_plan():
-    p = _harness("train", str(KIMI), "--dry-run", "--set", "engine.tensor_parallel_size=7",
-                 "--set", "draft.aux_layer_ids=[2, 30, 61]")
+    p = _harness(
+        "train",
+        str(KIMI),
+        "--dry-run",
+        "--set",
+        "engine.tensor_parallel_size=7",
+        "--set",
+        "draft.aux_layer_ids=[2, 30, 61]",
+    )
     assert p.returncode == 2
     assert "does not divide 64 attention heads" in p.stderr and "out of range" in p.stderr
     assert "Traceback" not in p.stderr

@@ -53,7 +53,8 @@ def test_kimi_k25_index_is_deterministic_and_real_sized(k25_dir, tmp_path):
     layer0 = "language_model.model.layers.0.mlp.down_proj.weight"
     assert wm[layer0] == "model-00001-of-000064.safetensors"
     assert wm["language_model.model.layers.60.mlp.experts.383.down_proj.weight_shape"] == (
-        "model-00061-of-000064.safetensors")
+        "model-00061-of-000064.safetensors"
+    )
     assert wm["mm_projector.proj.2.weight"] == "model-00063-of-000064.safetensors"
     assert wm["vision_tower.encoder.blocks.26.wqkv.weight"] == "model-00064-of-000064.safetensors"
     gen = json.loads((k25_dir / "generation_config.json").read_text())

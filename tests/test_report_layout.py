@@ -21,8 +21,11 @@ ONE_POINT = [dict(suite=s, k=k, c=4, spec_tok_s=150.0 + 10 * k) for s in ("chat"
 
 def _grid(root: Path, run_id: str, speedups=(1.8, 1.4, 1.1, 0.8), ks=(3,)) -> Path:
     """One suite over concurrencies 1, 2, 4, 8 (baseline 100 tok/s), speedup CIs ±5 %."""
-    run = make_run(root, run_id, [dict(k=k, c=c, spec_tok_s=100.0 * s - (3 - k))
-                                  for k in ks for c, s in zip((1, 2, 4, 8), speedups)])
+    run = make_run(
+        root,
+        run_id,
+        [dict(k=k, c=c, spec_tok_s=100.0 * s - (3 - k)) for k in ks for c, s in zip((1, 2, 4, 8), speedups)],
+    )
     _with_speedup_cis(run)
     return run
 
@@ -108,8 +111,9 @@ def test_an_old_one_point_baseline_written_as_above_the_grid_is_not_checked(tmp_
     base_dir = tmp_path / "old"
     gate.update_baseline(one, base_dir, max_crossover_drop=0.25)
     data = json.loads((base_dir / "baseline.json").read_text())  # as results/baselines/tiny-kimi holds it
-    data["crossovers"][0].update(where="above the grid", crossover=4.0,
-                                 text="above the grid [above the grid, above the grid]")
+    data["crossovers"][0].update(
+        where="above the grid", crossover=4.0, text="above the grid [above the grid, above the grid]"
+    )
     (base_dir / "baseline.json").write_text(json.dumps(data))
     res = gate.gate(make_run(tmp_path, "run", [dict(k=3, c=4)]), base_dir)
     assert not [c for c in res.checks if c.metric == "crossover concurrency"]
@@ -121,8 +125,10 @@ def test_gating_a_one_point_run_against_a_grid_baseline_says_one_load_point(tmp_
     one = make_run(tmp_path, "one", [dict(k=3, c=4, spec_tok_s=110.0)])
     base = json.loads((base_dir / "baseline.json").read_text())["crossovers"]
     checks, problems = gate_load.crossover_checks(base, read_run(one).rows, 0.25)
-    assert checks == [] and problems == ["chat k=3 T=0: no crossover in the run: one load point (c=4), a crossover "
-                                         "needs 2 or more concurrencies (baseline: 5.04 [4.46, 5.63])"]
+    assert checks == [] and problems == [
+        "chat k=3 T=0: no crossover in the run: one load point (c=4), a crossover "
+        "needs 2 or more concurrencies (baseline: 5.04 [4.46, 5.63])"
+    ]
     with pytest.raises(BadInput, match="unusable gate input"):
         gate.gate(one, base_dir)
     res = gate.gate(one, base_dir, gate.GateOptions(allow_missing=True))
@@ -134,8 +140,11 @@ def test_gating_a_one_point_run_against_a_grid_baseline_says_one_load_point(tmp_
 
 
 def test_a_two_concurrency_run_still_shows_its_crossover_and_schedule(tmp_path):
-    run = make_run(tmp_path, "two", [dict(k=k, c=c, spec_tok_s=s) for k, tok in ((1, (150, 90)), (3, (180, 70)))
-                                     for c, s in zip((1, 4), tok)])
+    run = make_run(
+        tmp_path,
+        "two",
+        [dict(k=k, c=c, spec_tok_s=s) for k, tok in ((1, (150, 90)), (3, (180, 70))) for c, s in zip((1, 4), tok)],
+    )
     _with_speedup_cis(run)
     files = report.write_report(run, tmp_path / "out")
     md = files.markdown.read_text()
@@ -192,8 +201,14 @@ def test_the_verdict_shows_the_gate_result_the_run_folder_holds(tmp_path):
     gate.write_gate_files(gate.gate(ref, base_dir), junit=ref / report.GATE_JUNIT)
     md = report.write_report(ref, tmp_path / "pass").markdown.read_text()
     assert re.search(r"Gate: passed, \d+ checks against baseline base\.", md)
-    worse = make_run(tmp_path, "worse", [dict(k=3, c=c, per_pos=[70, 45, 25], spec_tok_s=100.0 * s)
-                                         for c, s in zip((1, 2, 4, 8), (1.8, 1.4, 1.1, 0.8))])
+    worse = make_run(
+        tmp_path,
+        "worse",
+        [
+            dict(k=3, c=c, per_pos=[70, 45, 25], spec_tok_s=100.0 * s)
+            for c, s in zip((1, 2, 4, 8), (1.8, 1.4, 1.1, 0.8))
+        ],
+    )
     gate.write_gate_files(gate.gate(worse, base_dir), junit=worse / report.GATE_JUNIT)
     md = report.write_report(worse, tmp_path / "fail").markdown.read_text()
     assert re.search(r"Gate: FAILED, \d+ of \d+ checks below bound against baseline base: chat k=3 c=1 T=0", md)
@@ -202,8 +217,10 @@ def test_the_verdict_shows_the_gate_result_the_run_folder_holds(tmp_path):
 def test_a_verdict_without_ci_says_noise_is_unknown_and_a_slower_cell_says_so(tmp_path):
     assert report.faster_or_not({"speedup": 1.2}) == "yes (no CI: noise unknown)"
     assert report.faster_or_not({"speedup": 0.8, "speedup_ci_low": 0.7, "speedup_ci_high": 0.9}) == "no, slower"
-    assert report.faster_or_not({"speedup": 1.02, "speedup_ci_low": 0.95, "speedup_ci_high": 1.1}) == \
-        "no clear difference (CI spans 1.0x)"
+    assert (
+        report.faster_or_not({"speedup": 1.02, "speedup_ci_low": 0.95, "speedup_ci_high": 1.1})
+        == "no clear difference (CI spans 1.0x)"
+    )
     assert report.faster_or_not({"speedup": None}) == "not measured (no baseline arm)"
     assert report.flag_name("NOT LOSSLESS: 1/8, first at token 412") == "NOT LOSSLESS"
     assert report.flag_name("LOOPING OUTPUTS (41% of output tokens)") == "LOOPING OUTPUTS"

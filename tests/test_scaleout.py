@@ -24,9 +24,17 @@ from tests.conftest import CI_TRAIN
 pytestmark = pytest.mark.slow
 
 # One tiny cell per parallel layout: 1 suite, 4 prompts, 32 tokens, k=3, T=0.
-CELL = ["bench.suites=['code']", "bench.num_prompts=4", "bench.max_tokens=32", "bench.k=[3]",
-        "bench.concurrency=[1]", "bench.temperature=[0.0]", "bench.warmup_requests=0",
-        "bench.reference_drafts=[]", "bench.engine='offline'"]
+CELL = [
+    "bench.suites=['code']",
+    "bench.num_prompts=4",
+    "bench.max_tokens=32",
+    "bench.k=[3]",
+    "bench.concurrency=[1]",
+    "bench.temperature=[0.0]",
+    "bench.warmup_requests=0",
+    "bench.reference_drafts=[]",
+    "bench.engine='offline'",
+]
 LAYOUTS = {"tp1": [], "tp2": ["engine.tensor_parallel_size=2"]}
 
 
@@ -91,16 +99,54 @@ def _baseline(cell) -> dict:
     return next(v for k, v in cell["outputs"].items() if k.startswith("baseline"))
 
 
+# TP=2 must accept like TP=1 within this many standard errors of TP=1's pooled AL (`al_se`: the
+# prompt as the unit, harness/analysis/power.py). With 4 prompts the bootstrap CI is too wide to
+# tell anything (measured 3.05-4.00 around 3.46: k+1 = 4, a perfect draft, passed); 2 SE is
+# narrower and must exclude k+1 (checked), so a layout that changes acceptance fails.
+TP_BAND_SE = 2.0
+
+
+def tp_band(tp1) -> tuple[float, float]:
+    """TP=1's AL +- TP_BAND_SE standard errors (per-prompt spread)."""
+    al, se = float(tp1["acceptance_length"]), float(tp1["al_se"])
+    return al - TP_BAND_SE * se, al + TP_BAND_SE * se
+
+
+def assert_accepts_like_tp1(tp1, row, name: str) -> None:
+    lo, hi = tp_band(tp1)
+    assert hi < tp1["k"] + 1, (lo, hi)  # the band can fail: a perfect draft (AL = k+1) is outside it
+    assert lo <= row["acceptance_length"] <= hi, (name, row["acceptance_length"], (lo, hi))
+    # lossless against its own baseline: every one of the 4 outputs identical (README: "lossless 4/4")
+    assert row["lossless_matches"] == row["lossless_compared"] == 4, (
+        name,
+        row["lossless_matches"],
+        row["lossless_compared"],
+    )
+
+
 def test_tp2_acceptance_is_within_tp1_ci(parallel_cells):
     tp1 = parallel_cells["tp1"]["row"]
-    report = {name: (round(c["row"]["acceptance_length"], 3), round(c["wall_s"], 1), c["row"]["lossless_match_rate"])
-              for name, c in parallel_cells.items()}
-    print("AL, wall s, lossless vs own baseline:", report)
+    report = {
+        name: (
+            round(c["row"]["acceptance_length"], 3),
+            round(c["wall_s"], 1),
+            c["row"]["lossless_matches"],
+            c["row"]["lossless_compared"],
+        )
+        for name, c in parallel_cells.items()
+    }
+    print(
+        "AL, wall s, lossless matches/compared vs own baseline:",
+        report,
+        "TP=1 al_se",
+        tp1["al_se"],
+        "CI",
+        (tp1["al_ci_low"], tp1["al_ci_high"]),
+        "band",
+        tp_band(tp1),
+    )
     for name in ("tp2",):
-        row = parallel_cells[name]["row"]
-        assert tp1["al_ci_low"] <= row["acceptance_length"] <= tp1["al_ci_high"], (name, report, tp1["al_ci_low"],
-                                                                                 tp1["al_ci_high"])
-        assert row["lossless_compared"] == 4
+        assert_accepts_like_tp1(tp1, parallel_cells[name]["row"], name)
 
 
 def test_tp2_generates_the_tp1_baseline_tokens_and_pp2_still_fails_on_cpu(parallel_cells, kimi_layout):
@@ -134,8 +180,10 @@ def test_dry_run_engines_are_the_ones_the_run_started(parallel_cells, kimi_train
         cell = parallel_cells[name]
         plan = dry_run_plan(cell["recipe"], kimi_trained_run.run_dir, include_bench=True)["bench"]
         engines = json.loads((cell["run_dir"] / "manifest.json").read_text())["engines"]
-        for started, printed in ((engines["baseline"], plan["baseline_engine"]),
-                                 (engines["draft-k3"], plan["speculative_engine_example"])):
+        for started, printed in (
+            (engines["baseline"], plan["baseline_engine"]),
+            (engines["draft-k3"], plan["speculative_engine_example"]),
+        ):
             assert {k: started[k] for k in printed} == printed, name
         assert "VLLM_CPU_OMP_THREADS_BIND" in engines["baseline"]["env"]
 
@@ -155,8 +203,14 @@ def _fit_only_copy(trained, dest: Path, overrides: list[str]):
         shutil.copy2(trained.run_dir / name, dest / name)
     shutil.copytree(trained.run_dir / "responses", dest / "responses")
     (dest / "hidden").symlink_to(trained.run_dir / "hidden")  # read-only here: shared, not copied
-    atomic_write_json(dest / "recipe.json", {"fingerprint": recipe.fingerprint(*TRAIN_SECTIONS),
-                                             "sections": list(TRAIN_SECTIONS), "recipe": recipe.model_dump(mode="json")})
+    atomic_write_json(
+        dest / "recipe.json",
+        {
+            "fingerprint": recipe.fingerprint(*TRAIN_SECTIONS),
+            "sections": list(TRAIN_SECTIONS),
+            "recipe": recipe.model_dump(mode="json"),
+        },
+    )
     return recipe
 
 
@@ -164,8 +218,15 @@ def _train_cli(out: Path, overrides: list[str], env: dict[str, str] | None = Non
     args = [sys.executable, "-m", "harness", "train", "--out", str(out)]
     for s in ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *overrides]:
         args += ["--set", s]
-    return subprocess.Popen(args, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})}, start_new_session=True)
+    return subprocess.Popen(
+        args,
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
 
 
 def _rank_process(root_pid: int, rank: int):
@@ -212,8 +273,14 @@ def torchrun_killed_and_resumed(tmp_path_factory, kimi_trained_run):
     t1 = time.perf_counter()
     rerun = _train_cli(out, TWO_PROCS)
     _, rerun_err = rerun.communicate(timeout=900)
-    return {"out": out, "killed": killed, "rerun_rc": rerun.returncode, "rerun_err": rerun_err,
-            "rerun_wall_s": time.perf_counter() - t1, "first_epoch_mtime": first_epoch}
+    return {
+        "out": out,
+        "killed": killed,
+        "rerun_rc": rerun.returncode,
+        "rerun_err": rerun_err,
+        "rerun_wall_s": time.perf_counter() - t1,
+        "first_epoch_mtime": first_epoch,
+    }
 
 
 def test_killing_one_rank_fails_with_exit_3_naming_the_rank(torchrun_killed_and_resumed):
@@ -251,8 +318,9 @@ def test_real_torchrun_command_is_the_dry_run_one(torchrun_killed_and_resumed):
     assert launch["command"] == launch["dry_run_command"] == shlex.split(printed)
 
 
-def test_two_process_draft_serves_within_5_percent_of_the_single_process_one(torchrun_killed_and_resumed,
-                                                                            kimi_trained_run, tmp_path):
+def test_two_process_draft_serves_within_5_percent_of_the_single_process_one(
+    torchrun_killed_and_resumed, kimi_trained_run, tmp_path
+):
     """Both drafts in one bench run on the demo suites (chat, code, math; one shared baseline,
     T=0): the DDP draft's pooled AL is within 5 % of the single-process draft's."""
     from harness.bench.run import run_bench
@@ -263,11 +331,22 @@ def test_two_process_draft_serves_within_5_percent_of_the_single_process_one(tor
     from harness.results.table import load_run
     from harness.ui import Reporter
 
-    recipe = load_recipe(None, ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *CELL, "bench.suites=['chat','code','math']",
-                                "bench.num_prompts=8", "bench.max_tokens=48", "bench.concurrency=[4]"])
+    recipe = load_recipe(
+        None,
+        [
+            "verifier.standin='kimi-k2.5'",
+            *CI_TRAIN,
+            *CELL,
+            "bench.suites=['chat','code','math']",
+            "bench.num_prompts=8",
+            "bench.max_tokens=48",
+            "bench.concurrency=[4]",
+        ],
+    )
     layout = resolve_verifier(recipe)
-    drafts = (resolve_drafts(recipe, layout, kimi_trained_run.draft_dir, "one-process")
-              + resolve_drafts(recipe, layout, torchrun_killed_and_resumed["out"] / "draft", "two-process"))
+    drafts = resolve_drafts(recipe, layout, kimi_trained_run.draft_dir, "one-process") + resolve_drafts(
+        recipe, layout, torchrun_killed_and_resumed["out"] / "draft", "two-process"
+    )
     run_bench(recipe, drafts, tmp_path / "bench", Reporter())
     _, df, missing = load_run(tmp_path / "bench")
     assert not missing
@@ -285,21 +364,34 @@ def test_two_local_nodes_rendezvous_and_complete_an_epoch(tmp_path, kimi_trained
     """Node 0 is the harness; node 1 runs the command the dry run prints, with MASTER_ADDR set."""
     from harness.engine.server import free_port
 
-    nodes = ["train.launcher='torchrun'", "train.nnodes=2", "train.nproc_per_node=1", "train.epochs=1",
-             f"train.rdzv_port={free_port()}"]
+    nodes = [
+        "train.launcher='torchrun'",
+        "train.nnodes=2",
+        "train.nproc_per_node=1",
+        "train.epochs=1",
+        f"train.rdzv_port={free_port()}",
+    ]
     out = tmp_path / "train"
     _fit_only_copy(kimi_trained_run, out, nodes)
     args = [sys.executable, "-m", "harness", "train", "--out", str(out), "--dry-run", "--json"]
     for s in ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *nodes]:
         args += ["--set", s]
-    printed = json.loads(subprocess.run(args, cwd=REPO_ROOT, capture_output=True, text=True).stdout)["training"]["command"]
+    printed = json.loads(subprocess.run(args, cwd=REPO_ROOT, capture_output=True, text=True).stdout)["training"][
+        "command"
+    ]
     # two "nodes" on one machine share its cores: one OpenMP thread per rank (measured: 2 threads
     # each on 2 cores made the epoch 149 s instead of ~25 s)
     env = {"MASTER_ADDR": "127.0.0.1", "OMP_NUM_THREADS": "1"}
     node0 = _train_cli(out, nodes, env)
-    node1 = subprocess.Popen(["bash", "-c", printed], cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True,
-                             env={**os.environ, **env, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    node1 = subprocess.Popen(
+        ["bash", "-c", printed],
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, **env, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+    )
     try:
         _, err0 = node0.communicate(timeout=900)
         _, err1 = node1.communicate(timeout=120)

@@ -17,13 +17,16 @@ from harness.train.launch import failed_ranks, resolved_command, torchrun_comman
 from tests.synthetic import ServedStub
 
 
-@pytest.mark.parametrize(("cpus", "ranks", "expected"), [
-    ([0, 1], 2, "0|1"),
-    (range(8), 2, "0-3|4-7"),
-    (range(8), 3, "0-1|2-3|4-5"),          # the remainder (6, 7) is left to the engine-core process
-    ([0, 2, 3, 4, 9, 10], 2, "0,2-3|4,9-10"),  # an affinity mask with holes
-    ([0, 1], 4, "0|1|0|1"),                # more workers than cores: shared round-robin
-])
+@pytest.mark.parametrize(
+    ("cpus", "ranks", "expected"),
+    [
+        ([0, 1], 2, "0|1"),
+        (range(8), 2, "0-3|4-7"),
+        (range(8), 3, "0-1|2-3|4-5"),  # the remainder (6, 7) is left to the engine-core process
+        ([0, 2, 3, 4, 9, 10], 2, "0,2-3|4,9-10"),  # an affinity mask with holes
+        ([0, 1], 4, "0|1|0|1"),  # more workers than cores: shared round-robin
+    ],
+)
 def test_thread_binding_splits_the_cores(cpus, ranks, expected):
     assert cpu_threads_bind(cpus, ranks) == expected
 
@@ -54,12 +57,23 @@ def test_recipe_overrides_the_thread_binding():
 
 def test_torchrun_is_allowed_on_cpu_and_one_command_serves_every_size(tmp_path):
     one = load_recipe(None, ["train.launcher='torchrun'", "train.nproc_per_node=2"])
-    assert torchrun_command(one, tmp_path) == ["torchrun", "--nproc_per_node=2", "--nnodes=1",
-                                               "-m", "harness.train.fit", str(tmp_path)]
+    assert torchrun_command(one, tmp_path) == [
+        "torchrun",
+        "--nproc_per_node=2",
+        "--nnodes=1",
+        "-m",
+        "harness.train.fit",
+        str(tmp_path),
+    ]
     two = load_recipe(None, ["train.launcher='torchrun'", "train.nnodes=2", "train.rdzv_port=29611"])
     printed = torchrun_command(two, tmp_path)
-    assert printed[:5] == ["torchrun", "--nproc_per_node=1", "--nnodes=2", "--rdzv_backend=c10d",
-                           "--rdzv_endpoint=$MASTER_ADDR:29611"]
+    assert printed[:5] == [
+        "torchrun",
+        "--nproc_per_node=1",
+        "--nnodes=2",
+        "--rdzv_backend=c10d",
+        "--rdzv_endpoint=$MASTER_ADDR:29611",
+    ]
     assert resolved_command(printed, {"MASTER_ADDR": "127.0.0.1"})[4] == "--rdzv_endpoint=127.0.0.1:29611"
     assert resolved_command(printed, {"MASTER_ADDR": "127.0.0.1"})[5:] == printed[5:]
     with pytest.raises(BadInput, match="MASTER_ADDR"):
@@ -85,7 +99,10 @@ def test_dry_run_prints_the_cpu_scale_out_plan(tmp_path):
     assert plan["bench"]["baseline_engine"]["env"]["VLLM_CPU_OMP_THREADS_BIND"] == bind
     assert plan["bench"]["baseline_engine"]["engine_kwargs"]["tensor_parallel_size"] == 2
     assert f"VLLM_CPU_OMP_THREADS_BIND={bind}" in " ".join(plan["responses"]["workarounds"])
-    assert plan["training"]["command"] == f"torchrun --nproc_per_node=2 --nnodes=1 -m harness.train.fit {tmp_path / 'train'}"
+    assert (
+        plan["training"]["command"]
+        == f"torchrun --nproc_per_node=2 --nnodes=1 -m harness.train.fit {tmp_path / 'train'}"
+    )
     # every process packs its own batch: a DDP step sees the processes' batches together
     assert plan["training"]["tokens_per_optimizer_step"] == 2 * plan["training"]["total_seq_len"]
 

@@ -16,9 +16,8 @@ def test_thinking_is_an_opt_in_that_keeps_existing_fingerprints():
     import json
     from dataclasses import asdict
 
-    from harness.verifier.standins.specs import BUILDER_VERSION
-
     from harness.hardware import native_bf16
+    from harness.verifier.standins.specs import BUILDER_VERSION
 
     old = {k: v for k, v in asdict(plain).items() if k != "thinking"}
     if not native_bf16():  # pretrained in float32 on this CPU: another stand-in (harness/hardware.py)

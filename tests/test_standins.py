@@ -24,8 +24,15 @@ def test_kimi_standin_has_kimi_k25_structure(kimi_standin):
     assert "hidden_size" not in cfg and cfg["tie_word_embeddings"] is False
     tc = cfg["text_config"]
     assert tc["model_type"] in ("kimi_k2", "deepseek_v3")
-    for field in ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "n_routed_experts", "n_shared_experts",
-                  "first_k_dense_replace", "num_experts_per_tok"):
+    for field in (
+        "q_lora_rank",
+        "kv_lora_rank",
+        "qk_rope_head_dim",
+        "n_routed_experts",
+        "n_shared_experts",
+        "first_k_dense_replace",
+        "num_experts_per_tok",
+    ):
         assert tc[field], field
     assert tc["rope_scaling"]["type"] == "yarn" and cfg["vision_config"]
     index = json.loads((kimi_standin / "model.safetensors.index.json").read_text())
@@ -48,8 +55,9 @@ def test_standins_behave_like_language_models(kimi_standin, llama_standin):
 
 
 def test_chat_template_renders_kimi_roles(kimi_tokenizer):
-    text = kimi_tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
-                                              add_generation_prompt=True)
+    text = kimi_tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+    )
     assert text == "<|im_user|>user<|im_middle|>hi<|im_end|><|im_assistant|>assistant<|im_middle|>"
 
 
@@ -65,9 +73,18 @@ def test_build_is_deterministic(tmp_path):
 
 def test_vllm_serves_kimi_standin_deterministically(kimi_offline_engine, kimi_tokenizer):
     prompts = ["What is a for loop?", "Explain exceptions in Python.", "Write a haiku about the sea."]
-    reqs = [GenRequest(f"r{i}", tuple(kimi_tokenizer.apply_chat_template(
-        [{"role": "user", "content": p}], tokenize=True, add_generation_prompt=True, return_dict=False)), 32)
-        for i, p in enumerate(prompts)]
+    reqs = [
+        GenRequest(
+            f"r{i}",
+            tuple(
+                kimi_tokenizer.apply_chat_template(
+                    [{"role": "user", "content": p}], tokenize=True, add_generation_prompt=True, return_dict=False
+                )
+            ),
+            32,
+        )
+        for i, p in enumerate(prompts)
+    ]
     first = kimi_offline_engine.generate(reqs, Sampling(temperature=0.0), concurrency=3)
     second = kimi_offline_engine.generate(reqs, Sampling(temperature=0.0), concurrency=1)
     assert all(o.ok and len(o.output_token_ids) > 0 for o in first.outputs)
@@ -75,4 +92,3 @@ def test_vllm_serves_kimi_standin_deterministically(kimi_offline_engine, kimi_to
     assert first.counters.num_drafts == 0  # no speculation configured
     text = kimi_tokenizer.decode(first.outputs[0].output_token_ids)
     assert len(set(first.outputs[0].output_token_ids)) > 3, text
-

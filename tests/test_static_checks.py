@@ -1,5 +1,5 @@
-"""The static checks `make check` runs first (issue 29): mypy with the project's settings
-(pyproject.toml [tool.mypy]) is live, and harness/ passes it."""
+"""The static checks `make check` runs first (issue 29): mypy and ruff with the project's settings
+(pyproject.toml) are live (a planted error fails them), and the tree passes them."""
 
 from __future__ import annotations
 
@@ -12,8 +12,13 @@ CONFIG = ROOT / "pyproject.toml"
 
 
 def _mypy(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(CONFIG), *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", str(CONFIG), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_mypy_reports_a_planted_type_error(tmp_path):
@@ -32,3 +37,24 @@ def test_harness_passes_mypy():
     # the project's files (harness/) and the default .mypy_cache: seconds once warm (`make check`)
     res = _mypy()
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def _ruff(*args: str) -> subprocess.CompletedProcess[str]:
+    ruff = Path(sys.executable).with_name("ruff")
+    return subprocess.run(
+        [str(ruff), *args, "--config", str(CONFIG)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_ruff_reports_a_planted_lint_error_and_unformatted_code(tmp_path):
+    bad = tmp_path / "planted.py"
+    bad.write_text("import os\nx=[1,\n 2]\n")
+    lint = _ruff("check", str(bad))
+    assert lint.returncode == 1 and "F401" in lint.stdout, lint.stdout + lint.stderr
+    fmt = _ruff("format", "--check", str(bad))
+    assert fmt.returncode == 1 and "reformat" in fmt.stdout + fmt.stderr, fmt.stdout + fmt.stderr
+
+
+def test_the_tree_passes_ruff():
+    assert _ruff("check", "harness", "tests", "bench").returncode == 0
+    assert _ruff("format", "--check", "harness", "tests", "bench").returncode == 0

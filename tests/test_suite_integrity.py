@@ -59,8 +59,22 @@ def test_prompt_longer_than_the_context_is_refused_before_any_engine(tmp_path, k
     from harness.paths import RUNS_DIR
 
     run_id = f"test-too-long-{tmp_path.name}"
-    args = [sys.executable, "-m", "harness", "bench", "--run-id", run_id, "--set", "bench.method='ngram'",
-            "--set", "bench.reference_drafts=[]", "--set", "bench.max_tokens=500", "--set", "bench.suites=['chat']"]
+    args = [
+        sys.executable,
+        "-m",
+        "harness",
+        "bench",
+        "--run-id",
+        run_id,
+        "--set",
+        "bench.method='ngram'",
+        "--set",
+        "bench.reference_drafts=[]",
+        "--set",
+        "bench.max_tokens=500",
+        "--set",
+        "bench.suites=['chat']",
+    ]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "more than engine.max_model_len - bench.max_tokens = 12" in proc.stderr

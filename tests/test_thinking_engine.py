@@ -24,12 +24,20 @@ def thinking_run(tmp_path_factory):
     from harness.results.table import load_run
     from harness.ui import Reporter
 
-    recipe = load_recipe(REPO_ROOT / "train" / "tiny-kimi-thinking.toml",
-                         ["bench.suites=['chat']", "bench.num_prompts=6", "bench.max_tokens=64",
-                          "bench.reference_drafts=['random']", "bench.warmup_requests=1"])
+    recipe = load_recipe(
+        REPO_ROOT / "train" / "tiny-kimi-thinking.toml",
+        [
+            "bench.suites=['chat']",
+            "bench.num_prompts=6",
+            "bench.max_tokens=64",
+            "bench.reference_drafts=['random']",
+            "bench.warmup_requests=1",
+        ],
+    )
     layout = resolve_verifier(recipe)  # builds the thinking stand-in once (cached like the others)
-    run_dir = run_bench(recipe, resolve_drafts(recipe, layout, None), tmp_path_factory.mktemp("think") / "run",
-                        Reporter())
+    run_dir = run_bench(
+        recipe, resolve_drafts(recipe, layout, None), tmp_path_factory.mktemp("think") / "run", Reporter()
+    )
     _, df, missing = load_run(run_dir)
     assert not missing
     return run_dir, df, end_think_id(load_tokenizer(layout))
@@ -46,8 +54,13 @@ def test_thinking_on_splits_al_at_real_think_spans(thinking_run):
     closed = [r for r in requests if end_think in r["output_token_ids"]]
     assert len(closed) >= len(requests) - 1, f"{len(closed)} of {len(requests)} outputs closed the think span"
     assert list(on["segments"]) == ["thinking", "answer"]
-    for al, lo, hi, n in zip(on["al_by_segment"], on["al_by_segment_ci_low"], on["al_by_segment_ci_high"],
-                             on["drafts_by_segment"], strict=True):
+    for al, lo, hi, n in zip(
+        on["al_by_segment"],
+        on["al_by_segment_ci_low"],
+        on["al_by_segment_ci_high"],
+        on["drafts_by_segment"],
+        strict=True,
+    ):
         assert n > 0 and lo <= al <= hi, (al, lo, hi, n)
     # the segments partition the cell's steps: their drafts add up to the cell's
     assert sum(on["drafts_by_segment"]) == on["num_drafts"]

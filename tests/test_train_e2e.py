@@ -21,9 +21,17 @@ from tests.conftest import CI_TRAIN
 
 pytestmark = pytest.mark.slow
 
-CI_BENCH = ["bench.suites=['code','math']", "bench.num_prompts=8", "bench.max_tokens=64", "bench.k=[3]",
-            "bench.concurrency=[4]", "bench.temperature=[0.0]", "bench.warmup_requests=1",
-            "bench.reference_drafts=['random']", "bench.engine='offline'"]
+CI_BENCH = [
+    "bench.suites=['code','math']",
+    "bench.num_prompts=8",
+    "bench.max_tokens=64",
+    "bench.k=[3]",
+    "bench.concurrency=[4]",
+    "bench.temperature=[0.0]",
+    "bench.warmup_requests=1",
+    "bench.reference_drafts=['random']",
+    "bench.engine='offline'",
+]
 # Margins set from measured figures (see the closing notes of the Train issue): the trained
 # draft served AL >= 2.5 where the untrained one sits at ~1.0.
 MIN_TRAINED_AL = 2.5
@@ -54,8 +62,9 @@ def _train_and_bench(tmp: Path, arch: str, extra: list[str], with_perturbed: boo
 
     from harness.draft.convert import to_specforge
 
-    recipe = load_recipe(REPO_ROOT / "train" / "tiny-kimi.toml",
-                         [f"verifier.standin='{arch}'", *CI_TRAIN, *CI_BENCH, *extra])
+    recipe = load_recipe(
+        REPO_ROOT / "train" / "tiny-kimi.toml", [f"verifier.standin='{arch}'", *CI_TRAIN, *CI_BENCH, *extra]
+    )
     trained = trained or run_train(recipe, tmp / "train", Reporter())
     layout = resolve_verifier(recipe)
     drafts = resolve_drafts(recipe, layout, trained.draft_dir)
@@ -72,8 +81,9 @@ def _train_and_bench(tmp: Path, arch: str, extra: list[str], with_perturbed: boo
 
 @pytest.fixture(scope="module")
 def kimi_trained(tmp_path_factory, kimi_trained_run):
-    return _train_and_bench(tmp_path_factory.mktemp("kimi"), "kimi-k2.5", [], with_perturbed=True,
-                            trained=kimi_trained_run)
+    return _train_and_bench(
+        tmp_path_factory.mktemp("kimi"), "kimi-k2.5", [], with_perturbed=True, trained=kimi_trained_run
+    )
 
 
 def _pooled_al(rows) -> float:
@@ -87,6 +97,27 @@ def test_kimi_trained_draft_beats_untrained_by_wide_margin(kimi_trained):
     assert al_random < 1.3, al_random
     assert al_trained >= MIN_TRAINED_AL, (al_trained, trained.report)
     assert al_trained - al_random >= MIN_MARGIN
+
+
+def assert_faster_beyond_noise(spec, draft: str, reference: str) -> None:
+    """Per suite, `draft`'s speedup CI lies wholly above `reference`'s (each a per-request paired
+    bootstrap over the cell's one repeat: harness/analysis/load.py speedup_ci)."""
+    for suite in sorted(set(spec["suite"])):
+        a, b = (spec[(spec["draft"] == d) & (spec["suite"] == suite)].iloc[0] for d in (draft, reference))
+        print(
+            f"{suite}: {draft} speedup {a['speedup']:.3f} [{a['speedup_ci_low']:.3f}, {a['speedup_ci_high']:.3f}]"
+            f" vs {reference} {b['speedup']:.3f} [{b['speedup_ci_low']:.3f}, {b['speedup_ci_high']:.3f}]"
+        )
+        # a cell the machine sentinel flagged has a widened CI (harness/analysis/machine.py): say so
+        noisy = [f for r in (a, b) for f in r["flags"] if f.startswith("MACHINE NOISE")]
+        assert a["speedup"] > b["speedup"], (suite, noisy)
+        assert a["speedup_ci_low"] > b["speedup_ci_high"], (suite, a["speedup_ci_low"], b["speedup_ci_high"], noisy)
+
+
+def test_kimi_trained_draft_is_faster_than_the_random_one_outside_their_cis(kimi_trained):
+    _, spec, _ = kimi_trained
+    assert set(spec["suite"]) == {"code", "math"}
+    assert_faster_beyond_noise(spec, "draft", "random")
 
 
 def test_kimi_served_al_matches_training_prediction(kimi_trained):
@@ -133,9 +164,6 @@ def test_draft_for_another_verifier_is_refused(kimi_trained, llama_standin):
         check_draft_for_verifier(trained.draft_dir, resolve_layout(llama_standin))
 
 
-
-
-
 # ----------------------------------------------------------------------------- the main job CLI
 
 
@@ -144,14 +172,30 @@ def _cli(run_dir: Path, baseline: Path, *extra: str):
     import subprocess
     import sys
 
-    args = [sys.executable, "-m", "harness", "train-and-bench", "--run-dir", str(run_dir),
-            "--set", f"gate.baseline='{baseline}'", "--set", "gate.noise_aware=true"]
+    args = [
+        sys.executable,
+        "-m",
+        "harness",
+        "train-and-bench",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        f"gate.baseline='{baseline}'",
+        "--set",
+        "gate.noise_aware=true",
+    ]
     for s in [*CI_TRAIN, *CI_BENCH, "bench.reference_drafts=[]"]:
         args += ["--set", s]
     # Ctrl-C as a terminal user has it: a shell starts background jobs with SIGINT ignored, and a
     # child would inherit that (Python then installs no KeyboardInterrupt handler at all).
-    return subprocess.Popen([*args, *extra], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return subprocess.Popen(
+        [*args, *extra],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 # The project gates itself: this CI configuration's committed baseline.
@@ -203,18 +247,18 @@ def test_main_job_resumes_after_interrupt_and_passes_the_committed_gate(kimi_tra
 
 
 def test_gate_catches_a_planted_regression(kimi_trained, tmp_path):
-    from harness.results.gate import gate, to_markdown, update_baseline
+    from harness.results.gate import GateOptions, gate, to_markdown, update_baseline
 
     _, _, bench_run = kimi_trained
     baseline = tmp_path / "baseline"
     update_baseline(bench_run, baseline, draft="draft")
-    res = gate(bench_run, baseline, draft="perturbed")  # same cells, fc weights perturbed
+    res = gate(bench_run, baseline, GateOptions(draft="perturbed"))  # same cells, fc weights perturbed
     assert res.exit_code == 1
     md = to_markdown(res)
     assert "acceptance_length" in md and "code" in md and "FAIL" in md
     failing = [c for c in res.checks if not c.passed]
     assert failing and all(c.value is None or c.value < c.bound for c in failing)
-    assert gate(bench_run, baseline, draft="draft").exit_code == 0
+    assert gate(bench_run, baseline, GateOptions(draft="draft")).exit_code == 0
 
 
 COUNTERS = ["num_requests", "num_output_tokens", "num_drafts", "num_draft_tokens", "num_accepted_tokens"]
@@ -231,6 +275,13 @@ def test_specforge_copy_of_trained_draft_benches_identically(kimi_trained):
     for cell in a.index:
         assert [a.loc[cell, c] for c in COUNTERS] == [b.loc[cell, c] for c in COUNTERS], cell
         assert list(a.loc[cell, "accepted_per_pos"]) == list(b.loc[cell, "accepted_per_pos"]), cell
-    hashes = {k: (v["content_hash"] or {}).get("sha256") for k, v in
-              json.loads((run_dir / "manifest.json").read_text())["drafts"].items()}
+    hashes = {
+        k: (v["content_hash"] or {}).get("sha256")
+        for k, v in json.loads((run_dir / "manifest.json").read_text())["drafts"].items()
+    }
     assert hashes["draft"] and hashes["specforge"] and hashes["draft"] != hashes["specforge"]
+
+
+def test_zz_temporary_break(kimi_trained):  # TEMPORARY BREAK: the reference is the same draft (SpecForge copy)
+    _, spec, _ = kimi_trained
+    assert_faster_beyond_noise(spec, "draft", "specforge")

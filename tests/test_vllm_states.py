@@ -35,8 +35,9 @@ def _states_for(ids: list[int]) -> torch.Tensor:
 
 
 def _write_payload(path: Path, ids: list[int], states: torch.Tensor | None = None) -> None:
-    save_file({"hidden_states": _states_for(ids) if states is None else states,
-               "token_ids": torch.tensor(ids)}, str(path))
+    save_file(
+        {"hidden_states": _states_for(ids) if states is None else states, "token_ids": torch.tensor(ids)}, str(path)
+    )
     Path(str(path) + ".lock").touch()  # the connector's writer lock (released: the write is done)
 
 
@@ -65,10 +66,16 @@ def extraction_server(tmp_path):
             _write_payload(path, ids)
             with lock:
                 flight["now"] -= 1
-            out = {"id": f"cmpl-{n}", "object": "text_completion", "created": 0, "model": body["model"],
-                   "choices": [{"index": 0, "text": "x", "finish_reason": "length", "logprobs": None,
-                                "prompt_token_ids": ids}],
-                   "kv_transfer_params": {"hidden_states_path": str(path)}}
+            out = {
+                "id": f"cmpl-{n}",
+                "object": "text_completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [
+                    {"index": 0, "text": "x", "finish_reason": "length", "logprobs": None, "prompt_token_ids": ids}
+                ],
+                "kv_transfer_params": {"hidden_states_path": str(path)},
+            }
             data = json.dumps(out).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -86,8 +93,7 @@ def test_vllm_source_writes_the_same_shard_records(extraction_server, tmp_path):
     url, raw, seen, flight = extraction_server
     samples = [Sample(f"s{i}", tuple(range(1, 4 + i)), tuple(range(50, 53 + i))) for i in range(5)]
     source = VllmStateSource(url, "verifier", N_AUX, concurrency=2, timeout_s=30)
-    extract_to_shards(source, samples, tmp_path / "hidden", shard_size=3, max_batch_tokens=None,
-                      dtype=torch.float32)
+    extract_to_shards(source, samples, tmp_path / "hidden", shard_size=3, max_batch_tokens=None, dtype=torch.float32)
     records = [r for p in sorted((tmp_path / "hidden").glob("shard-*.pt")) for r in torch.load(p)]
     assert [r["id"] for r in records] == [s.id for s in samples]
     for s, r in zip(samples, records, strict=True):
@@ -119,8 +125,12 @@ def test_extraction_plan_asks_vllm_for_aux_ids_and_the_last_layer(tmp_path):
     from harness.verifier.layout import resolve_layout
 
     layout = resolve_layout(write_reference("kimi-k2.5", tmp_path / "k25"))
-    plan = extraction_plan(EngineSettings(device="cuda", tensor_parallel_size=8, trust_remote_code=True),
-                           layout, [2, 30, 58], tmp_path / "raw")
+    plan = extraction_plan(
+        EngineSettings(device="cuda", tensor_parallel_size=8, trust_remote_code=True),
+        layout,
+        [2, 30, 58],
+        tmp_path / "raw",
+    )
     spec = plan.engine_kwargs["speculative_config"]
     assert spec["method"] == "extract_hidden_states"
     assert spec["draft_model_config"]["hf_config"]["eagle_aux_hidden_state_layer_ids"] == [2, 30, 58, 61]
