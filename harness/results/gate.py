@@ -596,10 +596,9 @@ def _other_verifiers_cells(path: Path, replaced: set[Any]) -> list[dict[str, Any
 def other_verifier_only(baseline_dir: Path, run: str | Path) -> str | None:
     """The baseline's verifier hashes when it holds no cell of the run's verifiers (it cannot gate
     this run: the main job says so and how to add them), else None."""
-    path = Path(baseline_dir) / BASELINE_FILE
-    if not path.is_file():
+    if not (Path(baseline_dir) / BASELINE_FILE).is_file():
         return None
-    cells = json.loads(path.read_text()).get("cells", [])
+    cells = read_baseline(Path(baseline_dir)).get("cells", [])  # the reader gate() uses: one format check
     theirs = {str(c.get("verifier_hash")) for c in cells}
     mine = {str(r.get("verifier_hash")) for r in read_run(run).rows}
     return ", ".join(sorted(theirs)) if cells and mine and not theirs & mine else None
