@@ -17,6 +17,7 @@ from typing import Annotated, NoReturn, cast
 
 import typer
 
+from harness import interrupts
 from harness.errors import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_INTERNAL, EXIT_INTERRUPTED, HarnessError
 
 app = typer.Typer(
@@ -63,20 +64,19 @@ def _stdout():
 # Signals that end the harness the way Ctrl-C does (finally blocks run, engines close, the manifest
 # says interrupted), each with the shell's exit code 128 + signal number.
 _TERMINATING = (signal.SIGTERM, signal.SIGHUP)
-_received: list[int] = []
 
 
 def _on_terminate(signum, frame) -> None:
-    if _received:  # already unwinding: let the cleanup finish
+    if not interrupts.record(signum):  # already unwinding: let the cleanup finish
         return
-    _received.append(signum)
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def _interrupted_exit() -> NoReturn:
-    code = 128 + _received[0] if _received else EXIT_INTERRUPTED
+    sig = interrupts.received()
+    code = 128 + sig if sig else EXIT_INTERRUPTED
     _stderr().print(
-        f"[yellow]interrupted[/]{f' ({signal.Signals(_received[0]).name})' if _received else ''}: "
+        f"[yellow]interrupted[/]{f' ({signal.Signals(sig).name})' if sig else ''}: "
         "finished work is kept; rerun the same command to resume"
     )
     sys.exit(code)
@@ -127,7 +127,7 @@ def main() -> None:
     """Entry point: run the app; a HarnessError becomes one clear line and its exit code.
     Exit codes: docs in harness/errors.py (0 ok, 1 gate regression, 2 bad input, 3 infrastructure,
     4 internal error, 128 + signal when interrupted: 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
-    _received.clear()
+    interrupts.clear()
     previous = {s: signal.getsignal(s) for s in _TERMINATING}
     for s in _TERMINATING:
         if previous[s] != signal.SIG_IGN:  # nohup'd or deliberately ignored: keep it so

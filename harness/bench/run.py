@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
+from harness import interrupts
 from harness.analysis.machine import MachineReading, spread, tolerance
 from harness.bench.breakdown import END_THINK, RepeatRecord, RequestRecord
 from harness.bench.dynamic import derive_schedule, dynamic_label
@@ -468,6 +469,7 @@ def _measure_arms(
     brackets: dict[str, list[float]] = {"baseline": [], "speculative": []}
 
     def measure(which: str, arm: ArmResult) -> None:
+        interrupts.check()  # a safe point: SIGTERM stops the run here even if its exception was lost
         eng = engines[0] if which == "baseline" else engines[1]
         run_arm(
             eng,
