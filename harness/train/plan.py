@@ -194,7 +194,8 @@ def _hidden_states_section(recipe: Recipe, cmds: _Commands, aux: list[int], run_
             model=recipe.verifier.path or layout.path,
         )
         hs["extraction_command"] = " ".join(ext.server_command(cmds.python, "127.0.0.1", 8001))
-        hs["note"] = "vLLM's extract_hidden_states needs CUDA (pinned memory, CUDA streams)"
+        if ext.workarounds:
+            hs["workarounds"] = list(ext.workarounds)
     return hs
 
 

@@ -10,14 +10,17 @@ shards whichever source made them.
 
 vLLM's id semantics are the ones the harness trains with (hidden_states.py): id i is the
 residual stream entering layer i, and id L is `hidden_states + residual` before the final norm
-(vllm/model_executor/models/deepseek_v2.py, llama.py). The extraction needs CUDA (pinned memory
-and CUDA streams), so on CPU the recipe refuses this source and training uses transformers.
+(vllm/model_executor/models/deepseek_v2.py, llama.py). vLLM's connector copies through pinned memory
+on a CUDA stream; on vLLM-CPU the harness's subclass (harness/engine/cpu_hidden_states.py) does the
+same read synchronously, so this source runs on CPU too (tests/test_vllm_extraction.py checks it
+against the transformers forward).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,17 +32,30 @@ from harness.recipe import EngineSettings
 from harness.train.hidden_states import Sample
 from harness.verifier.layout import VerifierLayout
 
+# vLLM-CPU: vLLM's connector copies through pinned memory on a CUDA stream; the harness's subclass
+# reads the same cache slots synchronously (harness/engine/cpu_hidden_states.py).
+CPU_CONNECTOR_MODULE, CPU_CONNECTOR = "harness.engine.cpu_hidden_states", "CpuHiddenStatesConnector"
+CPU_CONNECTOR_NOTE = (
+    "hidden-state extraction: harness.engine.cpu_hidden_states.CpuHiddenStatesConnector replaces "
+    "ExampleHiddenStatesConnector's pinned-memory CUDA-stream copy (pin_memory needs an accelerator on vLLM-CPU)"
+)
+
 
 def extraction_plan(
     settings: EngineSettings, layout: VerifierLayout, aux_ids: Sequence[int], raw_dir: Path
 ) -> EnginePlan:
-    """The verifier's engine plan with vLLM's hidden-state extraction switched on."""
+    """The verifier's engine plan with vLLM's hidden-state extraction switched on: ids
+    [*aux_ids, L] written per request under `raw_dir` by vLLM's connector (on CPU, the
+    harness's subclass of it, recorded among the plan's workarounds)."""
+    connector: dict[str, Any] = {"kv_connector": "ExampleHiddenStatesConnector"}
+    if settings.device == "cpu":
+        connector = {"kv_connector": CPU_CONNECTOR, "kv_connector_module_path": CPU_CONNECTOR_MODULE}
     ext = settings.model_copy(
         update={
             "extra_engine_args": {
                 **settings.extra_engine_args,
                 "kv_transfer_config": {
-                    "kv_connector": "ExampleHiddenStatesConnector",
+                    **connector,
                     "kv_role": "kv_producer",
                     "kv_connector_extra_config": {"shared_storage_path": str(raw_dir)},
                 },
@@ -53,7 +69,10 @@ def extraction_plan(
             }
         }
     )
-    return engine_plan(ext, layout)
+    plan = engine_plan(ext, layout)
+    if settings.device == "cpu":
+        plan = replace(plan, workarounds=(*plan.workarounds, CPU_CONNECTOR_NOTE))
+    return plan
 
 
 def payload_states(payload: dict[str, torch.Tensor], token_ids: Sequence[int], num_aux: int) -> dict[str, torch.Tensor]:
