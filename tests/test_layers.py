@@ -15,7 +15,7 @@ PACKAGE = REPO_ROOT / "harness"
 
 # Lowest first. A module's layer is the first prefix that matches its dotted name.
 LAYERS: list[tuple[str, ...]] = [
-    ("harness.paths", "harness.hardware"),
+    ("harness.paths", "harness.hardware", "harness.interrupts"),
     (
         "harness.errors",
         "harness.jsonfiles",

@@ -109,7 +109,13 @@ def test_kimi_dry_run_matches_real_structure():
         assert flag in cmd, flag
     assert plan["training"]["command"].startswith("torchrun --nproc_per_node=8")
     assert plan["draft"]["draft_vocab_size"] == 32000
-    assert plan["hidden_states"]["estimated_disk_gib"] > 100
+    hs = plan["hidden_states"]  # online: a bounded cache where offline would store terabytes
+    assert hs["mode"] == "online" and hs["disk_by_mode"]["offline"]["disk_gib"] > 5000
+    assert (
+        hs["disk_by_mode"]["online"]["disk_gib"]
+        == hs["estimated_disk_gib"]
+        == round(9 * 8192 * 4 * 7168 * 2 / 2**30, 2)
+    )
     assert plan["memory_estimates"]["verifier_weights_gib_per_gpu"] < 141
     assert plan["bench"]["k"] == [1, 2, 3, 4, 5, 6, 7, 8] and plan["checks"]["ok"]
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from harness.train.hidden_states import SHARD_GLOB
+from harness.train.hidden_states import SHARD_GLOB, is_held_out
 from harness.train.records import FitConfig
 
 METRICS_LOGGER = "speculators.metrics"
@@ -74,13 +74,12 @@ def split_indices(shard_paths: list[Path], validation_fraction: float) -> tuple[
     for s, p in enumerate(shard_paths):
         n = len(torch.load(p, mmap=True, weights_only=True))
         all_idx += [(s, i) for i in range(n)]
-    every = max(2, round(1 / validation_fraction))
-    val = [x for j, x in enumerate(all_idx) if j % every == every - 1]
-    train = [x for j, x in enumerate(all_idx) if j % every != every - 1]
+    val = [x for j, x in enumerate(all_idx) if is_held_out(j, validation_fraction)]
+    train = [x for j, x in enumerate(all_idx) if not is_held_out(j, validation_fraction)]
     return train, val
 
 
-def make_loader(dataset: ShardDataset, total_seq_len: int, hidden_size: int, num_aux: int, seed: int):
+def make_loader(dataset: ShardDataset | Any, total_seq_len: int, hidden_size: int, num_aux: int, seed: int):
     from speculators.models.eagle3.data import shift_batch
     from speculators.train.data import CollateFn
     from speculators.train.distributed import get_dp_rank, get_dp_size
@@ -224,11 +223,18 @@ def _draft_for(plan: FitConfig):
 
 
 def _loaders(plan: FitConfig, hidden_size: int):
-    """(train indices, val indices, train loader, val loader) over the hidden-state shards."""
+    """(train samples, val samples, train loader, val loader): over the hidden-state shards, or,
+    online, over speculators' ArrowDatasets that ask the extraction server (harness/train/online.py)."""
     dtype = getattr(torch, plan.hidden_states_dtype)
+    n_aux = len(plan.aux_layer_ids)
+    if plan.online is not None:
+        from harness.train.online import datasets_for
+
+        ds = datasets_for(plan, plan.online)
+        loaders = [make_loader(ds[s], plan.total_seq_len, hidden_size, n_aux, plan.seed) for s in ("train", "val")]
+        return list(range(len(ds["train"]))), list(range(len(ds["val"]))), *loaders  # type: ignore[arg-type]
     shards = sorted(Path(plan.hidden_dir).glob(SHARD_GLOB))
     train_idx, val_idx = split_indices(shards, plan.validation_fraction)
-    n_aux = len(plan.aux_layer_ids)
     train = make_loader(ShardDataset(shards, train_idx, dtype), plan.total_seq_len, hidden_size, n_aux, plan.seed)
     val = make_loader(ShardDataset(shards, val_idx, dtype), plan.total_seq_len, hidden_size, n_aux, plan.seed)
     return train_idx, val_idx, train, val

@@ -22,6 +22,7 @@ import torch
 from harness.provenance import atomic_path
 
 SHARD_GLOB = "shard-*.pt"
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "auto": 2}  # "auto": bf16 for the verifiers here
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,13 @@ def _batches(samples: Sequence[Sample], max_tokens: int | None) -> Iterator[list
         longest = max(longest, n)
     if batch:
         yield batch
+
+
+def is_held_out(j: int, validation_fraction: float) -> bool:
+    """Sample j (in sample order) is in the validation split: every k-th sample, spread over all
+    prompts; the offline shards and the online tables split by this one rule."""
+    every = max(2, round(1 / validation_fraction))
+    return j % every == every - 1
 
 
 def shard_path(folder: Path, index: int) -> Path:

@@ -16,6 +16,7 @@ made it and refuses another (results of two recipes never mix).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import time
@@ -308,26 +309,20 @@ def stage_hidden(
     if done_marker.is_file():
         return folder
     source = recipe.train.hidden_states_source
+    if recipe.train.hidden_states_mode == "online":
+        return _stage_online_tables(recipe, layout, folder, run_dir, samples, aux_ids)
     reporter.stage(f"hidden states ({source})", total=len(samples))
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
         states: StatesFn
         if source == "vllm":
-            from harness.engine.server import ServerEngine
-            from harness.train.vllm_states import VllmStateSource, extraction_plan
+            from harness.train.online import extraction_server
+            from harness.train.vllm_states import VllmStateSource
 
-            plan = extraction_plan(recipe.engine, layout, aux_ids, run_dir / "hidden_raw")
-            eng = stack.enter_context(
-                ServerEngine(
-                    plan,
-                    run_dir / "logs" / "hidden_states.log",
-                    recipe.engine.startup_timeout_s,
-                    recipe.engine.request_timeout_s,
-                )
-            )
+            src = stack.enter_context(extraction_server(recipe, layout, run_dir, aux_ids, run_dir / "hidden_raw"))
             states = VllmStateSource(
-                eng.url,
-                eng.model_name,
+                src.endpoint.removesuffix("/v1"),
+                src.model,
                 len(aux_ids),
                 recipe.train.response_concurrency,
                 recipe.engine.request_timeout_s,
@@ -349,6 +344,7 @@ def stage_hidden(
     atomic_write_json(
         done_marker,
         {
+            "mode": "offline",
             "num_samples": len(samples),
             "num_tokens": ntok,
             "aux_layer_ids": aux_ids,
@@ -380,6 +376,33 @@ def stage_vocab(recipe: Recipe, layout: VerifierLayout, run_dir: Path, samples: 
     }
     atomic_write_json(info_path, info)
     return info
+
+
+def _stage_online_tables(
+    recipe: Recipe, layout: VerifierLayout, folder: Path, run_dir: Path, samples: list[Sample], aux_ids: list[int]
+) -> Path:
+    """Online mode: no states on disk, only the sample tables speculators' online dataset reads
+    (harness/train/online.py), and done.json with the disk bound the fit stage checks."""
+    from harness.train.online import disk_bound, write_sample_tables
+
+    with atomic_dir(run_dir / "online") as tmp:
+        rows = write_sample_tables(samples, tmp, recipe.train.validation_fraction)
+    bound, formula = disk_bound(recipe, layout, aux_ids)
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(
+        folder / "done.json",
+        {
+            "mode": "online",
+            "num_samples": len(samples),
+            "num_tokens": sum(len(s.input_ids) for s in samples),
+            "aux_layer_ids": aux_ids,
+            "source": "vllm",
+            "rows": rows,
+            "disk_bound_bytes": bound,
+            "disk_bound": formula,
+        },
+    )
+    return folder
 
 
 def fit_config(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: list[int]) -> FitConfig:
@@ -442,11 +465,36 @@ def stage_fit(
     if out.is_file():
         return json.loads(out.read_text())
     plan = fit_config(recipe, layout, run_dir, aux_ids)
+    t0 = time.perf_counter()
+    if recipe.train.hidden_states_mode == "online":
+        from harness.train.online import DirPeak, extraction_server
+
+        cache = run_dir / "hidden_raw"
+        with extraction_server(recipe, layout, run_dir, aux_ids, cache) as src, DirPeak(cache) as peak:
+            result, curve, val = _run_fit(recipe, run_dir, dataclasses.replace(plan, online=src), reporter)
+        bound = json.loads((run_dir / "hidden" / "done.json").read_text())["disk_bound_bytes"]
+        result.update(
+            online_cache_peak_bytes=peak.peak, online_cache_bound_bytes=bound, online_cache_polls=peak.samples
+        )
+    else:
+        result, curve, val = _run_fit(recipe, run_dir, plan, reporter)
+    result["wall_s"] = round(time.perf_counter() - t0, 1)
+    result["train_tokens"] = result.get("train_tokens_per_epoch", 0) * recipe.train.epochs
+    result["train_tok_per_s"] = result["train_tokens"] / result["wall_s"] if result["wall_s"] else None
+    atomic_write_json(run_dir / "train_curve.json", {"train": curve, "val": val})
+    atomic_write_json(out, result)
+    return result
+
+
+def _run_fit(
+    recipe: Recipe, run_dir: Path, plan: FitConfig, reporter: Reporter
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """speculators' Trainer on the plan (in this process, or under torchrun): (result, train
+    metrics per step, validation metrics per epoch)."""
     atomic_write_json(run_dir / "fit_plan.json", plan.to_dict())
     curve: list[dict[str, Any]] = []
     val: list[dict[str, Any]] = []
     init = _init_accuracy(plan, reporter) if plan.init_from else None
-    t0 = time.perf_counter()
     if recipe.train.launcher == "torchrun":
         result, curve, val = _fit_with_torchrun(recipe, run_dir, reporter)
     else:
@@ -464,13 +512,8 @@ def stage_fit(
 
         result = run_fit(plan, on_train=on_train, on_val=val.append)
         reporter.done()
-    result["wall_s"] = round(time.perf_counter() - t0, 1)
     result["init_held_out_full_acc"] = init
-    result["train_tokens"] = result.get("train_tokens_per_epoch", 0) * recipe.train.epochs
-    result["train_tok_per_s"] = result["train_tokens"] / result["wall_s"] if result["wall_s"] else None
-    atomic_write_json(run_dir / "train_curve.json", {"train": curve, "val": val})
-    atomic_write_json(out, result)
-    return result
+    return result, curve, val
 
 
 def _init_accuracy(plan: FitConfig, reporter: Reporter) -> list[float]:

@@ -19,7 +19,6 @@ from harness.recipe import Recipe
 from harness.verifier.layout import VerifierLayout, resolve_layout
 
 GIB = 1024**3
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "auto": 2}
 
 
 def _layout_for_plan(recipe: Recipe) -> tuple[VerifierLayout, str]:
@@ -173,22 +172,31 @@ def _responses_section(recipe: Recipe, cmds: _Commands) -> dict[str, Any]:
 
 
 def _hidden_states_section(recipe: Recipe, cmds: _Commands, aux: list[int], run_dir: Path) -> dict[str, Any]:
+    from harness.train.hidden_states import DTYPE_BYTES
+
     t, layout = recipe.train, cmds.layout
     tokens = (_num_prompts(recipe) or 0) * (t.max_new_tokens + 256)  # ~256 prompt tokens on average (an estimate)
     bytes_per = DTYPE_BYTES[t.hidden_states_dtype]
     disk = tokens * (len(aux) + 1) * layout.hidden_size * bytes_per
+    offline = {
+        "disk_gib": round(disk / GIB, 1),
+        "formula": f"tokens x (aux {len(aux)} + 1) x hidden {layout.hidden_size} x {bytes_per} B",
+    }
     hs: dict[str, Any] = {
+        "mode": t.hidden_states_mode,
         "source": t.hidden_states_source,
         "aux_layer_ids": aux,
         "plus": "pre-norm last hidden state",
         "dtype": t.hidden_states_dtype,
         "estimated_tokens": tokens,
-        "estimated_disk_gib": round(disk / GIB, 1),
-        "disk_formula": f"tokens x (aux {len(aux)} + 1) x hidden {layout.hidden_size} x {bytes_per} B",
+        "disk_by_mode": {"offline": offline},
     }
     if t.hidden_states_source == "vllm":
+        from harness.train.online import disk_bound
         from harness.train.vllm_states import extraction_plan
 
+        bound, formula = disk_bound(recipe, layout, aux)
+        hs["disk_by_mode"]["online"] = {"disk_gib": round(bound / GIB, 2), "formula": formula}
         ext = dataclasses.replace(
             extraction_plan(recipe.engine, layout, aux, run_dir / "hidden_raw"),
             model=recipe.verifier.path or layout.path,
@@ -196,6 +204,11 @@ def _hidden_states_section(recipe: Recipe, cmds: _Commands, aux: list[int], run_
         hs["extraction_command"] = " ".join(ext.server_command(cmds.python, "127.0.0.1", 8001))
         if ext.workarounds:
             hs["workarounds"] = list(ext.workarounds)
+    else:
+        hs["disk_by_mode"]["online"] = "needs train.hidden_states_source = 'vllm' (a live extraction server)"
+    hs["estimated_disk_gib"] = (
+        hs["disk_by_mode"]["online"]["disk_gib"] if t.hidden_states_mode == "online" else offline["disk_gib"]
+    )
     return hs
 
 

@@ -10,6 +10,18 @@ from typing import Any, Literal
 
 
 @dataclass(frozen=True)
+class OnlineSource:
+    """Where online training gets its states: speculators' ArrowDataset over the sample tables in
+    `data_dir` ("train", "val"), generating each sample's states through the vLLM server at
+    `endpoint` (serving `model`), whose connector writes them under `cache_dir`."""
+
+    endpoint: str
+    model: str
+    data_dir: str
+    cache_dir: str
+
+
+@dataclass(frozen=True)
 class FitConfig:
     verifier: str
     vocab_path: str
@@ -36,13 +48,16 @@ class FitConfig:
     init_from: str | None = None  # warm start from this draft (harness/draft/warm_start.py)
     weight_keys: dict[str, str] = field(default_factory=dict)
     trust_remote_code: bool = False
+    # online mode: the extraction server training asks for each sample's states (pipeline.stage_fit)
+    online: OnlineSource | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FitConfig:
-        return cls(**data)
+        online = data.get("online")
+        return cls(**{**data, "online": OnlineSource(**online) if online else None})
 
 
 PREDICTED_AL_DEFINITION = (

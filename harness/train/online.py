@@ -1,0 +1,145 @@
+"""Online training (train.hidden_states_mode = "online"): no hidden states on disk.
+
+speculators 0.9 trains online: its `ArrowDataset(on_missing="generate")` asks a live vLLM
+extraction server for each sample's states as the Trainer reads the sample, takes them through
+`hs_connectors.FileTransfer` (the file vLLM's connector wrote), checks them
+(`check_hidden_states`) and deletes them after use. The harness supplies what it owns: the sample
+tables (the same samples, split by the same rule as the offline shards, so a run differs from its
+offline twin only in where the states come from), the extraction server (the same plan as the
+offline vLLM source, harness/train/vllm_states.py), and a bound on the disk the states occupy,
+checked while training runs (`DirPeak`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from harness.recipe import Recipe
+from harness.train.hidden_states import DTYPE_BYTES, Sample, is_held_out
+from harness.train.records import FitConfig, OnlineSource
+from harness.verifier.layout import VerifierLayout
+
+SPLITS = ("train", "val")
+
+
+def write_sample_tables(samples: Sequence[Sample], folder: Path, validation_fraction: float) -> dict[str, int]:
+    """The samples as speculators' Arrow tables (`input_ids`, `loss_mask`, `seq_len`; torch
+    format), one per split, held out by `is_held_out` like the offline shards. Returns the row
+    count per split."""
+    from datasets import Dataset
+    from datasets.utils.logging import disable_progress_bar
+
+    disable_progress_bar()  # the harness's own progress line covers the stage
+    rows: dict[str, list[Sample]] = {"train": [], "val": []}
+    for j, s in enumerate(samples):
+        rows["val" if is_held_out(j, validation_fraction) else "train"].append(s)
+    for split, part in rows.items():
+        ds = Dataset.from_dict(
+            {
+                "input_ids": [list(s.input_ids) for s in part],
+                "loss_mask": [s.loss_mask().tolist() for s in part],
+                "seq_len": [len(s.input_ids) for s in part],
+            }
+        )
+        ds.set_format(type="torch")
+        ds.save_to_disk(str(folder / split))
+    return {k: len(v) for k, v in rows.items()}
+
+
+def cache_bound_bytes(max_tokens: int, num_states: int, hidden_size: int, in_flight: int, bytes_per: int) -> int:
+    """The most disk the online states can hold at once: `in_flight` samples of `max_tokens`
+    tokens, each with `num_states` states (aux ids + the last layer) of `hidden_size` values at
+    `bytes_per` bytes (the dtype vLLM serves in), plus a file being written."""
+    return (in_flight + 1) * max_tokens * num_states * hidden_size * bytes_per
+
+
+def disk_bound(recipe: Recipe, layout: VerifierLayout, aux_ids: Sequence[int]) -> tuple[int, str]:
+    """(bytes, formula) of `cache_bound_bytes` for the recipe: one sample in flight per training
+    process (speculators' loader reads in the rank's own process), each at most
+    engine.max_model_len tokens, in the dtype the extraction engine serves (after CPU workarounds)."""
+    from harness.train.vllm_states import extraction_plan
+
+    t = recipe.train
+    ranks = t.nproc_per_node * t.nnodes if t.launcher == "torchrun" else 1
+    dtype = extraction_plan(recipe.engine, layout, aux_ids, Path("hidden_raw")).engine_kwargs.get(
+        "dtype", recipe.engine.dtype
+    )
+    n, hidden, tokens = len(aux_ids) + 1, layout.hidden_size, recipe.engine.max_model_len
+    bound = cache_bound_bytes(tokens, n, hidden, ranks, DTYPE_BYTES[dtype])
+    formula = (
+        f"({ranks} samples in flight, one per training process, + 1 being written) x engine.max_model_len "
+        f"{tokens} tokens x (aux {len(aux_ids)} + 1) x hidden {hidden} x {DTYPE_BYTES[dtype]} B ({dtype})"
+    )
+    return bound, formula
+
+
+def datasets_for(plan: FitConfig, src: OnlineSource) -> dict[str, object]:
+    """speculators' online datasets for the plan: generate on a miss, through `src`'s server."""
+    import torch
+    from hs_connectors import FileTransfer
+    from speculators.train.data import ArrowDataset
+
+    return {
+        split: ArrowDataset(
+            max_len=plan.total_seq_len,
+            datapath=str(Path(src.data_dir) / split),
+            transfer=FileTransfer(Path(src.cache_dir)),
+            vllm_endpoint=src.endpoint,
+            on_missing="generate",
+            hidden_states_dtype=getattr(torch, plan.hidden_states_dtype),
+            model=src.model,
+        )
+        for split in SPLITS
+    }
+
+
+@contextlib.contextmanager
+def extraction_server(
+    recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: list[int], cache_dir: Path
+) -> Iterator[OnlineSource]:
+    """A vLLM server extracting states at [*aux_ids, L] into `cache_dir`, for as long as the block runs."""
+    from harness.engine.server import ServerEngine
+    from harness.train.vllm_states import extraction_plan
+
+    plan = extraction_plan(recipe.engine, layout, aux_ids, cache_dir)
+    log = run_dir / "logs" / "hidden_states.log"
+    with ServerEngine(plan, log, recipe.engine.startup_timeout_s, recipe.engine.request_timeout_s) as eng:
+        yield OnlineSource(eng.url + "/v1", eng.model_name, str(run_dir / "online"), str(cache_dir))
+
+
+def dir_bytes(folder: Path) -> int:
+    total = 0
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(folder):
+            with contextlib.suppress(FileNotFoundError):  # deleted between listing and stat
+                if entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+    return total
+
+
+class DirPeak:
+    """The largest size a folder reached while the block ran, sampled every `interval_s`."""
+
+    def __init__(self, folder: Path, interval_s: float = 0.05):
+        self.folder, self.interval_s = folder, interval_s
+        self.peak, self.samples = 0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="harness-dir-peak")
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, dir_bytes(self.folder))
+            self.samples += 1
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> DirPeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()

@@ -1,0 +1,85 @@
+"""Online training's own pieces (harness/train/online.py), without an engine: the sample tables
+split exactly like the offline shards, speculators' ArrowDataset reads them, the disk bound is
+the stated formula, and the recipe refuses online states without a vLLM source."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.errors import BadInput
+from harness.recipe import load_recipe
+from harness.train.fit import split_indices
+from harness.train.hidden_states import Sample, extract_to_shards
+from harness.train.online import DirPeak, cache_bound_bytes, write_sample_tables
+
+
+def _samples(n: int) -> list[Sample]:
+    return [Sample(f"s{i}", tuple(range(1, 5 + i % 3)), tuple(range(7, 9 + i % 4))) for i in range(n)]
+
+
+def test_online_tables_hold_the_offline_shards_split(tmp_path):
+    import torch
+
+    samples = _samples(23)
+    rows = write_sample_tables(samples, tmp_path / "online", validation_fraction=0.2)
+    assert rows == {"train": 19, "val": 4}
+
+    def states(batch):
+        return [{"aux": torch.zeros(len(s.input_ids), 2, 4), "last": torch.zeros(len(s.input_ids), 4)} for s in batch]
+
+    shards = extract_to_shards(states, samples, tmp_path / "hidden", shard_size=5, max_batch_tokens=None)
+    train_idx, val_idx = split_indices(shards, 0.2)
+    recs = [r for p in shards for r in torch.load(p)]
+    offline = {
+        "train": [recs[s * 5 + i]["input_ids"].tolist() for s, i in train_idx],
+        "val": [recs[s * 5 + i]["input_ids"].tolist() for s, i in val_idx],
+    }
+    from datasets import load_from_disk
+
+    for split in ("train", "val"):
+        ds = load_from_disk(str(tmp_path / "online" / split))
+        assert [r.tolist() for r in ds["input_ids"]] == offline[split]
+        first = ds[0]  # torch format, as speculators' ArrowDataset indexes it
+        assert first["loss_mask"].dtype == torch.bool and int(first["seq_len"]) == len(first["input_ids"])
+
+
+def test_arrow_dataset_reads_the_tables_and_generates_on_a_miss(tmp_path):
+    """speculators' own ArrowDataset over the harness's table: lengths from `seq_len`, and a
+    missing sample goes to the extraction server (here: none listening, so it raises)."""
+    from hs_connectors import FileTransfer
+    from speculators.train.data import ArrowDataset
+
+    samples = _samples(6)
+    write_sample_tables(samples, tmp_path / "online", validation_fraction=0.5)
+    ds = ArrowDataset(
+        max_len=64,
+        datapath=str(tmp_path / "online" / "train"),
+        transfer=FileTransfer(tmp_path / "cache"),
+        vllm_endpoint="http://127.0.0.1:9/v1",
+        on_missing="raise",
+    )
+    assert ds.approx_lengths == [len(s.input_ids) for j, s in enumerate(samples) if j % 2 == 0]
+    with pytest.raises(RuntimeError, match="Failed to load hidden states for sample 0"):
+        ds[0]
+
+
+def test_cache_bound_is_in_flight_plus_one_samples_of_the_longest_context():
+    # Kimi-K2.5 on 8 ranks: 8 samples in flight (one per rank) + 1, 8192 tokens, 4 states of 7168 bf16
+    assert cache_bound_bytes(8192, 4, 7168, in_flight=8, bytes_per=2) == 9 * 8192 * 4 * 7168 * 2
+
+
+def test_dir_peak_sees_the_largest_size(tmp_path):
+    import time
+
+    with DirPeak(tmp_path, interval_s=0.01) as peak:
+        (tmp_path / "a").write_bytes(b"x" * 1000)
+        time.sleep(0.1)
+        (tmp_path / "a").unlink()
+        time.sleep(0.05)
+    assert peak.peak == 1000 and peak.samples > 3
+
+
+def test_online_states_need_a_vllm_source():
+    with pytest.raises(BadInput, match="hidden_states_mode 'online' streams states from a vLLM extraction server"):
+        load_recipe(None, ["train.hidden_states_mode='online'"])
+    load_recipe(None, ["train.hidden_states_mode='online'", "train.hidden_states_source='vllm'"])
