@@ -407,6 +407,14 @@ def train_and_bench_cmd(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Resolve and validate the whole plan; run nothing.")
     ] = False,
+    rehearse: Annotated[
+        bool,
+        typer.Option(
+            "--rehearse",
+            help="Run the recipe on this CPU: the stand-in of its verifier's architecture, sizes shrunk, every "
+            "other setting as written; prints which settings ran as written (harness/rehearsal.py).",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ):
     """The main job: train a draft, bench it against the baseline, report and gate (default: the tiny
@@ -415,7 +423,19 @@ def train_and_bench_cmd(
     from harness.recipe import load_recipe
 
     r = load_recipe(recipe, set_ or [])
+    rows = None
+    if rehearse:
+        from harness.rehearsal import rehearsal_recipe, render_rows, verifier_model_type
+
+        r, rows = rehearsal_recipe(r, verifier_model_type(r))
+        if not json_out:
+            render_rows(rows, _stdout())
     out = run_dir or default_run_dir(r)
+    if rows is not None:
+        from harness.provenance import atomic_write_json
+
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(out / "rehearsal.json", {"settings": [row.to_dict() for row in rows]})
     if dry_run:
         return _show_dry_run(r, out / "train", True, json_out)
     with _progress() as rep:

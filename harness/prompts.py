@@ -54,7 +54,7 @@ def parse_record(obj: Any, where: str, fallback_id: str) -> PromptRecord:
     if not isinstance(obj, dict):
         raise BadInput(f"{where}: expected a JSON object, got {type(obj).__name__}")
     rid = str(obj.get("id", fallback_id))
-    kinds = [k for k in ("prompt", "messages", "turns") if k in obj]
+    kinds = [k for k in KINDS if k in obj]
     if len(kinds) != 1:
         raise BadInput(f"{where}: needs exactly one of 'prompt', 'messages' or 'turns' (found {kinds or 'none'})")
     kind = kinds[0]
@@ -77,6 +77,20 @@ def parse_record(obj: Any, where: str, fallback_id: str) -> PromptRecord:
     if msgs[-1]["role"] != "user":
         raise BadInput(f"{where}: the last message must be the user's (the model answers it)")
     return PromptRecord(rid, messages=tuple(msgs))
+
+
+KINDS = ("prompt", "messages", "turns")
+
+
+def apply_field_map(obj: dict[str, Any], field_map: dict[str, str]) -> dict[str, Any]:
+    """`obj` with its fields renamed by `field_map`. Where the map names the prompt's field (one of
+    KINDS), the record's other prompt-shaped fields are dropped: UltraChat rows carry both `prompt`
+    and `messages`, and {"prompt": "prompt"} says which one to read."""
+    out = {field_map.get(k, k): v for k, v in obj.items()}
+    chosen = {field_map[k] for k in field_map if k in obj} & set(KINDS)
+    if chosen:
+        out = {k: v for k, v in out.items() if k not in KINDS or k in chosen}
+    return out
 
 
 def load_jsonl(path: Path, field_map: dict[str, str] | None = None) -> list[PromptRecord]:
@@ -103,7 +117,7 @@ def load_jsonl(path: Path, field_map: dict[str, str] | None = None) -> list[Prom
             except json.JSONDecodeError as e:
                 raise BadInput(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from e
             if field_map and isinstance(obj, dict):
-                obj = {field_map.get(k, k): v for k, v in obj.items()}
+                obj = apply_field_map(obj, field_map)
             rec = parse_record(obj, where, fallback_id=f"{path.stem}-{lineno}")
             if rec.id in seen:
                 raise BadInput(f"{where}: duplicate id {rec.id!r}")
@@ -148,7 +162,6 @@ def load_hf_prompts(spec: str, field_map: dict[str, str], limit: int | None) -> 
     for i, row in enumerate(ds):
         if limit is not None and len(out) >= limit:
             break
-        obj = {field_map.get(k, k): v for k, v in dict(row).items()}
-        obj = {k: v for k, v in obj.items() if k in ("id", "prompt", "messages", "turns")}
+        obj = {k: v for k, v in apply_field_map(dict(row), field_map).items() if k in ("id", *KINDS)}
         out.append(parse_record(obj, f"{spec}[{i}]", fallback_id=f"{name}-{i}"))
     return out

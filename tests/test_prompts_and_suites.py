@@ -114,3 +114,19 @@ def test_recipe_takes_thinking_for_bench_and_training():
     )
     assert [s.name for s in recipe_suites(r)] == ["chat@think", "chat@nothink"]
     assert r.train.thinking is False
+
+
+def test_a_field_map_that_names_the_prompt_field_reads_ultrachat_rows(tmp_path):
+    """UltraChat rows carry `prompt` and `messages`; the Kimi-K2.5 recipe's {"prompt": "prompt"}
+    says which to read (before, every row was refused as ambiguous, on the hub path too)."""
+    import json
+
+    from harness.prompts import apply_field_map, load_jsonl
+
+    row = {"prompt": "Hi there", "prompt_id": "x", "messages": [{"role": "user", "content": "Hi there"}]}
+    path = tmp_path / "ultra.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    assert load_jsonl(path, {"prompt": "prompt"})[0].prompt == "Hi there"
+    assert apply_field_map(row, {"question": "prompt"}) == row  # a map naming no field of the row changes nothing
+    with pytest.raises(BadInput, match="needs exactly one of 'prompt', 'messages' or 'turns'"):
+        load_jsonl(path)  # no map: still ambiguous, and said so

@@ -21,7 +21,7 @@ from harness.verifier.layout import VerifierLayout, resolve_layout
 GIB = 1024**3
 
 
-def _layout_for_plan(recipe: Recipe) -> tuple[VerifierLayout, str]:
+def layout_for_plan(recipe: Recipe) -> tuple[VerifierLayout, str]:
     v = recipe.verifier
     if v.path and (Path(v.path) / "config.json").is_file():
         return resolve_layout(v.path, cast("dict[str, str]", v.weight_keys) or None), f"checkpoint {v.path}"
@@ -297,7 +297,7 @@ def engine_record(plan) -> dict[str, Any]:
 
 def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> dict[str, Any]:
     """Every command, config and estimate of a real run, checked against the verifier's structure."""
-    layout, source = _layout_for_plan(recipe)
+    layout, source = layout_for_plan(recipe)
     plan: dict[str, Any] = {"recipe": recipe.name, "verifier_source": source}
     if layout is None:
         plan["note"] = "the stand-in is built on the first real run; the plan below omits verifier-specific values"

