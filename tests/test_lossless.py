@@ -319,6 +319,25 @@ def test_the_sampling_distribution_is_rebuilt_from_raw_logprobs_and_rescored_out
     assert sampling_fidelity(junk, num_top=5).p_value < 1e-6
 
 
+def test_at_t_1_a_top_n_rescore_gives_the_whole_vocabularys_samples():
+    """At T = 1 without top-p the engines (a server included) return only their top tokens and the
+    output's own (harness/bench/run.py rescored_arms): the kept buckets equal the whole vocabulary's."""
+    from harness.analysis.lossless_sampling import raw_is_sampling, rescored_samples, top_n
+
+    rng = np.random.default_rng(1)
+    logits = rng.normal(0, 2, 200)
+    raw = dict(enumerate((logits - np.log(np.exp(logits).sum())).tolist()))
+    draws = rng.choice(200, size=300, p=np.exp(list(raw.values()))).tolist()
+    whole = rescored_samples([draws], [[raw] * 300], 1.0, 1.0, num_top=5)
+    truncated = [{**dict(top_n(raw, 5)), d: raw[d]} for d in draws]  # what prompt_logprobs = 5 returns
+    part = rescored_samples([draws], [truncated], 1.0, 1.0, num_top=5)
+    assert raw_is_sampling(1.0, 1.0) and not raw_is_sampling(0.7, 1.0) and not raw_is_sampling(1.0, 0.9)
+    for a, b in zip(whole, part, strict=True):
+        assert a.token == b.token and a.logprobs.keys() == b.logprobs.keys()
+        assert all(math.isclose(a.logprobs[k], b.logprobs[k], abs_tol=1e-9) for k in a.logprobs)
+    assert math.isclose(sampling_fidelity(whole, num_top=5).p_value, sampling_fidelity(part, num_top=5).p_value)
+
+
 def test_gate_holds_t_gt_0_cells_to_a_p_value_floor():
     from harness.results.gate import sampling_check
 

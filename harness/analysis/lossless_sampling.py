@@ -218,6 +218,12 @@ def processed(raw: TopLogprobs, temperature: float, top_p: float = 1.0) -> dict[
     return dict(zip(tokens.tolist(), lp.tolist(), strict=True))
 
 
+def raw_is_sampling(temperature: float, top_p: float) -> bool:
+    """At T = 1 without top-p, vLLM samples from the raw distribution: a re-score's top tokens
+    need no renormalizing (and the rest of the vocabulary is not needed)."""
+    return temperature == 1.0 and top_p >= 1.0
+
+
 def rescored_samples(
     outputs: Sequence[Sequence[int]],
     rescored: Sequence[Sequence[TopLogprobs]],
@@ -226,13 +232,14 @@ def rescored_samples(
     num_top: int,
 ) -> list[SampledToken]:
     """Every output token with the verifier's own sampling distribution at its position (from a
-    re-score of prompt + output over the whole vocabulary), kept as top-`num_top` + the token."""
+    re-score of prompt + output: the whole vocabulary, or at T = 1 without top-p its top tokens,
+    `raw_is_sampling`), kept as top-`num_top` + the token."""
     out = []
     for toks, dists in zip(outputs, rescored, strict=True):
         for tok, raw in zip(toks, dists, strict=False):
             if not raw:
                 continue
-            full = processed(raw, temperature, top_p)
+            full = dict(raw) if raw_is_sampling(temperature, top_p) else processed(raw, temperature, top_p)
             kept = dict(top_n(full, num_top))
             kept[int(tok)] = full.get(int(tok), -math.inf)
             out.append(SampledToken(int(tok), kept))

@@ -232,8 +232,10 @@ def _sampling(rb: CellRow, rs: CellRow, samples: tuple[list, list] | None, num_t
     the baseline arm fails too: then the test, not the sampler, is in doubt)."""
     from harness.analysis.lossless_sampling import ALPHA, sampling_fidelity
 
-    if num_top <= 0 or samples is None:
-        return []
+    if num_top <= 0:
+        return []  # switched off (bench.lossless_logprobs = 0): the recipe says so
+    if samples is None:  # never silently: a T > 0 cell whose outputs nobody re-scored says so
+        return ["T>0 DISTRIBUTION TEST NOT RUN: the baseline engine cannot re-score outputs (no Rescorer)"]
     results = []
     for row, arm_samples in ((rb, samples[0]), (rs, samples[1])):
         f = sampling_fidelity(arm_samples, num_top=num_top)

@@ -541,17 +541,20 @@ def rescored_arms(
     base_engine: Engine, prompts: Prompts, arms: tuple[ArmResult, ArmResult], sampling: Sampling, num_top: int
 ) -> tuple[list, list] | None:
     """For the T > 0 test: each arm's first-turn outputs with the verifier's sampling distribution
-    at every output position, from the no-speculation engine re-scoring prompt + output over its
-    whole vocabulary, kept as `num_top` buckets. None when the engine is no `Rescorer` (server,
-    attach: harness/engine/base.py) or the test is off (bench.lossless_logprobs = 0)."""
-    from harness.analysis.lossless_sampling import rescored_samples
+    at every output position, from the no-speculation engine re-scoring prompt + output, kept as
+    `num_top` buckets. At T = 1 without top-p the raw distribution is the sampling one, so the
+    engine returns only its `num_top` most likely tokens (and the output's); otherwise the whole
+    vocabulary, to apply temperature and top-p to. None when the engine is no `Rescorer`
+    (harness/engine/base.py) or the test is off (bench.lossless_logprobs = 0)."""
+    from harness.analysis.lossless_sampling import raw_is_sampling, rescored_samples
 
     if num_top <= 0 or not isinstance(base_engine, Rescorer):
         return None
+    top = num_top if raw_is_sampling(sampling.temperature, sampling.top_p) else None
     out = []
     for arm in arms:
         ids = [(list(p_ids), arm.outputs[f"{rec.id}#0"]) for rec, p_ids in prompts if f"{rec.id}#0" in arm.outputs]
-        dists = base_engine.rescore([(p + o, len(p)) for p, o in ids])
+        dists = base_engine.rescore([(p + o, len(p)) for p, o in ids], top)
         out.append(rescored_samples([o for _, o in ids], dists, sampling.temperature, sampling.top_p, num_top))
     return out[0], out[1]
 

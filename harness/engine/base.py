@@ -15,12 +15,13 @@ Capabilities beyond `Engine`, each a protocol of its own (`isinstance(engine, Re
 
   protocol           method                          OfflineEngine  ServerEngine  AttachedEngine
   Engine             generate/counters/describe/close     yes           yes           yes
-  Rescorer           rescore(sequences)                    yes           no            no
+  Rescorer           rescore(sequences, top)               yes           yes           yes
   LayerStateReader   layer_states(token_ids, layer_ids)    yes           no            no
 
-`rescore` needs vLLM's `prompt_logprobs` over the whole vocabulary and `layer_states` a probe in
-the worker (`OfflineEngine(probe=True)`); an OpenAI server exposes neither. The bench re-scores
-T > 0 outputs only when its baseline engine is a Rescorer (harness/bench/run.py rescored_arms);
+`rescore` is vLLM's `prompt_logprobs` (in process, or the completions API's `prompt_logprobs`
+field on a server started with --max-logprobs -1) and `layer_states` a probe in the worker
+(`OfflineEngine(probe=True)`), which a server does not expose. The bench re-scores
+T > 0 outputs when its baseline engine is a Rescorer (harness/bench/run.py rescored_arms);
 the agreement check reads layer states (harness/train/agree.py layer_differences).
 The protocols are runtime-checkable: isinstance looks for the method (statically, on the class
 or the instance, from Python 3.12 on: a wrapper that forwards it through __getattr__ is no
@@ -109,11 +110,13 @@ class Engine(Protocol):
 @runtime_checkable
 class Rescorer(Protocol):
     """An engine that re-scores token sequences: the verifier's log-probabilities over its whole
-    vocabulary (OfflineEngine; the engine needs max_logprobs = -1)."""
+    vocabulary (OfflineEngine in-process, the servers through prompt_logprobs; the engine needs
+    max_logprobs = -1)."""
 
-    def rescore(self, sequences: list[tuple[list[int], int]]) -> list[list[dict[int, float]]]:
+    def rescore(self, sequences: list[tuple[list[int], int]], top: int | None = None) -> list[list[dict[int, float]]]:
         """Per (token ids, start): from position `start` on, {token id: logprob} over the
-        vocabulary for each position, given the tokens before it."""
+        vocabulary for each position given the tokens before it; with `top`, only the `top` most
+        likely tokens and the sequence's own token (raw logprobs, not renormalized)."""
         ...
 
 

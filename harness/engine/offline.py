@@ -126,14 +126,15 @@ def _layer_states(llm, token_ids: list[int], layer_ids: list[int]) -> dict[int, 
     return states
 
 
-def _rescore(llm, sequences: list[tuple[list[int], int]]) -> list[list[dict[int, float]]]:
-    """The verifier's raw log-probabilities over its whole vocabulary at every position from
-    `start` on of each token sequence (one prefill with prompt_logprobs = -1, nothing sampled):
-    what the model assigns to each token given exactly the prefix before it."""
+def _rescore(llm, sequences: list[tuple[list[int], int]], top: int | None = None) -> list[list[dict[int, float]]]:
+    """The verifier's raw log-probabilities over its whole vocabulary (or its `top` most likely
+    tokens and the sequence's own) at every position from `start` on of each token sequence (one
+    prefill with prompt_logprobs, nothing sampled): what the model assigns to each token given
+    exactly the prefix before it."""
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
-    params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=-1)
+    params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=top or -1)
     outs = llm.generate([TokensPrompt(prompt_token_ids=list(ids)) for ids, _ in sequences], params, use_tqdm=False)
     result = []
     for (ids, start), o in zip(sequences, outs, strict=True):
@@ -274,6 +275,7 @@ class _Generate:
 class _Rescore:
     what: ClassVar[str] = "rescore"
     sequences: list[tuple[list[int], int]]
+    top: int | None = None
 
 
 @dataclass(frozen=True)
@@ -385,7 +387,7 @@ def _serve(conn, llm, timeout_s: float) -> None:
                         _Ok(_run_batch(llm, msg.requests, msg.sampling, msg.concurrency, msg.timeout_s or timeout_s))
                     )
                 case _Rescore():
-                    conn.send(_Ok(_rescore(llm, msg.sequences)))
+                    conn.send(_Ok(_rescore(llm, msg.sequences, msg.top)))
                 case _LayerStates():
                     conn.send(_Ok(_layer_states(llm, msg.token_ids, msg.layer_ids)))
                 case _Counters():
@@ -545,10 +547,11 @@ class OfflineEngine(Rescorer, LayerStateReader):
     def counters(self) -> tuple[SpecCounters, dict[str, float]]:
         return self._call(_Counters())
 
-    def rescore(self, sequences: list[tuple[list[int], int]]) -> list[list[dict[int, float]]]:
+    def rescore(self, sequences: list[tuple[list[int], int]], top: int | None = None) -> list[list[dict[int, float]]]:
         """Per sequence, from position `start` on: the verifier's raw logprob of every vocabulary
-        token given the tokens before it (the engine needs max_logprobs = -1)."""
-        return self._call(_Rescore([(list(ids), int(start)) for ids, start in sequences]))
+        token (or of the `top` most likely and the sequence's own) given the tokens before it (the
+        engine needs max_logprobs = -1)."""
+        return self._call(_Rescore([(list(ids), int(start)) for ids, start in sequences], top))
 
     def layer_states(self, token_ids: list[int], layer_ids: list[int]) -> dict[int, Any]:
         """vLLM's own residual stream entering each of `layer_ids` (aux-id semantics), [T, H]."""

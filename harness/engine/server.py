@@ -53,6 +53,18 @@ def _http_get(url: str, timeout: float = 10) -> tuple[int, str]:
         raise ConnectionError(str(e)) from e
 
 
+def _http_post_json(url: str, body: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+    """POST `body` as JSON; the decoded answer (an error's body too), or None when unreachable."""
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:  # noqa: S310 - loopback/attach URL
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return {"error": e.read().decode(errors="replace")[:500], "status": e.code}
+    except (urllib.error.URLError, OSError):
+        return None
+
+
 @dataclass
 class _Captured:
     token_ids: list[int] = field(default_factory=list)
@@ -189,6 +201,37 @@ class _OpenAIServer:
         if status != 200:
             raise InfraError(f"{self.url}/metrics answered HTTP {status}")
         return counters_from_prometheus(text)
+
+    def rescore(self, sequences: list[tuple[list[int], int]], top: int | None = None) -> list[list[dict[int, float]]]:
+        """The Rescorer (harness/engine/base.py) through the completions API: each sequence as a
+        prompt with `prompt_logprobs` (the whole vocabulary, or `top` tokens plus the prompt's own),
+        one token generated greedily and ignored. The server needs --max-logprobs -1 (the harness
+        starts it so)."""
+        out = []
+        for ids, start in sequences:
+            body = {
+                "model": self.model_name,
+                "prompt": list(ids),
+                "max_tokens": 1,
+                "temperature": 0.0,
+                "prompt_logprobs": top or -1,
+            }
+            data = _http_post_json(self.url + "/v1/completions", body, self.request_timeout_s)
+            if data is None:
+                raise InfraError(self.died() or f"{self.url}/v1/completions unreachable while re-scoring")
+            if "choices" not in data:
+                raise InfraError(
+                    f"{self.url} refused prompt_logprobs for the T > 0 distribution test ({str(data)[:200]}); "
+                    "start it with --max-logprobs -1, or set bench.lossless_logprobs = 0 to skip the test"
+                )
+            rows = data["choices"][0].get("prompt_logprobs") or []
+            out.append(
+                [
+                    {int(t): float(lp["logprob"]) for t, lp in (rows[i] or {}).items()}
+                    for i in range(max(start, 1), len(ids))
+                ]
+            )
+        return out
 
     def generate(
         self, requests: list[GenRequest], sampling: Sampling, concurrency: int, timeout_s: float | None = None

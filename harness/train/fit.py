@@ -111,6 +111,7 @@ def make_loader(dataset: ShardDataset | Any, total_seq_len: int, hidden_size: in
 def _trainer_class(cpu: bool):
     from speculators.train import trainer as trainer_mod
     from speculators.train.checkpointer import (
+        DistributedCheckpointer,
         SingleGPUCheckpointer,
         convert_float_dtype,
         load_safetensors_state_dict,
@@ -145,7 +146,9 @@ def _trainer_class(cpu: bool):
         quiet = False  # True under the harness's own progress display
 
         def setup_trainer(self):
-            if cpu:
+            # FSDP under torchrun keeps speculators' DistributedCheckpointer: it gathers the sharded
+            # state onto the CPU itself (the single-process one would save the ranks' DTensor shards)
+            if cpu and not isinstance(self.checkpointer, DistributedCheckpointer):
                 self.checkpointer = CpuCheckpointer(self.config.save_path)
                 self.local_rank = torch.device("cpu")
                 self.device_type = "cpu"
