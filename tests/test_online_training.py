@@ -83,3 +83,18 @@ def test_online_states_need_a_vllm_source():
     with pytest.raises(BadInput, match="hidden_states_mode 'online' streams states from a vLLM extraction server"):
         load_recipe(None, ["train.hidden_states_mode='online'"])
     load_recipe(None, ["train.hidden_states_mode='online'", "train.hidden_states_source='vllm'"])
+
+
+def test_a_half_written_checkpoint_is_dropped_before_resuming(tmp_path):
+    """A save killed mid-way (seen: an FSDP save that failed after config.json) leaves an epoch
+    folder speculators would resume from and fail to load; the pipeline removes it first."""
+    from harness.train.pipeline import CHECKPOINT_DONE, drop_incomplete_checkpoints
+
+    ck = tmp_path / "checkpoints"
+    for epoch, files in {"0": ["model.safetensors", CHECKPOINT_DONE], "1": ["config.json"]}.items():
+        (ck / epoch).mkdir(parents=True)
+        for f in files:
+            (ck / epoch / f).write_text("x")
+    assert drop_incomplete_checkpoints(ck) == ["1"]
+    assert sorted(p.name for p in ck.iterdir()) == ["0"]
+    assert drop_incomplete_checkpoints(tmp_path / "none") == []

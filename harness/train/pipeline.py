@@ -492,6 +492,8 @@ def _run_fit(
     """speculators' Trainer on the plan (in this process, or under torchrun): (result, train
     metrics per step, validation metrics per epoch)."""
     atomic_write_json(run_dir / "fit_plan.json", plan.to_dict())
+    for name in drop_incomplete_checkpoints(Path(plan.checkpoint_dir)):
+        reporter.log(f"checkpoint {name} was left half-written by an interrupted run: removed, its epoch reruns")
     curve: list[dict[str, Any]] = []
     val: list[dict[str, Any]] = []
     init = _init_accuracy(plan, reporter) if plan.init_from else None
@@ -514,6 +516,24 @@ def _run_fit(
         reporter.done()
     result["init_held_out_full_acc"] = init
     return result, curve, val
+
+
+# speculators' Trainer writes training_state.json last, after the weights, optimizer and scheduler
+CHECKPOINT_DONE = "training_state.json"
+
+
+def drop_incomplete_checkpoints(ckpt_dir: Path) -> list[str]:
+    """Remove the epoch folders a killed save left without CHECKPOINT_DONE: speculators resumes
+    from the highest epoch folder it finds and would fail to load a half-written one. Returns
+    the removed folders' names."""
+    if not ckpt_dir.is_dir():
+        return []
+    dropped = []
+    for p in sorted(ckpt_dir.iterdir()):
+        if p.is_dir() and not p.is_symlink() and p.name.isdigit() and not (p / CHECKPOINT_DONE).is_file():
+            shutil.rmtree(p)
+            dropped.append(p.name)
+    return dropped
 
 
 def _init_accuracy(plan: FitConfig, reporter: Reporter) -> list[float]:
