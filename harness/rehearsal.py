@@ -55,11 +55,11 @@ CAPS: dict[str, int] = {
     "train.nproc_per_node": 2,
     "train.nnodes": 1,
     "train.agreement_samples": 8,
-    "bench.num_prompts": 3,
+    "bench.num_prompts": 2,
     "bench.max_tokens": 32,
     "bench.repeats": 1,
 }
-MAX_K_VALUES, MAX_CONCURRENCIES = 2, 2  # the smallest and the one nearest 3 (k) / the two smallest (concurrency)
+MAX_K_VALUES = 1  # the written k nearest 3 (one speculative engine)
 # setting -> (written values a CPU cannot run, rehearsal value, why, what covers the written value up to the engine)
 CPU_ONLY: dict[str, tuple[tuple[Any, ...], Any, str, str]] = {
     "engine.device": (
@@ -120,15 +120,9 @@ def local_copy(spec: str) -> str | None:
     return str(LOCAL_DIR / LOCAL_COPIES[name])
 
 
-def _fewest(values: list[int], keep: int, near: int | None = None) -> list[int]:
-    """At most `keep` of `values`: the smallest, then (with `near`) the one nearest it, else the next smallest."""
-    ordered = sorted(set(values))
-    if len(ordered) <= keep:
-        return ordered
-    picked = [ordered[0]]
-    rest = ordered[1:]
-    rest.sort(key=(lambda v: (abs(v - near), v)) if near is not None else (lambda v: v))
-    return sorted(picked + rest[: keep - 1])
+def _nearest(values: list[int], target: int) -> int:
+    """The value nearest `target` (the smaller on a tie)."""
+    return min(values, key=lambda v: (abs(v - target), v))
 
 
 def _changes(recipe: Recipe, model_type: str) -> dict[str, tuple[Any, str, str]]:
@@ -157,20 +151,26 @@ def _changes(recipe: Recipe, model_type: str) -> dict[str, tuple[Any, str, str]]
         if written is None or written > cap:
             out[key] = (cap, SHRUNK, f"capped at {cap}")
     b = recipe.bench
-    if (k := _fewest(b.k, MAX_K_VALUES, near=3)) != sorted(b.k):
-        out["bench.k"] = (k, SHRUNK, f"{MAX_K_VALUES} of the written values: the smallest and the nearest 3")
-    if (c := _fewest(b.concurrency, MAX_CONCURRENCIES)) != sorted(b.concurrency):
-        out["bench.concurrency"] = (c, SHRUNK, f"the {MAX_CONCURRENCIES} smallest")
+    if len(b.k) > 1:
+        out["bench.k"] = ([_nearest(b.k, 3)], SHRUNK, "one speculative engine: the written k nearest 3")
+    if len(b.concurrency) > 1:  # a batch, as production's concurrency > 1 is: every rehearsal prompt in flight
+        prompts = CAPS["bench.num_prompts"]
+        batched = [c for c in sorted(b.concurrency) if c >= prompts] or [max(b.concurrency)]
+        out["bench.concurrency"] = ([batched[0]], SHRUNK, f"one: the smallest written value >= the {prompts} prompts")
     suites = [local_copy(s) or s for s in b.suites]
     if suites != b.suites:
         out["bench.suites"] = (
             suites,
-            REPLACED,
-            "hub datasets: local copies in their released layouts (train/rehearsal/)",
+            SHRUNK,
+            "hub datasets: local copies of a few records in their released layouts (train/rehearsal/)",
         )
         out["bench.hf_field_map"] = ({}, REPLACED, "local files are read by their released layout, no field map")
     if (p := local_copy(recipe.train.prompts)) is not None:
-        out["train.prompts"] = (p, REPLACED, "hub dataset: a local copy in its released layout (train/rehearsal/)")
+        out["train.prompts"] = (
+            p,
+            SHRUNK,
+            "hub dataset: a local copy of a few records in its released layout (train/rehearsal/)",
+        )
     d = recipe.draft
     draft = {"num_attention_heads": None, "num_key_value_heads": None, "head_dim": None, "intermediate_size": None}
     draft_why = "the draft's shape follows the stand-in's (its hidden size, heads and layers)"

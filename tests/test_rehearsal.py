@@ -58,7 +58,7 @@ def test_sizes_are_capped_never_raised(production):
         assert new is not None and new <= cap and (written is None or new <= written), key
         assert rows[key].status in (RAN, SHRUNK)
     assert rows["train.nproc_per_node"].rehearsed == 2 and rows["train.num_prompts"].status == SHRUNK
-    assert rehearsed.bench.k == [1, 3] and rehearsed.bench.concurrency == [1, 8]
+    assert rehearsed.bench.k == [3] and rehearsed.bench.concurrency == [8]
     small = load_recipe(None)  # the CPU default is already small: nothing of it is raised
     again, small_rows = rehearsal_recipe(small, "kimi_k25")
     assert again.train.epochs == min(small.train.epochs, CAPS["train.epochs"])
@@ -76,7 +76,7 @@ def test_hub_datasets_become_local_copies_in_their_released_layouts(production):
     from harness.suites import load_suite
 
     _, rehearsed, rows = production
-    assert rows["bench.suites"].status == REPLACED and rows["train.prompts"].status == REPLACED
+    assert rows["bench.suites"].status == SHRUNK and rows["train.prompts"].status == SHRUNK
     names = [load_suite(s, 3).name for s in rehearsed.bench.suites]
     assert names == ["mt-bench", "gsm8k", "humaneval", "math500"]
     with pytest.raises(BadInput, match="no local copy of 'hf:nobody/nothing'"):

@@ -54,10 +54,35 @@ def perturbed_copy(draft: Path, out: Path, scale: float = 2.0) -> Path:
     return out
 
 
+def online_twin(offline, tmp: Path):
+    """The session's training again, online (train.hidden_states_mode = 'online'): the same prompts
+    and responses (copied, so the data is identical), the same seed and sizes; each sample's states
+    come from a live vLLM extraction server as the Trainer reads it (harness/train/online.py)."""
+    import shutil
+
+    from harness.train.pipeline import TRAIN_SECTIONS, prepare_run_dir
+
+    recipe = load_recipe(
+        REPO_ROOT / "train" / "tiny-kimi.toml",
+        [
+            "verifier.standin='kimi-k2.5'",
+            *CI_TRAIN,
+            "train.hidden_states_source='vllm'",
+            "train.hidden_states_mode='online'",
+        ],
+    )
+    run_dir = tmp / "online"
+    prepare_run_dir(run_dir, recipe, TRAIN_SECTIONS)
+    shutil.copy(offline.run_dir / "prompts.jsonl", run_dir / "prompts.jsonl")
+    shutil.copytree(offline.run_dir / "responses", run_dir / "responses")
+    return run_train(recipe, run_dir, Reporter())
+
+
 def _train_and_bench(tmp: Path, arch: str, extra: list[str], with_perturbed: bool = False, trained=None):
     """Train (or take the session's training) and bench the draft with the random reference; with
-    `with_perturbed`, also a perturbed copy (the gate's planted regression) and the same draft in
-    SpecForge's layout (issue 12: another format, the same counters) in the same engines' run."""
+    `with_perturbed`, also a perturbed copy (the gate's planted regression), the same draft in
+    SpecForge's layout (issue 12: another format, the same counters) and its online-trained twin
+    (`online_twin`) in the same engines' run."""
     from dataclasses import replace
 
     from harness.draft.convert import to_specforge
@@ -72,6 +97,8 @@ def _train_and_bench(tmp: Path, arch: str, extra: list[str], with_perturbed: boo
         bad = perturbed_copy(trained.draft_dir, tmp / "perturbed")
         drafts.append(replace(drafts[0], label="perturbed", path=str(bad), content_hash=None))
         drafts += resolve_drafts(recipe, layout, to_specforge(trained.draft_dir, tmp / "specforge"), "specforge")[:1]
+        online = online_twin(trained, tmp)
+        drafts += resolve_drafts(recipe, layout, online.draft_dir, "online")[:1]
     run_dir = run_bench(recipe, drafts, tmp / "bench", Reporter())
     _, df, missing = load_run(run_dir)
     assert not missing
@@ -131,6 +158,37 @@ def test_kimi_served_al_matches_training_prediction(kimi_trained):
     assert trained.report.agreement >= 0.97
     agreement = json.loads((trained.run_dir / "agreement.json").read_text())
     assert not any("rotary" in w for w in agreement["workarounds"])  # YaRN: no rope workaround needed
+
+
+def test_online_trained_draft_accepts_within_5_percent_of_the_offline_one(kimi_trained):
+    """Same data, same seed, states from vLLM's extraction server instead of shards on disk: the
+    served pooled AL (demo suites, T = 0) is within 5 % of the offline-trained draft's."""
+    _, spec, _ = kimi_trained
+    offline, online = _pooled_al(spec[spec["draft"] == "draft"]), _pooled_al(spec[spec["draft"] == "online"])
+    for suite in ("code", "math"):
+        rows = spec[spec["suite"] == suite]
+        print(
+            f"{suite}: offline AL {_pooled_al(rows[rows['draft'] == 'draft']):.3f}  online AL "
+            f"{_pooled_al(rows[rows['draft'] == 'online']):.3f}"
+        )
+    assert abs(online - offline) / offline <= 0.05, (online, offline)
+
+
+def test_online_training_held_its_states_within_the_stated_disk_bound(kimi_trained):
+    """No state shards on disk; vLLM's files for the samples in flight stayed under the bound the
+    run stated (sampled every 50 ms while training ran) and are gone at the end."""
+    trained, _, run_dir = kimi_trained
+    online_dir = run_dir.parent / "online"
+    fit = json.loads((online_dir / "fit_result.json").read_text())
+    hidden = json.loads((online_dir / "hidden" / "done.json").read_text())
+    assert hidden["mode"] == "online" and not list((online_dir / "hidden").glob("shard-*.pt"))
+    assert fit["online_cache_bound_bytes"] == hidden["disk_bound_bytes"]
+    assert 0 < fit["online_cache_peak_bytes"] <= fit["online_cache_bound_bytes"], fit
+    assert fit["online_cache_polls"] > 100
+    assert not list((online_dir / "hidden_raw").glob("*.safetensors"))
+    offline_fit = json.loads((trained.run_dir / "fit_result.json").read_text())
+    assert fit["num_train_samples"] == offline_fit["num_train_samples"]  # the same split
+    assert fit["train_tokens_per_epoch"] == offline_fit["train_tokens_per_epoch"]
 
 
 def test_kimi_draft_checkpoint_is_complete(kimi_trained):

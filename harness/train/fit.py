@@ -146,10 +146,11 @@ def _trainer_class(cpu: bool):
         quiet = False  # True under the harness's own progress display
 
         def setup_trainer(self):
-            # FSDP under torchrun keeps speculators' DistributedCheckpointer: it gathers the sharded
-            # state onto the CPU itself (the single-process one would save the ranks' DTensor shards)
-            if cpu and not isinstance(self.checkpointer, DistributedCheckpointer):
-                self.checkpointer = CpuCheckpointer(self.config.save_path)
+            if cpu:
+                # FSDP under torchrun keeps speculators' DistributedCheckpointer: it gathers the sharded
+                # state onto the CPU itself (the single-process one would save the ranks' DTensor shards)
+                if not isinstance(self.checkpointer, DistributedCheckpointer):
+                    self.checkpointer = CpuCheckpointer(self.config.save_path)
                 self.local_rank = torch.device("cpu")
                 self.device_type = "cpu"
             super().setup_trainer()

@@ -384,6 +384,7 @@ def _stage_online_tables(
     """Online mode: no states on disk, only the sample tables speculators' online dataset reads
     (harness/train/online.py), and done.json with the disk bound the fit stage checks."""
     from harness.train.online import disk_bound, write_sample_tables
+    from harness.train.vllm_states import extraction_plan
 
     with atomic_dir(run_dir / "online") as tmp:
         rows = write_sample_tables(samples, tmp, recipe.train.validation_fraction)
@@ -400,6 +401,9 @@ def _stage_online_tables(
             "rows": rows,
             "disk_bound_bytes": bound,
             "disk_bound": formula,
+            "engine_workarounds": list(
+                extraction_plan(recipe.engine, layout, aux_ids, run_dir / "hidden_raw").workarounds
+            ),
         },
     )
     return folder
