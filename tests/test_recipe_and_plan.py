@@ -109,6 +109,8 @@ def test_kimi_dry_run_matches_real_structure():
         assert flag in cmd, flag
     assert plan["training"]["command"].startswith("torchrun --nproc_per_node=8")
     assert plan["draft"]["draft_vocab_size"] == 32000
+    # online: the extraction server and training share the node's GPUs, and 0.9 leaves too little
+    assert "lower the utilization to <= 0.80" in plan["checks"]["warnings"][0]
     hs = plan["hidden_states"]  # online: a bounded cache where offline would store terabytes
     assert hs["mode"] == "online" and hs["disk_by_mode"]["offline"]["disk_gib"] > 5000
     assert (

@@ -317,12 +317,34 @@ def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> 
         b = recipe.bench  # parsed as the bench parses them (hf: datasets need the network)
         load_suites([s for s in b.suites if not s.startswith("hf:")], b.num_prompts, b.hf_field_map)
         plan["bench"] = _bench_section(recipe, cmds, run_dir)
-    plan["checks"] = {"problems": problems, "ok": not problems}
+    warnings = _online_gpu_warnings(recipe, plan["memory_estimates"])
+    plan["checks"] = {"problems": problems, "warnings": warnings, "ok": not problems}
     if problems:
         raise BadInput(
             f"dry run of {recipe.name}: {len(problems)} problem(s):\n" + "\n".join(f"  - {p}" for p in problems)
         )
     return plan
+
+
+H200_GIB = 141
+
+
+def _online_gpu_warnings(recipe: Recipe, memory: dict[str, Any]) -> list[str]:
+    """Online training keeps the extraction server up while the draft trains: on one GPU node
+    both share the GPUs, and the server reserves engine.gpu_memory_utilization of each."""
+    e, t = recipe.engine, recipe.train
+    util, need = e.gpu_memory_utilization, memory.get("training_gpu_gib_per_process")
+    if t.hidden_states_mode != "online" or e.device != "cuda" or not util or need is None or t.nnodes > 1:
+        return []
+    left = round((1 - util) * H200_GIB, 1)
+    if left >= need:
+        return []
+    return [
+        f"online training shares the node's GPUs with the extraction server, which reserves "
+        f"engine.gpu_memory_utilization {util} of each ({H200_GIB} GiB H200): {left} GiB left per GPU, "
+        f"training needs ~{need} GiB per process; lower the utilization to <= {1 - need / H200_GIB:.2f} for "
+        "training (--set engine.gpu_memory_utilization=...), or train on other GPUs"
+    ]
 
 
 def _weights_gib(layout: VerifierLayout) -> float | None:
@@ -346,5 +368,7 @@ def render_plan(plan: dict[str, Any], console) -> None:
             continue
         console.print(Rule(section, align="left"))
         console.print(Pretty(body, expand_all=False), soft_wrap=True)
-    ok = plan.get("checks", {}).get("ok", True)
-    console.print("[green]plan validated: no problems[/]" if ok else "[red]problems found[/]")
+    checks = plan.get("checks", {})
+    for w in checks.get("warnings", []):
+        console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+    console.print("[green]plan validated: no problems[/]" if checks.get("ok", True) else "[red]problems found[/]")
