@@ -98,3 +98,23 @@ def test_a_half_written_checkpoint_is_dropped_before_resuming(tmp_path):
     assert drop_incomplete_checkpoints(ck) == ["1"]
     assert sorted(p.name for p in ck.iterdir()) == ["0"]
     assert drop_incomplete_checkpoints(tmp_path / "none") == []
+
+
+def test_a_run_folder_from_before_a_setting_was_added_resumes(tmp_path):
+    """A run folder recorded by an older harness (without train.hidden_states_mode) is the same
+    recipe once the new setting's default is filled in; a real difference is still refused."""
+    import json
+
+    from harness.train.pipeline import TRAIN_SECTIONS, prepare_run_dir
+
+    recipe = load_recipe(None)
+    run = tmp_path / "run"
+    prepare_run_dir(run, recipe, TRAIN_SECTIONS)
+    marker = json.loads((run / "recipe.json").read_text())
+    del marker["recipe"]["train"]["hidden_states_mode"]  # as an older version wrote it
+    marker["fingerprint"] = "older-version"
+    (run / "recipe.json").write_text(json.dumps(marker))
+    prepare_run_dir(run, recipe, TRAIN_SECTIONS)  # resumes
+    assert json.loads((run / "recipe.json").read_text())["fingerprint"] == recipe.fingerprint(*TRAIN_SECTIONS)
+    with pytest.raises(BadInput, match="was made by a different recipe \\(differs in train.epochs\\)"):
+        prepare_run_dir(run, load_recipe(None, ["train.epochs=9"]), TRAIN_SECTIONS)

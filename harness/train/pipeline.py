@@ -58,6 +58,10 @@ def prepare_run_dir(run_dir: Path, recipe: Recipe, sections: tuple[str, ...]) ->
     fp = recipe.fingerprint(*sections)
     if marker.is_file():
         old = json.loads(marker.read_text())
+        if old.get("fingerprint") != fp and _same_with_new_defaults(old.get("recipe", {}), fp, sections):
+            # made before a setting was added: the same recipe once the new setting's default is filled in
+            atomic_write_json(marker, {**old, "fingerprint": fp, "recipe": recipe.model_dump(mode="json")})
+            return
         if old.get("fingerprint") != fp:
             theirs = old.get("recipe", {})
             mine = recipe.model_dump(mode="json")
@@ -76,6 +80,17 @@ def prepare_run_dir(run_dir: Path, recipe: Recipe, sections: tuple[str, ...]) ->
         raise BadInput(f"{run_dir} exists and was not made by harness train; use another --out folder")
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(marker, {"fingerprint": fp, "sections": list(sections), "recipe": recipe.model_dump(mode="json")})
+
+
+def _same_with_new_defaults(old_recipe: dict[str, Any], fp: str, sections: tuple[str, ...]) -> bool:
+    """Whether a run folder's recorded recipe, read by this version (settings added since take
+    their defaults), has fingerprint `fp`."""
+    from pydantic import ValidationError
+
+    try:
+        return Recipe.model_validate(old_recipe).fingerprint(*sections) == fp
+    except (ValidationError, TypeError, ValueError):
+        return False
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
