@@ -1,7 +1,7 @@
 """The arithmetic test of the harness, on real vLLM-CPU with the Kimi-K2.5 stand-in:
 an oracle draft must read AL = k+1, acceptance 1.0 and lossless 100 %; a random draft ~1.0;
-vLLM's ngram method in between. Matrix: 3 suites x k 1..4 x concurrency {1, 4}, at T=0 and
-one T>0 cell."""
+vLLM's ngram method in between. Matrix: 3 suites x k {1, 3} x concurrency {1, 4}, at T=0 and
+one T>0 cell (k 1..4 cost CI ~4 more minutes and showed nothing k {1, 3} does not)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ from harness.results.table import load_run
 from harness.ui import Reporter
 
 pytestmark = pytest.mark.slow
+NUM_K = 2
 
 MATRIX = [
     "bench.suites=['code','math','summarization']",
     "bench.num_prompts=4",
     "bench.max_tokens=12",
-    "bench.k=[1,2,3,4]",
+    "bench.k=[1,3]",
     "bench.concurrency=[1,4]",
     "bench.temperature=[0.0]",
     "bench.extra_cells=[{suite='code', k=3, concurrency=1, temperature=0.8}]",
@@ -45,7 +46,7 @@ def test_matrix_is_complete(reference_run):
     manifest, df, missing = reference_run
     assert manifest["status"] == "complete" and not missing
     spec = df[df["mode"] == "speculative"]
-    assert len(spec) == 3 * (4 * 3 * 2 + 1)  # drafts x (k x suites x concurrency + the T>0 cell)
+    assert len(spec) == 3 * (NUM_K * 3 * 2 + 1)  # drafts x (k x suites x concurrency + the T>0 cell)
     assert (df["status"] == "ok").all()
     assert set(spec["rejection_sample_method"]) == {"greedy", "standard"}
 
@@ -53,7 +54,7 @@ def test_matrix_is_complete(reference_run):
 def test_oracle_reads_exactly_k_plus_one(reference_run):
     _, df, _ = reference_run
     oracle = df[(df["mode"] == "speculative") & (df["draft"] == "oracle") & (df["temperature"] == 0)]
-    assert len(oracle) == 4 * 3 * 2
+    assert len(oracle) == NUM_K * 3 * 2
     for _, r in oracle.iterrows():
         assert r["num_drafts"] > 0
         assert r["acceptance_length"] == r["k"] + 1, (r["cell_id"], r["acceptance_length"])

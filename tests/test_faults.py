@@ -420,14 +420,14 @@ def test_resume_rebuilds_missing_or_stale_tables(tmp_path):
 
 # ----------------------------------------------------------------------------- real server engines
 
-# Six small cells: the test signals the run after a cell, with cells still to run.
+# Small cells: the test signals the run after a cell, with cells still to run.
 _TINY_SERVER_BENCH = [
     "bench.engine='server'",
     "bench.suites=['code']",
     "bench.num_prompts=3",
     "bench.max_tokens=24",
     "bench.k=[3]",
-    "bench.concurrency=[1,2,3,4,5,6]",
+    "bench.concurrency=[1,2,3,4]",
     "bench.warmup_requests=0",
     "bench.repeats=1",
     "bench.reference_drafts=[]",
@@ -482,10 +482,11 @@ def _kill_after_next_cell(
 
 @pytest.mark.slow
 def test_killed_server_bench_leaves_no_process_and_resumes_byte_identical(kimi_standin):
-    """One server-engine run, killed by SIGTERM after its first cell, resumed and killed by
-    SIGKILL after its next, then resumed to the end: both kills leave no process behind and
-    every cell finished before a kill is byte-identical at the end. The finished run (cells from
-    three server pairs) also carries the server's per-step check (tests/step_sums.py)."""
+    """One server-engine run, killed by SIGTERM after its first cell, then resumed to the end: the
+    kill leaves no process behind and every cell finished before it is byte-identical at the end.
+    The finished run (cells from two server pairs) also carries the server's per-step check
+    (tests/step_sums.py). A SIGKILLed harness's engines: the offline test below and
+    test_engine_group_dies_with_its_owner_whatever_kills_it (a server's process group)."""
     import shutil
 
     from harness.results.table import load_run
@@ -495,14 +496,12 @@ def test_killed_server_bench_leaves_no_process_and_resumes_byte_identical(kimi_s
     run_dir = REPO_ROOT / "results" / "runs" / run_id
     try:
         first = _kill_after_next_cell(_bench(run_id), run_dir, signal.SIGTERM, 143)
-        second = _kill_after_next_cell(_bench(run_id, "--resume"), run_dir, signal.SIGKILL, -signal.SIGKILL)
-        assert {n: b for n, b in second.items() if n in first} == first
         resumed = _bench(run_id, "--resume")
         _, err = resumed.communicate(timeout=900)
         assert resumed.returncode == 0, err[-3000:]
         final = _cells(run_dir)
-        assert {n: b for n, b in final.items() if n in second} == second
-        assert len(final) == 6
+        assert {n: b for n, b in final.items() if n in first} == first
+        assert len(final) == 4 and len(first) < 4
         assert read_manifest(run_dir)["status"] == "complete" and tables_stale(run_dir) is None
         _, df, _ = load_run(run_dir)
         assert_steps_sum_to_counters(run_dir, df, requests_per_cell={"code": 3}, repeats=1)
