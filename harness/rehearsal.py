@@ -125,21 +125,30 @@ def _nearest(values: list[int], target: int) -> int:
     return min(values, key=lambda v: (abs(v - target), v))
 
 
-def _changes(recipe: Recipe, model_type: str) -> dict[str, tuple[Any, str, str]]:
-    """setting -> (rehearsal value, status, why), for the settings a rehearsal changes."""
-    out: dict[str, tuple[Any, str, str]] = {}
+Changes = dict[str, tuple[Any, str, str]]  # setting -> (rehearsal value, status, why)
+
+
+def _verifier_changes(recipe: Recipe, model_type: str) -> Changes:
     if model_type not in STANDINS:
         raise BadInput(f"rehearsal: no stand-in for verifier model_type {model_type!r} (known: {', '.join(STANDINS)})")
     standin, overrides = STANDINS[model_type]
     v = recipe.verifier
-    if v.standin is None:
-        why = f"the {standin} stand-in (same architecture, built locally)"
-        out["verifier.path"] = (None, REPLACED, why)
-        out["verifier.reference"] = (None, REPLACED, why)
-        out["verifier.standin"] = (standin, REPLACED, why)
-        out["verifier.standin_overrides"] = (overrides, REPLACED, why)
-        if v.weight_keys:
-            out["verifier.weight_keys"] = ({}, REPLACED, why)
+    if v.standin is not None:
+        return {}
+    why = f"the {standin} stand-in (same architecture, built locally)"
+    out: Changes = {
+        "verifier.path": (None, REPLACED, why),
+        "verifier.reference": (None, REPLACED, why),
+        "verifier.standin": (standin, REPLACED, why),
+        "verifier.standin_overrides": (overrides, REPLACED, why),
+    }
+    if v.weight_keys:
+        out["verifier.weight_keys"] = ({}, REPLACED, why)
+    return out
+
+
+def _size_changes(recipe: Recipe) -> Changes:
+    out: Changes = {}
     for key, (cannot, value, why, covered) in CPU_ONLY.items():
         section, field = key.split(".")
         written = getattr(getattr(recipe, section), field)
@@ -157,20 +166,25 @@ def _changes(recipe: Recipe, model_type: str) -> dict[str, tuple[Any, str, str]]
         prompts = CAPS["bench.num_prompts"]
         batched = [c for c in sorted(b.concurrency) if c >= prompts] or [max(b.concurrency)]
         out["bench.concurrency"] = ([batched[0]], SHRUNK, f"one: the smallest written value >= the {prompts} prompts")
+    return out
+
+
+def _data_changes(recipe: Recipe) -> Changes:
+    out: Changes = {}
+    b = recipe.bench
     suites = [local_copy(s) or s for s in b.suites]
     if suites != b.suites:
-        out["bench.suites"] = (
-            suites,
-            SHRUNK,
-            "hub datasets: local copies of a few records in their released layouts (train/rehearsal/)",
-        )
+        why = "hub datasets: local copies of a few records in their released layouts (train/rehearsal/)"
+        out["bench.suites"] = (suites, SHRUNK, why)
         out["bench.hf_field_map"] = ({}, REPLACED, "local files are read by their released layout, no field map")
     if (p := local_copy(recipe.train.prompts)) is not None:
-        out["train.prompts"] = (
-            p,
-            SHRUNK,
-            "hub dataset: a local copy of a few records in its released layout (train/rehearsal/)",
-        )
+        why = "hub dataset: a local copy of a few records in its released layout (train/rehearsal/)"
+        out["train.prompts"] = (p, SHRUNK, why)
+    return out
+
+
+def _draft_changes(recipe: Recipe) -> Changes:
+    out: Changes = {}
     d = recipe.draft
     draft = {"num_attention_heads": None, "num_key_value_heads": None, "head_dim": None, "intermediate_size": None}
     draft_why = "the draft's shape follows the stand-in's (its hidden size, heads and layers)"
@@ -181,7 +195,7 @@ def _changes(recipe: Recipe, model_type: str) -> dict[str, tuple[Any, str, str]]
         out["draft.aux_layer_ids"] = (None, SHRUNK, f"{draft_why}: vLLM's default ids for its layers")
     if d.draft_vocab_size > 1024:
         out["draft.draft_vocab_size"] = (1024, SHRUNK, "the stand-in's vocabulary (1,024 draft tokens)")
-    if recipe.gate.baseline:
+    if recipe.gate.baseline:  # not a draft setting, but said beside them: the one "as written" with a why
         out["gate.baseline"] = (
             recipe.gate.baseline,
             RAN,
@@ -194,7 +208,12 @@ def rehearsal_recipe(recipe: Recipe, model_type: str) -> tuple[Recipe, list[Sett
     """The recipe as a CPU rehearsal runs it, and one row per setting of the written recipe
     saying whether it ran as written, was shrunk, replaced, or cannot run on a CPU (and why).
     `model_type`: the verifier's (from its config.json, or the bundled reference's)."""
-    changes = _changes(recipe, model_type)
+    changes = {
+        **_verifier_changes(recipe, model_type),
+        **_size_changes(recipe),
+        **_data_changes(recipe),
+        **_draft_changes(recipe),
+    }
     written = recipe.model_dump(mode="json")
     data = recipe.model_dump(mode="json")
     for key, (value, _, _) in changes.items():

@@ -33,7 +33,7 @@ def engine(monkeypatch, tmp_path):
             for r in requests
         ]
 
-    def rescore(llm, sequences):
+    def rescore(llm, sequences, top=None):
         if not sequences:
             raise ValueError("nothing to rescore")
         return [[{5: -0.5}] for _ in sequences]
@@ -95,12 +95,12 @@ def test_close_hands_a_healthy_host_back(engine, monkeypatch):
     assert not t.is_alive() and idle == ["host"]
 
 
-def test_the_offline_engine_declares_what_it_can_do():
+def test_the_engines_declare_what_they_can_do():
     assert issubclass(offline.OfflineEngine, Rescorer) and issubclass(offline.OfflineEngine, LayerStateReader)
     from harness.engine.server import AttachedEngine, ServerEngine
 
-    for cls in (ServerEngine, AttachedEngine):
-        assert not issubclass(cls, Rescorer) and not issubclass(cls, LayerStateReader)
+    for cls in (ServerEngine, AttachedEngine):  # servers re-score through prompt_logprobs; no worker probe
+        assert issubclass(cls, Rescorer) and not issubclass(cls, LayerStateReader)
 
 
 def test_spec_summary_reads_both_of_vllms_surfaces():
