@@ -118,3 +118,27 @@ def test_a_run_folder_from_before_a_setting_was_added_resumes(tmp_path):
     assert json.loads((run / "recipe.json").read_text())["fingerprint"] == recipe.fingerprint(*TRAIN_SECTIONS)
     with pytest.raises(BadInput, match="was made by a different recipe \\(differs in train.epochs\\)"):
         prepare_run_dir(run, load_recipe(None, ["train.epochs=9"]), TRAIN_SECTIONS)
+
+
+def test_online_states_are_rounded_as_the_offline_shards_store_them():
+    import torch
+
+    from harness.train.online import AsStored
+
+    class Fake:  # speculators' ArrowDataset, as the Trainer's loader sees it
+        approx_lengths, hidden_states_dtype = [3, 2], torch.float32
+
+        def __len__(self):
+            return 2
+
+        def __getitem__(self, i):
+            if i == 1:
+                return "unavailable"  # speculators' SampleUnavailable passes through
+            x = torch.tensor([[1.0 + 2**-12]])  # not representable in bf16
+            return {"hidden_states": x, "verifier_last_hidden_states": x.clone(), "input_ids": torch.tensor([1])}
+
+    ds = AsStored(Fake(), "bfloat16")
+    item = ds[0]
+    assert item["hidden_states"].dtype == torch.bfloat16 and item["hidden_states"].item() == 1.0
+    assert item["verifier_last_hidden_states"].dtype == torch.bfloat16 and item["input_ids"].dtype == torch.long
+    assert ds[1] == "unavailable" and len(ds) == 2 and ds.approx_lengths == [3, 2]

@@ -77,21 +77,47 @@ def disk_bound(recipe: Recipe, layout: VerifierLayout, aux_ids: Sequence[int]) -
     return bound, formula
 
 
-def datasets_for(plan: FitConfig, src: OnlineSource) -> dict[str, object]:
+class AsStored:
+    """speculators' online dataset with each sample's states rounded to train.hidden_states_dtype,
+    as the offline shards store them: both modes then train on the same numbers (vLLM may serve in
+    float32, e.g. on a CPU without native bf16)."""
+
+    def __init__(self, dataset, dtype: str):
+        import torch
+
+        self.dataset, self.dtype = dataset, getattr(torch, dtype)
+        self.approx_lengths = dataset.approx_lengths
+        self.hidden_states_dtype = dataset.hidden_states_dtype
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int):
+        item = self.dataset[index]
+        if isinstance(item, dict):  # not speculators' SampleUnavailable
+            for key in ("hidden_states", "verifier_last_hidden_states"):
+                item[key] = item[key].to(self.dtype)
+        return item
+
+
+def datasets_for(plan: FitConfig, src: OnlineSource) -> dict[str, AsStored]:
     """speculators' online datasets for the plan: generate on a miss, through `src`'s server."""
     import torch
     from hs_connectors import FileTransfer
     from speculators.train.data import ArrowDataset
 
     return {
-        split: ArrowDataset(
-            max_len=plan.total_seq_len,
-            datapath=str(Path(src.data_dir) / split),
-            transfer=FileTransfer(Path(src.cache_dir)),
-            vllm_endpoint=src.endpoint,
-            on_missing="generate",
-            hidden_states_dtype=getattr(torch, plan.hidden_states_dtype),
-            model=src.model,
+        split: AsStored(
+            ArrowDataset(
+                max_len=plan.total_seq_len,
+                datapath=str(Path(src.data_dir) / split),
+                transfer=FileTransfer(Path(src.cache_dir)),
+                vllm_endpoint=src.endpoint,
+                on_missing="generate",
+                hidden_states_dtype=getattr(torch, plan.hidden_states_dtype),
+                model=src.model,
+            ),
+            src.states_dtype,
         )
         for split in SPLITS
     }
@@ -108,7 +134,9 @@ def extraction_server(
     plan = extraction_plan(recipe.engine, layout, aux_ids, cache_dir)
     log = run_dir / "logs" / "hidden_states.log"
     with ServerEngine(plan, log, recipe.engine.startup_timeout_s, recipe.engine.request_timeout_s) as eng:
-        yield OnlineSource(eng.url + "/v1", eng.model_name, str(run_dir / "online"), str(cache_dir))
+        yield OnlineSource(
+            eng.url + "/v1", eng.model_name, str(run_dir / "online"), str(cache_dir), recipe.train.hidden_states_dtype
+        )
 
 
 def dir_bytes(folder: Path) -> int:

@@ -19,6 +19,7 @@ class OnlineSource:
     model: str
     data_dir: str
     cache_dir: str
+    states_dtype: str = "bfloat16"  # train.hidden_states_dtype: what the offline shards store
 
 
 @dataclass(frozen=True)
