@@ -431,13 +431,13 @@ def train_and_bench_cmd(
         if not json_out:
             render_rows(rows, _stdout())
     out = run_dir or default_run_dir(r)
+    if dry_run:  # writes nothing
+        return _show_dry_run(r, out / "train", True, json_out)
     if rows is not None:
         from harness.provenance import atomic_write_json
 
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_json(out / "rehearsal.json", {"settings": [row.to_dict() for row in rows]})
-    if dry_run:
-        return _show_dry_run(r, out / "train", True, json_out)
     with _progress() as rep:
         res = run_train_and_bench(r, rep, out)
     if json_out:
