@@ -89,3 +89,33 @@ def test_the_verifier_becomes_the_stand_in_of_its_architecture(production):
     assert rows["verifier.path"].status == REPLACED
     with pytest.raises(BadInput, match="no stand-in for verifier model_type 'mamba'"):
         rehearsal_recipe(load_recipe(None), "mamba")
+
+
+def test_rehearse_dry_run_prints_the_table_and_plan_and_writes_nothing(tmp_path):
+    import subprocess
+    import sys
+
+    from harness.paths import REPO_ROOT
+
+    out = tmp_path / "run"
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "train-and-bench",
+            PRODUCTION,
+            "--rehearse",
+            "--dry-run",
+            "--run-dir",
+            str(out),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "rehearsal: the recipe's settings" in p.stdout and "dry run of recipe kimi-k2.5-rehearsal" in p.stdout
+    assert "'mode': 'online'" in p.stdout and "CpuHiddenStatesConnector" in p.stdout
+    assert not out.exists()
