@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from harness.engine.settings import EnginePlan
 from harness.recipe import Recipe
 from harness.train.hidden_states import DTYPE_BYTES, Sample, is_held_out
 from harness.train.records import FitConfig, OnlineSource
@@ -57,17 +58,15 @@ def cache_bound_bytes(max_tokens: int, num_states: int, hidden_size: int, in_fli
     return (in_flight + 1) * max_tokens * num_states * hidden_size * bytes_per
 
 
-def disk_bound(recipe: Recipe, layout: VerifierLayout, aux_ids: Sequence[int]) -> tuple[int, str]:
+def disk_bound(
+    recipe: Recipe, layout: VerifierLayout, aux_ids: Sequence[int], extraction: EnginePlan
+) -> tuple[int, str]:
     """(bytes, formula) of `cache_bound_bytes` for the recipe: one sample in flight per training
     process (speculators' loader reads in the rank's own process), each at most
-    engine.max_model_len tokens, in the dtype the extraction engine serves (after CPU workarounds)."""
-    from harness.train.vllm_states import extraction_plan
-
+    engine.max_model_len tokens, in the dtype the `extraction` engine serves (after CPU workarounds)."""
     t = recipe.train
     ranks = t.nproc_per_node * t.nnodes if t.launcher == "torchrun" else 1
-    dtype = extraction_plan(recipe.engine, layout, aux_ids, Path("hidden_raw")).engine_kwargs.get(
-        "dtype", recipe.engine.dtype
-    )
+    dtype = extraction.engine_kwargs.get("dtype", recipe.engine.dtype)
     n, hidden, tokens = len(aux_ids) + 1, layout.hidden_size, recipe.engine.max_model_len
     bound = cache_bound_bytes(tokens, n, hidden, ranks, DTYPE_BYTES[dtype])
     formula = (
@@ -135,7 +134,7 @@ def extraction_server(
     log = run_dir / "logs" / "hidden_states.log"
     with ServerEngine(plan, log, recipe.engine.startup_timeout_s, recipe.engine.request_timeout_s) as eng:
         yield OnlineSource(
-            eng.url + "/v1", eng.model_name, str(run_dir / "online"), str(cache_dir), recipe.train.hidden_states_dtype
+            eng.url, eng.model_name, str(run_dir / "online"), str(cache_dir), recipe.train.hidden_states_dtype
         )
 
 

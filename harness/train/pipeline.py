@@ -336,7 +336,7 @@ def stage_hidden(
 
             src = stack.enter_context(extraction_server(recipe, layout, run_dir, aux_ids, run_dir / "hidden_raw"))
             states = VllmStateSource(
-                src.endpoint.removesuffix("/v1"),
+                src.url,
                 src.model,
                 len(aux_ids),
                 recipe.train.response_concurrency,
@@ -403,7 +403,8 @@ def _stage_online_tables(
 
     with atomic_dir(run_dir / "online") as tmp:
         rows = write_sample_tables(samples, tmp, recipe.train.validation_fraction)
-    bound, formula = disk_bound(recipe, layout, aux_ids)
+    extraction = extraction_plan(recipe.engine, layout, aux_ids, run_dir / "hidden_raw")
+    bound, formula = disk_bound(recipe, layout, aux_ids, extraction)
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_json(
         folder / "done.json",
@@ -416,9 +417,7 @@ def _stage_online_tables(
             "rows": rows,
             "disk_bound_bytes": bound,
             "disk_bound": formula,
-            "engine_workarounds": list(
-                extraction_plan(recipe.engine, layout, aux_ids, run_dir / "hidden_raw").workarounds
-            ),
+            "engine_workarounds": list(extraction.workarounds),
         },
     )
     return folder

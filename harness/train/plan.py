@@ -195,12 +195,12 @@ def _hidden_states_section(recipe: Recipe, cmds: _Commands, aux: list[int], run_
         from harness.train.online import disk_bound
         from harness.train.vllm_states import extraction_plan
 
-        bound, formula = disk_bound(recipe, layout, aux)
-        hs["disk_by_mode"]["online"] = {"disk_gib": round(bound / GIB, 2), "formula": formula}
         ext = dataclasses.replace(
             extraction_plan(recipe.engine, layout, aux, run_dir / "hidden_raw"),
             model=recipe.verifier.path or layout.path,
         )
+        bound, formula = disk_bound(recipe, layout, aux, ext)
+        hs["disk_by_mode"]["online"] = {"disk_gib": round(bound / GIB, 2), "formula": formula}
         hs["extraction_command"] = " ".join(ext.server_command(cmds.python, "127.0.0.1", 8001))
         if ext.workarounds:
             hs["workarounds"] = list(ext.workarounds)

@@ -13,13 +13,18 @@ from typing import Any, Literal
 class OnlineSource:
     """Where online training gets its states: speculators' ArrowDataset over the sample tables in
     `data_dir` ("train", "val"), generating each sample's states through the vLLM server at
-    `endpoint` (serving `model`), whose connector writes them under `cache_dir`."""
+    `url` (serving `model`), whose connector writes them under `cache_dir`."""
 
-    endpoint: str
+    url: str
     model: str
     data_dir: str
     cache_dir: str
     states_dtype: str = "bfloat16"  # train.hidden_states_dtype: what the offline shards store
+
+    @property
+    def endpoint(self) -> str:
+        """The OpenAI API root speculators' client asks."""
+        return self.url + "/v1"
 
 
 @dataclass(frozen=True)
