@@ -350,6 +350,34 @@ class GateSection(_Strict):
     )
 
 
+class CostSection(_Strict):
+    """Throughput figures the dry run turns the plan's work into hours with (harness/train/cost.py).
+    Unset: the device's default, printed with where it comes from. They estimate; they change no result,
+    so no run folder's identity (Recipe.fingerprint)."""
+
+    engine_start_s: float | None = Field(
+        None, gt=0, description="Seconds from starting a vLLM engine to its first request (weights, compile, graphs)."
+    )
+    generate_tok_s: float | None = Field(
+        None,
+        gt=0,
+        description="Output tokens/s of one verifier serving instance (tensor x pipeline parallel GPUs), "
+        "all requests in flight together, at generate_concurrency requests.",
+    )
+    generate_concurrency: int | None = Field(
+        None,
+        ge=1,
+        description="Requests in flight at which generate_tok_s holds; with fewer, throughput falls in "
+        "proportion (each request at generate_tok_s / generate_concurrency).",
+    )
+    extract_tok_s: float | None = Field(
+        None, gt=0, description="Prompt + response tokens/s one extraction instance takes through the verifier."
+    )
+    train_tok_s: float | None = Field(
+        None, gt=0, description="Tokens/s one draft-training process trains (all TTT steps of a token)."
+    )
+
+
 class Recipe(_Strict):
     name: str = Field(description="Recipe name (used in run ids).")
     description: str = Field("", description="What this recipe is for.")
@@ -359,9 +387,11 @@ class Recipe(_Strict):
     train: TrainSection = Field(default_factory=TrainSection)
     bench: BenchSection = Field(default_factory=BenchSection)
     gate: GateSection = Field(default_factory=GateSection)
+    cost: CostSection = Field(default_factory=CostSection)
 
     def fingerprint(self, *sections: str) -> str:
-        data = self.model_dump(mode="json")
+        # [cost] only estimates: setting it (or adding the section) keeps every run folder's name
+        data = self.model_dump(mode="json", exclude=set() if sections else {"cost"})
         if sections:
             data = {s: data[s] for s in sections}
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]

@@ -10,7 +10,8 @@ setting as written except:
     repeats, each lowered to a cap and never raised;
   - the draft's shape, which follows the stand-in's (hidden size, heads, vocabulary, aux layers);
   - datasets named by hub id, replaced by the local copies in train/rehearsal/ in their released
-    layouts (`LOCAL_COPIES`), so the same readers run.
+    layouts (`LOCAL_COPIES`), so the same readers run;
+  - [cost] figures (the production hardware's): the rehearsal predicts with the CPU's defaults.
 Engine mode, hidden-state source and mode, launcher, FSDP, scheduler, loss, thinking,
 temperatures, suites, the gate: as written. `SettingRow`s say, for every setting, which it was.
 """
@@ -204,6 +205,13 @@ def _draft_changes(recipe: Recipe) -> Changes:
     return out
 
 
+def _cost_changes(recipe: Recipe) -> Changes:
+    """[cost] figures describe the production hardware: the rehearsal predicts with this CPU's
+    defaults and prints them beside what it measured (harness/train/cost_measured.py)."""
+    why = "a figure of the production hardware; the rehearsal predicts with the CPU's defaults (harness/train/cost.py)"
+    return {f"cost.{k}": (None, REPLACED, why) for k in recipe.cost.model_dump(exclude_none=True)}
+
+
 def rehearsal_recipe(recipe: Recipe, model_type: str) -> tuple[Recipe, list[SettingRow]]:
     """The recipe as a CPU rehearsal runs it, and one row per setting of the written recipe
     saying whether it ran as written, was shrunk, replaced, or cannot run on a CPU (and why).
@@ -213,6 +221,7 @@ def rehearsal_recipe(recipe: Recipe, model_type: str) -> tuple[Recipe, list[Sett
         **_size_changes(recipe),
         **_data_changes(recipe),
         **_draft_changes(recipe),
+        **_cost_changes(recipe),
     }
     written = recipe.model_dump(mode="json")
     data = recipe.model_dump(mode="json")

@@ -265,16 +265,41 @@ def _training_section(recipe: Recipe, run_dir: Path) -> dict[str, Any]:
     }
 
 
-def _bench_section(recipe: Recipe, cmds: _Commands, run_dir: Path) -> dict[str, Any]:
+def _suite_requests(recipe: Recipe) -> tuple[tuple[str, int | None], ...]:
+    """Requests one arm sends per suite (turns counted), each thinking mode a suite of its own;
+    local suites parsed as the bench parses them, hub suites (read at run time) at bench.num_prompts
+    prompts of one turn."""
+    from harness.benchfiles import expand_suite_specs
+    from harness.suites import load_suites
+
+    b = recipe.bench
+    local = [s for s in b.suites if not s.startswith("hf:")]
+    loaded = dict(zip(expand_suite_specs(local), load_suites(local, b.num_prompts, b.hf_field_map), strict=True))
+    out: list[tuple[str, int | None]] = []
+    for spec in expand_suite_specs(list(b.suites)):
+        suite = loaded.get(spec)
+        n = sum(r.num_turns for r in suite.records) if suite else b.num_prompts
+        out += [(spec, n)] * max(1, len(b.thinking))
+    return tuple(out)
+
+
+def _bench_section(
+    recipe: Recipe, cmds: _Commands, run_dir: Path, suite_requests: tuple[tuple[str, int | None], ...]
+) -> dict[str, Any]:
+    from harness.train.cost import bench_count
+
     b = recipe.bench
     spec = cmds.engine(SpeculativeSpec(b.method, max(b.k), str(run_dir / "draft")))
+    count = bench_count(recipe, suite_requests)
     return {
         "suites": b.suites,
         "k": b.k,
         "concurrency": b.concurrency,
         "temperature": b.temperature,
-        "cells": len(b.suites) * len(b.k) * len(b.concurrency) * len(b.temperature),
-        "engines": 1 + len(b.k),
+        "thinking": b.thinking,
+        # as harness/bench/run.py plans them: thinking modes, extra cells, dynamic k and reference drafts included
+        "cells": count.cells,
+        "engines": count.engines,
         "repeats": b.repeats,
         "engine": b.engine,
         "baseline_command": " ".join(cmds.engine().server_command(cmds.python, "127.0.0.1", 8000)),
@@ -311,12 +336,11 @@ def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> 
     plan["hidden_states"] = _hidden_states_section(recipe, cmds, aux, run_dir)
     plan.update(_draft_and_memory_sections(recipe, layout, aux))
     plan["training"] = _training_section(recipe, run_dir)
-    if include_bench:
-        from harness.suites import load_suites
-
-        b = recipe.bench  # parsed as the bench parses them (hf: datasets need the network)
-        load_suites([s for s in b.suites if not s.startswith("hf:")], b.num_prompts, b.hf_field_map)
-        plan["bench"] = _bench_section(recipe, cmds, run_dir)
+    # local suites parsed as the bench parses them (hf: datasets need the network)
+    suite_requests = _suite_requests(recipe) if include_bench else None
+    if suite_requests is not None:
+        plan["bench"] = _bench_section(recipe, cmds, run_dir, suite_requests)
+    plan["cost"] = _cost_section(recipe, layout, plan, suite_requests)
     warnings = _online_gpu_warnings(recipe, plan["memory_estimates"])
     plan["checks"] = {"problems": problems, "warnings": warnings, "ok": not problems}
     if problems:
@@ -324,6 +348,30 @@ def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> 
             f"dry run of {recipe.name}: {len(problems)} problem(s):\n" + "\n".join(f"  - {p}" for p in problems)
         )
     return plan
+
+
+def _cost_section(
+    recipe: Recipe,
+    layout: VerifierLayout,
+    plan: dict[str, Any],
+    suite_requests: tuple[tuple[str, int | None], ...] | None,
+) -> dict[str, Any]:
+    """The plan's work in hours and GPU-hours (harness/train/cost.py); the bench's only with the bench."""
+    from harness.train.cost import PlanNumbers, active_params, default_figures, plan_cost, with_recipe
+
+    e, hs = recipe.engine, plan["hidden_states"]
+    gpus = e.tensor_parallel_size * e.pipeline_parallel_size if e.device == "cuda" else 0
+    numbers = PlanNumbers(
+        num_prompts=plan["responses"]["num_prompts"],
+        sample_tokens=hs["estimated_tokens"],
+        serving_gpus=gpus,
+        disk_gib={m: d["disk_gib"] if isinstance(d, dict) else None for m, d in hs["disk_by_mode"].items()},
+        suite_requests=suite_requests,
+    )
+    defaults = default_figures(
+        e.device, gpus, active_params(layout.text_config), plan["draft"]["trainable_params"], recipe.train.ttt_steps
+    )
+    return plan_cost(recipe, numbers, with_recipe(recipe.cost, defaults))
 
 
 H200_GIB = 141
@@ -367,6 +415,11 @@ def render_plan(plan: dict[str, Any], console) -> None:
         if section in ("recipe", "verifier_source"):
             continue
         console.print(Rule(section, align="left"))
+        if section == "cost":
+            from harness.train.cost import render_cost
+
+            render_cost(body, console)
+            continue
         console.print(Pretty(body, expand_all=False), soft_wrap=True)
     checks = plan.get("checks", {})
     for w in checks.get("warnings", []):
