@@ -440,16 +440,40 @@ def train_and_bench_cmd(
         atomic_write_json(out / "rehearsal.json", {"settings": [row.to_dict() for row in rows]})
     with _progress() as rep:
         res = run_train_and_bench(r, rep, out)
+    cost = _rehearsal_cost(r, out) if rows is not None else None
     if json_out:
         print(
             json.dumps(
-                {"rows": res.summary_rows, "paths": res.paths, "wall_s": res.wall_s, "gate_exit": res.gate_exit},
+                {"rows": res.summary_rows, "paths": res.paths, "wall_s": res.wall_s, "gate_exit": res.gate_exit}
+                | ({"cost": cost} if cost else {}),
                 indent=2,
             )
         )
     else:
         render_summary(res, _stdout())
+        if cost:
+            from harness.train.cost import render_cost
+
+            render_cost(cost, _stdout())
     exit_for(res)
+
+
+def _rehearsal_cost(recipe, out: Path) -> dict | None:
+    """What the rehearsal measured, stage by stage, beside the cost model's prediction for the same
+    work with the plan's (CPU) figures; stored in rehearsal.json under "cost"."""
+    from harness.errors import BadInput
+    from harness.provenance import atomic_write_json
+    from harness.train.cost_measured import measured_costs
+    from harness.train.plan import dry_run_plan
+
+    try:  # the plan of the recipe that just ran: its figures and its (upper-bound) tokens
+        planned = dry_run_plan(recipe, out / "train", include_bench=True).get("cost")
+    except BadInput:
+        planned = None
+    cost = measured_costs(out, recipe, planned)
+    data = json.loads((out / "rehearsal.json").read_text())
+    atomic_write_json(out / "rehearsal.json", {**data, "cost": cost})
+    return cost
 
 
 @verifier_app.command("agree")

@@ -62,6 +62,18 @@ def test_rehearsal_exits_0_and_its_table_says_the_production_settings_ran(rehear
     assert "rehearsal: the recipe's settings" in p.stdout and "cannot run on CPU" in p.stdout
 
 
+def test_rehearsal_measures_what_the_plan_costs(rehearsal):
+    """The cost table from what the rehearsal measured, beside the model's prediction (CPU figures)."""
+    p, run_dir = rehearsal
+    cost = json.loads((run_dir / "rehearsal.json").read_text())["cost"]
+    stages = {s["stage"]: s for s in cost["stages"]}
+    assert list(stages) == ["responses", "hidden states + training (online)", "bench"]
+    for s in stages.values():
+        assert s["measured"]["wall_s"] > 0 and s["wall_s"] > 0 and s["measured"]["ratio"] > 0, s
+        assert s["measured"]["planned_tokens"], s
+    assert "what the run cost" in p.stdout
+
+
 def test_training_ran_online_from_vllm_under_torchrun_with_fsdp(rehearsal):
     _, run_dir = rehearsal
     train = run_dir / "train"

@@ -6,6 +6,7 @@ made it and refuses another (results of two recipes never mix).
 
   prompts.jsonl          the training prompts (checked against the bench suites)
   responses/part-*.jsonl the verifier's own answers, regenerated with vLLM (EAGLE-3 learns them)
+  responses/timing.json  each engine session's start and generation time (the cost model's measurements)
   agreement.json         vLLM vs the hidden-state source, greedy-token agreement (gate)
   hidden/shard-*.pt      aux-layer states + pre-norm last state per sample (transformers)
   vocab.pt / vocab.json  draft vocabulary (d2t, t2d) and its coverage
@@ -159,7 +160,7 @@ def stage_responses(
     """Regenerate responses with vLLM, in chunks written atomically (resumable). `spare_hosts`:
     engine hosts to start while this engine generates, for engines that follow in this process
     (the main job's bench); their vLLM import uses the core a CPU engine leaves idle."""
-    from harness.engine.base import GenRequest, Sampling
+    from harness.engine.base import Sampling
     from harness.engine.offline import prespawn
     from harness.engine.settings import engine_plan
 
@@ -196,21 +197,14 @@ def stage_responses(
         ) as eng:
             if spare_hosts:
                 prespawn(plan, spare_hosts)
-            _generate_parts(eng, recipe, folder, [(i, chunks[i]) for i in missing], sampling, reporter)
+            t0 = time.perf_counter()
+            todo = [(i, chunks[i]) for i in missing]
+            ntok = _generate_parts(eng, recipe, folder, todo, sampling, reporter)
+            nreq = sum(len(c) for _, c in todo)
             if need_greedy:
-                first = [p for c in chunks for p in c][: recipe.train.agreement_samples]
-                reqs = [GenRequest(pid, tuple(ids), recipe.train.max_new_tokens) for pid, ids in first]
-                res = eng.generate(
-                    reqs, Sampling(temperature=0.0, stop_token_ids=stop), recipe.train.response_concurrency
-                )
-                atomic_write_text(
-                    greedy_path,
-                    "".join(
-                        json.dumps({"id": pid, "prompt_ids": ids, "output_ids": o.output_token_ids}) + "\n"
-                        for (pid, ids), o in zip(first, res.outputs, strict=True)
-                        if o.ok
-                    ),
-                )
+                gtok, greq = _generate_greedy(eng, recipe, [p for c in chunks for p in c], greedy_path, stop)
+                ntok, nreq = ntok + gtok, nreq + greq
+            _record_session(folder, eng.info.get("startup_s"), time.perf_counter() - t0, ntok, nreq, recipe)
     reporter.done()
     samples = []
     for i in range(len(chunks)):
@@ -222,10 +216,51 @@ def stage_responses(
     return samples
 
 
+def _generate_greedy(eng, recipe: Recipe, prompts: list, path: Path, stop: tuple[int, ...]) -> tuple[int, int]:
+    """The agreement gate's greedy twins of the first sampled responses (T > 0), written to `path`;
+    returns (output tokens, requests)."""
+    from harness.engine.base import GenRequest, Sampling
+
+    first = prompts[: recipe.train.agreement_samples]
+    reqs = [GenRequest(pid, tuple(ids), recipe.train.max_new_tokens) for pid, ids in first]
+    res = eng.generate(reqs, Sampling(temperature=0.0, stop_token_ids=stop), recipe.train.response_concurrency)
+    atomic_write_text(
+        path,
+        "".join(
+            json.dumps({"id": pid, "prompt_ids": ids, "output_ids": o.output_token_ids}) + "\n"
+            for (pid, ids), o in zip(first, res.outputs, strict=True)
+            if o.ok
+        ),
+    )
+    return res.num_output_tokens, len(reqs)
+
+
+RESPONSES_TIMING = "timing.json"
+
+
+def _record_session(
+    folder: Path, startup_s: float | None, wall_s: float, tokens: int, requests: int, recipe: Recipe
+) -> None:
+    """What one engine session of the responses stage took (responses/timing.json, one entry per
+    session, a resumed stage adds one): the cost model's measured engine start and generation rate
+    (harness/train/cost_measured.py)."""
+    path = folder / RESPONSES_TIMING
+    sessions = json.loads(path.read_text())["sessions"] if path.is_file() else []
+    session = {
+        "engine_start_s": startup_s,
+        "wall_s": round(wall_s, 1),  # generation only, after the engine started
+        "output_tokens": tokens,
+        "requests": requests,
+        "in_flight": recipe.train.response_concurrency,
+    }
+    atomic_write_json(path, {"sessions": [*sessions, session]})
+
+
 def _generate_parts(
     eng, recipe: Recipe, folder: Path, parts: list[tuple[int, list]], sampling, reporter: Reporter
-) -> None:
-    """Each missing part of the prompts through the engine, written atomically as it finishes."""
+) -> int:
+    """Each missing part of the prompts through the engine, written atomically as it finishes;
+    returns the output tokens generated."""
     from harness.engine.base import GenRequest
 
     t0, ntok = time.perf_counter(), 0
@@ -249,6 +284,7 @@ def _generate_parts(
         ntok += res.num_output_tokens
         atomic_write_text(folder / f"part-{i:05d}.jsonl", "".join(lines))
         reporter.advance(len(chunk), tok_s=ntok / (time.perf_counter() - t0))
+    return ntok
 
 
 def stage_agreement(
@@ -327,7 +363,7 @@ def stage_hidden(
     if recipe.train.hidden_states_mode == "online":
         return _stage_online_tables(recipe, layout, folder, run_dir, samples, aux_ids)
     reporter.stage(f"hidden states ({source})", total=len(samples))
-    t0 = time.perf_counter()
+    t0, started = time.perf_counter(), None
     with contextlib.ExitStack() as stack:
         states: StatesFn
         if source == "vllm":
@@ -335,6 +371,7 @@ def stage_hidden(
             from harness.train.vllm_states import VllmStateSource
 
             src = stack.enter_context(extraction_server(recipe, layout, run_dir, aux_ids, run_dir / "hidden_raw"))
+            started = round(time.perf_counter() - t0, 1)  # the server's start, part of wall_s
             states = VllmStateSource(
                 src.url,
                 src.model,
@@ -365,6 +402,7 @@ def stage_hidden(
             "aux_layer_ids": aux_ids,
             "source": source,
             "wall_s": round(time.perf_counter() - t0, 1),
+            "engine_start_s": started,
         },
     )
     reporter.done()
@@ -489,10 +527,14 @@ def stage_fit(
 
         cache = run_dir / "hidden_raw"
         with extraction_server(recipe, layout, run_dir, aux_ids, cache) as src, DirPeak(cache) as peak:
+            started = round(time.perf_counter() - t0, 1)  # the extraction server's start, part of wall_s
             result, curve, val = _run_fit(recipe, run_dir, dataclasses.replace(plan, online=src), reporter)
         bound = json.loads((run_dir / "hidden" / "done.json").read_text())["disk_bound_bytes"]
         result.update(
-            online_cache_peak_bytes=peak.peak, online_cache_bound_bytes=bound, online_cache_polls=peak.samples
+            online_cache_peak_bytes=peak.peak,
+            online_cache_bound_bytes=bound,
+            online_cache_polls=peak.samples,
+            extraction_start_s=started,
         )
     else:
         result, curve, val = _run_fit(recipe, run_dir, plan, reporter)
