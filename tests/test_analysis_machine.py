@@ -18,6 +18,11 @@ def test_spread_and_tolerance():
     assert tolerance(0.08) == pytest.approx(machine.NOISE_FACTOR * 0.08)
 
 
+def test_sentinel_is_never_longer_than_the_arms_it_brackets():
+    assert machine.sentinel_tokens(512) == machine.SENTINEL_TOKENS  # production cells: the fixed job
+    assert machine.sentinel_tokens(12) == 12  # short cells: no longer than they are
+
+
 def test_steady_cell_is_not_flagged():
     r = MachineReading((460.0, 455.0), (455.0, 470.0), noise=0.02)
     assert r.steady and r.flag() is None

@@ -529,7 +529,7 @@ def calibrate_clock(engine: Engine, prompts: Prompts, recipe: Recipe) -> Clock |
     if not recipe.bench.machine_sentinel:
         return None
     reqs = tuple(
-        GenRequest(f"sentinel-{i}", tuple(ids), machine.SENTINEL_TOKENS)
+        GenRequest(f"sentinel-{i}", tuple(ids), machine.sentinel_tokens(recipe.bench.max_tokens))
         for i, (_, ids) in enumerate(prompts[: machine.SENTINEL_PROMPTS])
     )
     clock = Clock(reqs, Sampling(temperature=0.0, seed=recipe.engine.seed, ignore_eos=True), 0.0)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from harness.analysis.machine import CALIBRATION_RUNS, SENTINEL_PROMPTS, SENTINEL_TOKENS
+from harness.analysis.machine import CALIBRATION_RUNS, SENTINEL_PROMPTS, sentinel_tokens
 from harness.recipe import CostSection, Recipe
 
 HOUR = 3600.0
@@ -440,7 +440,7 @@ def bench_count(recipe: Recipe, suite_requests: Sequence[tuple[str, int | None]]
         runs += (len(cells) + (len(cells) + len(bases)) * b.repeats + CALIBRATION_RUNS) * b.machine_sentinel
         cells_n += len(cells)
     temps = len(set(b.temperature) | {x.temperature for x in b.extra_cells})
-    overhead = {SENTINEL_PROMPTS: runs * SENTINEL_PROMPTS * SENTINEL_TOKENS}
+    overhead = {SENTINEL_PROMPTS: runs * SENTINEL_PROMPTS * sentinel_tokens(b.max_tokens)}
     warm = engines * b.warmup_requests * temps * min(16, b.max_tokens)
     overhead[max(b.concurrency)] = overhead.get(max(b.concurrency), 0) + warm
     requests = sum(tokens.values()) // b.max_tokens
