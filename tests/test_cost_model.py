@@ -143,7 +143,7 @@ def test_bench_counts_arms_as_the_bench_runs_them():
     assert refs.engines == (1 + 2 * 2) + (1 + 2)  # the oracle comes with a verifier of its own
     sentinels = bench_count(_bench_recipe("bench.machine_sentinel=true"), suites)
     runs = 8 + (8 + 4) * 2 + 3  # one per cell, one after each measured arm, 3 to calibrate
-    assert sentinels.overhead_tokens[4] == runs * 4 * 48
+    assert sentinels.overhead_tokens[4] == runs * 4 * 10  # no longer than the 10-token cells
 
 
 def _harness(*args: str) -> subprocess.CompletedProcess:
