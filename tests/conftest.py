@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.verifier.layout import resolve_layout
+from tests.results_fixtures import runs  # noqa: F401 (the synthetic-runs fixture of the results tests)
 
 # CI-sized training: small enough for a few minutes on 2 cores, large enough to show learning
 # (the margins it must reach are in tests/test_train_e2e.py).

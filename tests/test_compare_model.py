@@ -1,6 +1,6 @@
 """The compare model (harness/results/compare.py): one builder, and renderers that show what it holds.
 
-Runs are built in memory from synthetic rows (tests/test_results.py's rows_for): no folders, no engines.
+Runs are built in memory from synthetic rows (tests/results_fixtures.py's rows_for): no folders, no engines.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from harness.results import compare_compact as cc
 from harness.results import published as pub
 from harness.results.runs import Run
 from harness.ui import MISSING, fmt
-from tests.test_results import BAD, rows_for
+from tests.results_fixtures import BAD, rows_for
 
 
 def _run(label: str, cells: list[dict], missing: list[str] = (), manifest: dict | None = None) -> Run:

@@ -33,7 +33,7 @@ def test_a_baseline_of_another_verifier_only_is_named_not_used(tmp_path):
     """The main job on a CPU whose stand-in is another verifier than the committed baseline's: it
     says so and how to add this verifier's cells, instead of failing a run that did its work."""
     from harness.results.gate import other_verifier_only, update_baseline
-    from tests.test_results import make_run
+    from tests.results_fixtures import make_run
 
     base_run = make_run(tmp_path / "runs", "bf16", [{"verifier_hash": "standin:bf16"}])
     run = make_run(tmp_path / "runs", "fp32", [{"verifier_hash": "standin:fp32"}])

@@ -10,7 +10,7 @@ import pytest
 from harness.errors import BadInput
 from harness.results import compare, published, report
 from harness.results.runs import read_run
-from tests.test_results import invoke, make_run
+from tests.results_fixtures import invoke, make_run
 
 
 def test_every_published_row_has_a_source_and_numbers_that_parse():

@@ -14,7 +14,7 @@ from harness.results import compare_compact as cc
 from harness.results import gate, gate_load, load_view, report
 from harness.results.runs import read_run
 from harness.results.table import write_cell
-from tests.test_results import invoke, make_run
+from tests.results_fixtures import invoke, make_run
 
 ONE_POINT = [dict(suite=s, k=k, c=4, spec_tok_s=150.0 + 10 * k) for s in ("chat", "code") for k in (1, 3)]
 
