@@ -4,7 +4,8 @@ around every measured arm, so a speedup never rests on arms the machine ran at d
 Sentinel: the same short batch every time (the run's first prompts, greedy, a fixed number of
   output tokens with EOS ignored, all at once on the baseline engine); its output tok/s is the
   machine's speed index at that moment. Never longer than the arms it brackets
-  (`sentinel_tokens`): on a grid of short cells a 48-token sentinel would cost more than the cells. The speed of the model under test does not enter it, only
+  (`sentinel_tokens`): on a grid of short cells a 48-token sentinel would cost more than the
+  cells. The speed of the model under test does not enter it, only
   what the machine gives the engine.
 Noise: the spread of CALIBRATION_RUNS sentinels back to back when the baseline engine is warm,
   spread = max / min − 1 (a steady machine's own jitter at this job's size).
@@ -30,6 +31,8 @@ def sentinel_tokens(max_tokens: int) -> int:
     """Output tokens per sentinel request: SENTINEL_TOKENS, or the arms' own max_tokens if shorter
     (calibration times the same job, so the noise it reads is that job's)."""
     return min(SENTINEL_TOKENS, max_tokens)
+
+
 NOISE_FACTOR = 3.0
 DRIFT_FLOOR = 0.10
 FLAG = "MACHINE NOISE"
