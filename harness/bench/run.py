@@ -542,21 +542,33 @@ def rescored_arms(
 ) -> tuple[list, list] | None:
     """For the T > 0 test: each arm's first-turn outputs with the verifier's sampling distribution
     at every output position, from the no-speculation engine re-scoring prompt + output, kept as
-    `num_top` buckets. At T = 1 without top-p the raw distribution is the sampling one, so the
-    engine returns only its `num_top` most likely tokens (and the output's); otherwise the whole
-    vocabulary, to apply temperature and top-p to. None when the engine is no `Rescorer`
+    `num_top` buckets (a `RescoredArms`, whose `rescore` the rows keep as sampling_rescore). At
+    T = 1 without top-p the raw distribution is the sampling one: the engine returns its top
+    tokens and the output's. Otherwise a `SamplingRescorer` (the offline engine) applies
+    temperature and top-p in vLLM's worker and returns the same few numbers; any other
+    `Rescorer` (a server) returns the whole vocabulary per position, processed here. Top tokens
+    come with RESCORE_MARGIN more, for ties. None when the engine is no `Rescorer`
     (harness/engine/base.py) or the test is off (bench.lossless_logprobs = 0)."""
-    from harness.analysis.lossless_sampling import raw_is_sampling, rescored_samples
+    from harness.analysis.lossless_sampling import RESCORE_MARGIN, RescoredArms, raw_is_sampling, rescored_samples
+    from harness.engine.base import RESCORE_RAW_TOP, RESCORE_WHOLE_VOCABULARY, SamplingRescorer
 
     if num_top <= 0 or not isinstance(base_engine, Rescorer):
         return None
-    top = num_top if raw_is_sampling(sampling.temperature, sampling.top_p) else None
-    out = []
+    t, top_p, top = sampling.temperature, sampling.top_p, num_top + RESCORE_MARGIN
+    out, paths = [], []
     for arm in arms:
         ids = [(list(p_ids), arm.outputs[f"{rec.id}#0"]) for rec, p_ids in prompts if f"{rec.id}#0" in arm.outputs]
-        dists = base_engine.rescore([(p + o, len(p)) for p, o in ids], top)
-        out.append(rescored_samples([o for _, o in ids], dists, sampling.temperature, sampling.top_p, num_top))
-    return out[0], out[1]
+        seqs = [(p + o, len(p)) for p, o in ids]
+        if raw_is_sampling(t, top_p):
+            dists, path, is_sampling = base_engine.rescore(seqs, top), RESCORE_RAW_TOP, True
+        elif isinstance(base_engine, SamplingRescorer):
+            res = base_engine.rescore_sampling(seqs, t, top_p, top)
+            dists, path, is_sampling = res.dists, res.path, True
+        else:
+            dists, path, is_sampling = base_engine.rescore(seqs, None), RESCORE_WHOLE_VOCABULARY, False
+        out.append(rescored_samples([o for _, o in ids], dists, t, top_p, num_top, is_sampling))
+        paths.append(path)
+    return RescoredArms(out[0], out[1], "; ".join(dict.fromkeys(paths)))
 
 
 def cell_identity(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engine_kind: str) -> CellIdentity:

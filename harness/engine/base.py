@@ -16,13 +16,17 @@ Capabilities beyond `Engine`, each a protocol of its own (`isinstance(engine, Re
   protocol           method                          OfflineEngine  ServerEngine  AttachedEngine
   Engine             generate/counters/describe/close     yes           yes           yes
   Rescorer           rescore(sequences, top)               yes           yes           yes
+  SamplingRescorer   rescore_sampling(seqs, T, top_p, top) yes           no            no
   LayerStateReader   layer_states(token_ids, layer_ids)    yes           no            no
 
 `rescore` is vLLM's `prompt_logprobs` (in process, or the completions API's `prompt_logprobs`
-field on a server started with --max-logprobs -1) and `layer_states` a probe in the worker
-(`OfflineEngine(probe=True)`), which a server does not expose. The bench re-scores
-T > 0 outputs when its baseline engine is a Rescorer (harness/bench/run.py rescored_arms);
-the agreement check reads layer states (harness/train/agree.py layer_differences).
+field on a server started with --max-logprobs -1); `rescore_sampling` applies temperature and
+top-p in vLLM's worker before prompt_logprobs' top-N (harness/engine/sampling_logits.py), and
+`layer_states` is a probe in the worker (`OfflineEngine(probe=True)`): a server exposes neither.
+The bench re-scores T > 0 outputs when its baseline engine is a Rescorer (harness/bench/run.py
+rescored_arms; at T != 1 or top-p < 1 a Rescorer that is no SamplingRescorer ships the whole
+vocabulary per position); the agreement check reads layer states (harness/train/agree.py
+layer_differences).
 The protocols are runtime-checkable: isinstance looks for the method (statically, on the class
 or the instance, from Python 3.12 on: a wrapper that forwards it through __getattr__ is no
 Rescorer there; define the method, or subclass the protocol as OfflineEngine does).
@@ -117,6 +121,33 @@ class Rescorer(Protocol):
         """Per (token ids, start): from position `start` on, {token id: logprob} over the
         vocabulary for each position given the tokens before it; with `top`, only the `top` most
         likely tokens and the sequence's own token (raw logprobs, not renormalized)."""
+        ...
+
+
+# How a T > 0 re-score got the verifier's sampling distribution (the rows' `sampling_rescore`).
+RESCORE_IN_ENGINE = "in-engine"  # processed in vLLM's worker, top N + the token returned
+RESCORE_RAW_TOP = "raw top-N"  # T = 1 without top-p: the raw top N + the token are the sampling ones
+RESCORE_WHOLE_VOCABULARY = "whole vocabulary"  # every position's V logprobs, processed outside vLLM
+
+
+@dataclass(frozen=True)
+class SamplingRescore:
+    # per sequence, per position from `start`: {token id: sampling logprob}, top N + the token's own
+    dists: list[list[dict[int, float]]]
+    path: str  # RESCORE_IN_ENGINE, or why not (RESCORE_WHOLE_VOCABULARY ...)
+
+
+@runtime_checkable
+class SamplingRescorer(Protocol):
+    """An engine that re-scores token sequences with the verifier's *sampling* distribution
+    (temperature, top-p, renormalized) computed where the logits are, returning a few numbers
+    per position instead of the vocabulary (OfflineEngine: harness/engine/sampling_logits.py)."""
+
+    def rescore_sampling(
+        self, sequences: list[tuple[list[int], int]], temperature: float, top_p: float, top: int
+    ) -> SamplingRescore:
+        """Per (token ids, start): from position `start` on, the sampling logprobs of the `top`
+        most likely tokens and of the sequence's own token (-inf: cut by top-p)."""
         ...
 
 

@@ -22,6 +22,7 @@ the same way, so speedups stay like for like; the plan's `workarounds` record it
 from __future__ import annotations
 
 import atexit
+import math
 import multiprocessing as mp
 import os
 import tempfile
@@ -33,12 +34,16 @@ from pathlib import Path
 from typing import Any, ClassVar, cast
 
 from harness.engine.base import (
+    RESCORE_IN_ENGINE,
+    RESCORE_WHOLE_VOCABULARY,
     BatchResult,
     GenOutput,
     GenRequest,
     LayerStateReader,
     Rescorer,
     Sampling,
+    SamplingRescore,
+    SamplingRescorer,
     track,
 )
 from harness.engine.counters import SpecCounters, SpecSummary, counters_from_offline
@@ -148,6 +153,49 @@ def _rescore(llm, sequences: list[tuple[list[int], int]], top: int | None = None
     return result
 
 
+def _rescore_sampling(
+    llm, sequences: list[tuple[list[int], int]], temperature: float, top_p: float, top: int
+) -> SamplingRescore:
+    """The verifier's sampling log-probabilities (temperature, top-p, renormalized), per
+    position the `top` most likely and the sequence's own, computed in vLLM's worker
+    (harness/engine/sampling_logits.py). Where the worker cannot take the hook (a multi-process
+    engine refuses to pickle it without VLLM_ALLOW_INSECURE_SERIALIZATION, or the runner calls
+    another object), the whole vocabulary is re-scored and reduced here, in the host."""
+    from functools import partial
+
+    from harness.engine import sampling_logits
+
+    try:
+        llm.apply_model(partial(sampling_logits.install, temperature=temperature, top_p=top_p))
+    except Exception as e:  # noqa: BLE001 - the whole-vocabulary path still answers
+        return _rescore_sampling_whole(llm, sequences, temperature, top_p, top, f"{type(e).__name__}: {e}")
+    try:
+        dists = _rescore(llm, sequences, top)
+    finally:
+        calls = sum(llm.apply_model(sampling_logits.remove))
+    if calls == 0:
+        return _rescore_sampling_whole(
+            llm, sequences, temperature, top_p, top, "the runner never called the hooked compute_logits"
+        )
+    return SamplingRescore(dists, RESCORE_IN_ENGINE)
+
+
+def _rescore_sampling_whole(
+    llm, sequences: list[tuple[list[int], int]], temperature: float, top_p: float, top: int, why: str
+) -> SamplingRescore:
+    from harness.analysis.lossless import top_n
+    from harness.analysis.lossless_sampling import processed
+
+    dists = []
+    for (ids, start), raw in zip(sequences, _rescore(llm, sequences, None), strict=True):
+        seq = []
+        for tok, dist in zip(ids[max(start, 1) :], raw, strict=True):
+            full = processed(dist, temperature, top_p)
+            seq.append({**dict(top_n(full, top)), tok: full.get(tok, -math.inf)})
+        dists.append(seq)
+    return SamplingRescore(dists, f"{RESCORE_WHOLE_VOCABULARY} in the engine host ({why[:200]})")
+
+
 SINGLE_PROCESS_ENV = ("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 
@@ -244,7 +292,7 @@ def _import_vllm_quietly() -> None:
 # ----------------------------------------------------------------------------- the host's pipe
 # The harness sends a host one message at a time and waits for its one reply (_Exit has none).
 # A host without an engine takes _Open (-> _Ready, or _Failed and the host ends) or _Exit; a host
-# with one takes _Generate, _Rescore, _LayerStates, _Counters (-> _Ok or _Failed) and _Close
+# with one takes _Generate, _Rescore, _RescoreSampling, _LayerStates, _Counters (-> _Ok or _Failed) and _Close
 # (-> _Closed: the engine is shut down, the host free again). `what` names the request in the
 # harness's error messages.
 
@@ -276,6 +324,15 @@ class _Rescore:
     what: ClassVar[str] = "rescore"
     sequences: list[tuple[list[int], int]]
     top: int | None = None
+
+
+@dataclass(frozen=True)
+class _RescoreSampling:
+    what: ClassVar[str] = "rescore"
+    sequences: list[tuple[list[int], int]]
+    temperature: float
+    top_p: float
+    top: int
 
 
 @dataclass(frozen=True)
@@ -388,6 +445,8 @@ def _serve(conn, llm, timeout_s: float) -> None:
                     )
                 case _Rescore():
                     conn.send(_Ok(_rescore(llm, msg.sequences, msg.top)))
+                case _RescoreSampling():
+                    conn.send(_Ok(_rescore_sampling(llm, msg.sequences, msg.temperature, msg.top_p, msg.top)))
                 case _LayerStates():
                     conn.send(_Ok(_layer_states(llm, msg.token_ids, msg.layer_ids)))
                 case _Counters():
@@ -479,8 +538,9 @@ def _register_shutdown() -> None:
         _REGISTERED.append(True)
 
 
-class OfflineEngine(Rescorer, LayerStateReader):
-    """An `Engine` that is also a `Rescorer` and a `LayerStateReader` (harness/engine/base.py);
+class OfflineEngine(Rescorer, SamplingRescorer, LayerStateReader):
+    """An `Engine` that is also a `Rescorer`, a `SamplingRescorer` and a `LayerStateReader`
+    (harness/engine/base.py);
     `layer_states` needs the engine started with probe=True."""
 
     kind = "offline"
@@ -537,7 +597,11 @@ class OfflineEngine(Rescorer, LayerStateReader):
         except EOFError as e:
             raise InfraError(f"vLLM engine process closed its pipe during {what}") from e
 
-    def _call(self, request: _Generate | _Rescore | _LayerStates | _Counters, timeout_s: float = 24 * 3600):
+    def _call(
+        self,
+        request: _Generate | _Rescore | _RescoreSampling | _LayerStates | _Counters,
+        timeout_s: float = 24 * 3600,
+    ):
         self._conn.send(request)
         reply = self._recv(timeout_s, request.what)
         if isinstance(reply, _Failed):
@@ -552,6 +616,15 @@ class OfflineEngine(Rescorer, LayerStateReader):
         token (or of the `top` most likely and the sequence's own) given the tokens before it (the
         engine needs max_logprobs = -1)."""
         return self._call(_Rescore([(list(ids), int(start)) for ids, start in sequences], top))
+
+    def rescore_sampling(
+        self, sequences: list[tuple[list[int], int]], temperature: float, top_p: float, top: int
+    ) -> SamplingRescore:
+        """Per sequence, from position `start` on: the verifier's sampling logprobs (temperature,
+        top-p, renormalized) of its `top` most likely tokens and the sequence's own, computed in
+        vLLM's worker; `path` says where (harness/engine/sampling_logits.py)."""
+        seqs = [(list(ids), int(start)) for ids, start in sequences]
+        return self._call(_RescoreSampling(seqs, float(temperature), float(top_p), int(top)))
 
     def layer_states(self, token_ids: list[int], layer_ids: list[int]) -> dict[int, Any]:
         """vLLM's own residual stream entering each of `layer_ids` (aux-id semantics), [T, H]."""

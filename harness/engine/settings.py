@@ -228,8 +228,9 @@ def engine_plan(
         "tensor_parallel_size": settings.tensor_parallel_size,
         "trust_remote_code": settings.trust_remote_code,
         "disable_log_stats": False,  # spec-decode counters live in the stats
-        # no cap on returned logprobs: the T > 0 test re-scores outputs over the whole vocabulary
-        # (prompt_logprobs = -1, harness/bench/run.py rescored_arms)
+        # no cap on returned logprobs: a T > 0 re-score may cover the whole vocabulary (prompt_logprobs
+        # = -1: a server at T != 1 or top-p < 1, the offline engine's fallback; harness/bench/run.py
+        # rescored_arms)
         "max_logprobs": -1,
     }
     if settings.pipeline_parallel_size > 1:
