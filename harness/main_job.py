@@ -149,7 +149,8 @@ def _run_gate(recipe: Recipe, run_dir: Path, paths: dict[str, str], notes: list[
     from harness.results import gate as gate_mod
 
     folder = gate_mod.find_baseline_dir(recipe.gate.baseline)
-    create = f"`harness gate {run_dir} --baseline {recipe.gate.baseline} --update-baseline`"
+    # the main job's own draft is labelled "draft"; its reference drafts share the cells
+    create = f"`harness gate {run_dir} --baseline {recipe.gate.baseline} --update-baseline --draft draft`"
     if folder is None:
         notes.append(f"no baseline at {recipe.gate.baseline}: create one with {create}")
         return None
