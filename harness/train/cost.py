@@ -42,17 +42,18 @@ H200_PER_B200_BANDWIDTH = 4.8 / 8.0  # HBM TB/s; decode reads every active weigh
 BANDWIDTH_URL = "https://inferencex.semianalysis.com/blog/b200-nvfp4-vs-h200-int4-kimi-k2-vllm-perf-per-dollar"
 KIMI_CARD_ACTIVE = "Kimi-K2.5 model card (huggingface.co/moonshotai/Kimi-K2.5): 32 B activated parameters"
 
-# CPU figures: train/tiny-kimi.toml on a 2-core AVX2 CPU (the tiny Kimi stand-in), until the rehearsal re-measures them
-CPU_RUN = "measured on a 2-core AVX2 CPU (tiny Kimi stand-in, a train/tiny-kimi.toml run; docs/cluster-run.md)"
+# CPU figures: the CI-size training of the tiny Kimi stand-in (tests/conftest.py CI_TRAIN) on a quiet 2-core AVX2
+# CPU, float32; the rehearsal re-measures them (rehearsal.json "cost")
+CPU_RUN = "measured on a quiet 2-core AVX2 CPU (tiny Kimi stand-in, float32, CI-size training; docs/cluster-run.md)"
 CPU_DEFAULTS: dict[str, tuple[float | None, str]] = {
-    "engine_start_s": (15.0, f"{CPU_RUN}: ~7 s from engine arguments to ready (logs/responses.log) + the vLLM import"),
-    "generate_tok_s": (340.0, f"{CPU_RUN}: 36,864 output tokens (384 prompts x 96) in ~109 s, 128 in flight"),
+    "engine_start_s": (7.0, f"{CPU_RUN}: 5-8 s from spawn to ready (bench manifests' startup_s)"),
+    "generate_tok_s": (560.0, f"{CPU_RUN}: 36,864 output tokens (384 prompts x 96) in ~66 s, 128 in flight"),
     "generate_concurrency": (None, "not modelled on a CPU: generate_tok_s is taken at every concurrency"),
     "extract_tok_s": (
-        1190.0,
-        f"{CPU_RUN}: 81,332 tokens in 68.3 s through the transformers forward (hidden/done.json)",
+        3035.0,
+        f"{CPU_RUN}: 81,332 tokens in 26.8 s through the transformers forward (hidden/done.json)",
     ),
-    "train_tok_s": (440.0, f"{CPU_RUN}: 217,158 tokens in 490 s, 1 process, float32, hidden 256 (fit_result.json)"),
+    "train_tok_s": (1140.0, f"{CPU_RUN}: 217,158 tokens in 190 s, 1 process, hidden 256 (fit_result.json)"),
 }
 
 
