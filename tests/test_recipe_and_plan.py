@@ -111,6 +111,8 @@ def test_kimi_dry_run_matches_real_structure():
     assert plan["draft"]["draft_vocab_size"] == 32000
     # online: the extraction server and training share the node's GPUs, and 0.9 leaves too little
     assert "lower the utilization to <= 0.80" in plan["checks"]["warnings"][0]
+    # the bench holds the baseline and a speculative TP8 instance at once: 16 GPUs, two weight copies
+    assert any("2 x 8 GPUs" in w and "more than one node of 8" in w for w in plan["checks"]["warnings"])
     hs = plan["hidden_states"]  # online: a bounded cache where offline would store terabytes
     assert hs["mode"] == "online" and hs["disk_by_mode"]["offline"]["disk_gib"] > 5000
     assert (

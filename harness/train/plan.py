@@ -342,6 +342,8 @@ def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> 
         plan["bench"] = _bench_section(recipe, cmds, run_dir, suite_requests)
     plan["cost"] = _cost_section(recipe, layout, plan, suite_requests)
     warnings = _online_gpu_warnings(recipe, plan["memory_estimates"])
+    if include_bench:
+        warnings += _bench_gpu_warnings(recipe, plan["memory_estimates"].get("verifier_weights_gib"))
     plan["checks"] = {"problems": problems, "warnings": warnings, "ok": not problems}
     if problems:
         raise BadInput(
@@ -392,6 +394,22 @@ def _online_gpu_warnings(recipe: Recipe, memory: dict[str, Any]) -> list[str]:
         f"engine.gpu_memory_utilization {util} of each ({H200_GIB} GiB H200): {left} GiB left per GPU, "
         f"training needs ~{need} GiB per process; lower the utilization to <= {1 - need / H200_GIB:.2f} for "
         "training (--set engine.gpu_memory_utilization=...), or train on other GPUs"
+    ]
+
+
+def _bench_gpu_warnings(recipe: Recipe, weights_gib: float | None) -> list[str]:
+    """The bench keeps the no-speculation engine up beside each speculative engine (both arms of a
+    cell, A/B interleaved: harness/bench/run.py bench_verifier), so it holds two serving instances
+    and two copies of the verifier's weights at once. train.nproc_per_node stands for a node's GPUs."""
+    e, node = recipe.engine, recipe.train.nproc_per_node
+    gpus = e.tensor_parallel_size * e.pipeline_parallel_size
+    if e.device != "cuda" or 2 * gpus <= node:
+        return []
+    weights = f" and two copies of the verifier's weights ({2 * weights_gib:,.0f} GiB)" if weights_gib else ""
+    return [
+        f"the bench keeps the no-speculation engine up beside each speculative engine: 2 x {gpus} GPUs"
+        f"{weights} at once, more than one node of {node} GPUs (train.nproc_per_node): the harness starts "
+        "both engines on the machine it runs on, so on such a node the speculative engine fails to start"
     ]
 
 
