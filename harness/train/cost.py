@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from harness.analysis.machine import CALIBRATION_RUNS, SENTINEL_PROMPTS, sentinel_tokens
-from harness.recipe import CostSection, Recipe
+from harness.recipe import CostSection, EngineSettings, Recipe
 
 HOUR = 3600.0
 RECIPE, CITED, DERIVED, ASSUMPTION, MEASURED = "recipe", "cited", "derived", "assumption", "measured"
@@ -336,6 +336,13 @@ class PlanNumbers:
     serving_gpus: int  # GPUs of one serving instance (tensor x pipeline parallel); 0 on a CPU
     disk_gib: dict[str, float | None]  # hidden states on disk, by train.hidden_states_mode
     suite_requests: tuple[tuple[str, int | None], ...] | None = None  # bench: (suite spec, requests per arm)
+
+
+def serving_gpus(engine: EngineSettings) -> int:
+    """GPUs one serving instance holds (tensor x pipeline parallel ranks); none on a CPU."""
+    from harness.engine.settings import ranks_of
+
+    return ranks_of(engine) if engine.device == "cuda" else 0
 
 
 def responses_work(recipe: Recipe, num_prompts: int | None, gpus: int) -> StageWork:

@@ -29,6 +29,7 @@ from harness.train.cost import (
     default_figures,
     figures_from,
     hidden_work,
+    serving_gpus,
     stage_costs,
     totals,
     with_recipe,
@@ -180,7 +181,7 @@ def measured_costs(run_dir: Path, recipe: Recipe, planned: dict[str, Any] | None
     run's cost section for the same recipe; its figures predict (else the recipe's, over the
     device defaults), and its tokens are kept beside the measured ones."""
     e = recipe.engine
-    gpus = e.tensor_parallel_size * e.pipeline_parallel_size if e.device == "cuda" else 0
+    gpus = serving_gpus(e)
     figures = figures_from(planned) if planned else with_recipe(recipe.cost, default_figures(e.device))
     train = run_dir / "train"
     rows = [

@@ -359,10 +359,10 @@ def _cost_section(
     suite_requests: tuple[tuple[str, int | None], ...] | None,
 ) -> dict[str, Any]:
     """The plan's work in hours and GPU-hours (harness/train/cost.py); the bench's only with the bench."""
-    from harness.train.cost import PlanNumbers, active_params, default_figures, plan_cost, with_recipe
+    from harness.train.cost import PlanNumbers, active_params, default_figures, plan_cost, serving_gpus, with_recipe
 
     e, hs = recipe.engine, plan["hidden_states"]
-    gpus = e.tensor_parallel_size * e.pipeline_parallel_size if e.device == "cuda" else 0
+    gpus = serving_gpus(e)
     numbers = PlanNumbers(
         num_prompts=plan["responses"]["num_prompts"],
         sample_tokens=hs["estimated_tokens"],
@@ -401,9 +401,10 @@ def _bench_gpu_warnings(recipe: Recipe, weights_gib: float | None) -> list[str]:
     """The bench keeps the no-speculation engine up beside each speculative engine (both arms of a
     cell, A/B interleaved: harness/bench/run.py bench_verifier), so it holds two serving instances
     and two copies of the verifier's weights at once. train.nproc_per_node stands for a node's GPUs."""
-    e, node = recipe.engine, recipe.train.nproc_per_node
-    gpus = e.tensor_parallel_size * e.pipeline_parallel_size
-    if e.device != "cuda" or 2 * gpus <= node:
+    from harness.train.cost import serving_gpus
+
+    gpus, node = serving_gpus(recipe.engine), recipe.train.nproc_per_node
+    if not gpus or 2 * gpus <= node:
         return []
     weights = f" and two copies of the verifier's weights ({2 * weights_gib:,.0f} GiB)" if weights_gib else ""
     return [
