@@ -267,10 +267,13 @@ def rescored_samples(
             if not raw:
                 continue
             full = dict(raw) if as_is else processed(raw, temperature, top_p)
-            kept = dict(sampling_top(full, num_top))
-            kept[int(tok)] = full.get(int(tok), -math.inf)
-            out.append(SampledToken(int(tok), kept))
+            out.append(SampledToken(int(tok), kept_at(full, int(tok), num_top)))
     return out
+
+
+def kept_at(full: TopLogprobs, token: int, n: int) -> dict[int, float]:
+    """A position's sampling distribution as kept: its top n (`sampling_top`) and the token's own."""
+    return {**dict(sampling_top(full, n)), token: full.get(token, -math.inf)}
 
 
 class RescoredArms(tuple[list[SampledToken], list[SampledToken]]):

@@ -22,7 +22,6 @@ the same way, so speedups stay like for like; the plan's `workarounds` record it
 from __future__ import annotations
 
 import atexit
-import math
 import multiprocessing as mp
 import os
 import tempfile
@@ -183,16 +182,15 @@ def _rescore_sampling(
 def _rescore_sampling_whole(
     llm, sequences: list[tuple[list[int], int]], temperature: float, top_p: float, top: int, why: str
 ) -> SamplingRescore:
-    from harness.analysis.lossless import top_n
-    from harness.analysis.lossless_sampling import processed
+    from harness.analysis.lossless_sampling import kept_at, processed
 
-    dists = []
-    for (ids, start), raw in zip(sequences, _rescore(llm, sequences, None), strict=True):
-        seq = []
-        for tok, dist in zip(ids[max(start, 1) :], raw, strict=True):
-            full = processed(dist, temperature, top_p)
-            seq.append({**dict(top_n(full, top)), tok: full.get(tok, -math.inf)})
-        dists.append(seq)
+    dists = [
+        [
+            kept_at(processed(dist, temperature, top_p), tok, top)
+            for tok, dist in zip(ids[max(start, 1) :], raw, strict=True)
+        ]
+        for (ids, start), raw in zip(sequences, _rescore(llm, sequences, None), strict=True)
+    ]
     return SamplingRescore(dists, f"{RESCORE_WHOLE_VOCABULARY} in the engine host ({why[:200]})")
 
 
