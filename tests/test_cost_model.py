@@ -127,13 +127,14 @@ def test_active_params_from_the_config():
 def _bench_recipe(*sets: str):
     base = ["bench.k=[1,2]", "bench.concurrency=[1,4]", "bench.temperature=[0.0]", "bench.repeats=2"]
     base += ["bench.reference_drafts=[]"]  # the CPU default benches a random draft beside its own
+    base += ["bench.suites=['code','math']"]  # the suites of the counts below (plan.py _suite_requests)
     return load_recipe(
         None, [*base, "bench.max_tokens=10", "bench.machine_sentinel=false", "bench.warmup_requests=0", *sets]
     )
 
 
 def test_bench_counts_arms_as_the_bench_runs_them():
-    suites = (("a", 3), ("b", 5))
+    suites = (("code", 3), ("math", 5))
     c = bench_count(_bench_recipe(), suites)
     # 2 suites x 2 k x 2 concurrencies; the baseline once per (suite, concurrency); repeats x 2
     assert (c.cells, c.engines, c.speculative_arms, c.baseline_arms) == (8, 3, 16, 8)

@@ -26,6 +26,7 @@ from harness import interrupts
 from harness.analysis.machine import MachineReading, spread, tolerance
 from harness.bench.breakdown import END_THINK, RepeatRecord, RequestRecord
 from harness.bench.dynamic import derive_schedule, dynamic_label
+from harness.bench.grid import CellSpec, plan_grid, suite_aliases
 from harness.bench.manifest import (
     open_run,
     read_manifest,
@@ -48,26 +49,13 @@ from harness.engine.settings import (
 from harness.errors import BadInput
 from harness.prompts import PromptRecord, render
 from harness.recipe import Recipe
-from harness.results.table import cell_id, finished_cells, load_rows, write_cell
+from harness.results.table import finished_cells, load_rows, write_cell
 from harness.suites import Suite, load_suites, with_thinking
 from harness.ui import Reporter
 from harness.verifier.layout import VerifierLayout
 
 Prompts = list[tuple[PromptRecord, list[int]]]
 EngineFactory = Callable[[EnginePlan, str], Engine]
-
-
-@dataclass(frozen=True)
-class CellSpec:
-    draft: str
-    suite: str
-    k: int
-    concurrency: int
-    temperature: float
-
-    @property
-    def id(self) -> str:
-        return cell_id(self.draft, self.suite, self.k, self.concurrency, self.temperature)
 
 
 @dataclass(frozen=True)
@@ -159,32 +147,13 @@ class VerifierShared:
 
 
 def plan_cells(recipe: Recipe, drafts: list[DraftUnderTest], suites: list[Suite]) -> list[CellSpec]:
-    """The product suites x k x concurrency x temperature per draft, plus bench.extra_cells."""
+    """harness/bench/grid.py plan_grid over the loaded suites (bench.extra_cells may name a suite by
+    its recipe spec, its name before a thinking mode, or its own name)."""
     b = recipe.bench
-    cells = [
-        CellSpec(d.label, s.name, k, c, t)
-        for d in drafts
-        for k in b.k
-        for s in suites
-        for c in b.concurrency
-        for t in b.temperature
-    ]
-    # extra cells may name a suite by its recipe spec; a #by-category spec expands to several
-    names = {s.name: s.name for s in suites} | {spec: s.name for spec, s in zip(expand_suite_specs(b.suites), suites)}
-    for d in drafts:
-        for x in b.extra_cells:
-            cell = CellSpec(d.label, names.get(x.suite, x.suite), x.k, x.concurrency, x.temperature)
-            if cell not in cells:
-                cells.append(cell)
-    if b.dynamic_k:  # the derived schedule, benched after the fixed ks (harness/bench/dynamic.py)
-        cells += [
-            CellSpec(dynamic_label(d.label), s.name, max(b.k), c, t)
-            for d in drafts
-            for s in suites
-            for c in b.concurrency
-            for t in b.temperature
-        ]
-    return cells
+    aliases = suite_aliases(
+        b.suites, [expand_suite_specs([s]) for s in b.suites], [s.name for s in suites], len(b.thinking)
+    )
+    return plan_grid(b, [d.label for d in drafts], [s.name for s in suites], aliases)
 
 
 def render_requests(tokenizer, suite: Suite, max_prompt: int) -> Prompts:

@@ -416,18 +416,18 @@ def _verifier_groups(recipe: Recipe) -> list[int]:
     return [1 + sum(r != "oracle" for r in refs)] + ([1] if "oracle" in refs else [])
 
 
-def _cells(recipe: Recipe, drafts: int, suites: Sequence[str]) -> list[tuple[int, int, Any, int, float]]:
-    """(draft, suite index, k, concurrency, temperature) as harness/bench/run.py plans them."""
+def _cells(recipe: Recipe, drafts: int, specs: Sequence[str]) -> list[tuple[int, int, float]]:
+    """(suite index, concurrency, temperature) of each cell harness/bench/grid.py plans, `specs` the
+    expanded suite specs once per thinking mode (plan.py _suite_requests)."""
+    from harness.bench.grid import plan_grid, suite_aliases
+    from harness.benchfiles import expand_suite_specs
+
     b = recipe.bench
-    grid = [(s, c, t) for s in range(len(suites)) for c in b.concurrency for t in b.temperature]
-    cells: list[tuple[int, int, Any, int, float]] = [
-        (d, s, k, c, t) for d in range(drafts) for k in b.k for s, c, t in grid
-    ]
-    for d in range(drafts):
-        for x in b.extra_cells:
-            cell = (d, suites.index(x.suite) if x.suite in suites else 0, x.k, x.concurrency, x.temperature)
-            cells += [] if cell in cells else [cell]
-    return cells + ([(d, s, "dynamic", c, t) for d in range(drafts) for s, c, t in grid] if b.dynamic_k else [])
+    names = [f"#{i}" for i in range(len(specs))]
+    aliases = suite_aliases(b.suites, [expand_suite_specs([s]) for s in b.suites], names, len(b.thinking))
+    index = {n: i for i, n in enumerate(names)}
+    cells = plan_grid(b, [str(d) for d in range(drafts)], names, aliases)
+    return [(index.get(c.suite, 0), c.concurrency, c.temperature) for c in cells]
 
 
 def bench_count(recipe: Recipe, suite_requests: Sequence[tuple[str, int | None]]) -> BenchCount:
@@ -439,9 +439,9 @@ def bench_count(recipe: Recipe, suite_requests: Sequence[tuple[str, int | None]]
     for drafts in _verifier_groups(recipe):
         cells = _cells(recipe, drafts, specs)
         # the baseline arm: once per (suite, concurrency, temperature) when shared, else beside every cell
-        keys = [(s, c, t, i if not b.shared_baseline else 0) for i, (_, s, _, c, t) in enumerate(cells)]
+        keys = [(s, c, t, i if not b.shared_baseline else 0) for i, (s, c, t) in enumerate(cells)]
         bases = sorted(set(keys))
-        for s, c in [(s, c) for _, s, _, c, _ in cells] + [(s, c) for s, c, _, _ in bases]:
+        for s, c in [(s, c) for s, c, _ in cells] + [(s, c) for s, c, _, _ in bases]:
             tokens[c] = tokens.get(c, 0) + reqs[s] * b.max_tokens * b.repeats
         engines += 1 + drafts * (len(b.k) + b.dynamic_k)
         spec_arms, base_arms = spec_arms + len(cells) * b.repeats, base_arms + len(bases) * b.repeats

@@ -1,0 +1,76 @@
+"""The cells a bench runs (pure): the recipe's grid per draft, bench.extra_cells, the dynamic-k
+arm. One planner for the bench itself and for the dry run's cost model (harness/train/cost.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from harness.bench.dynamic import dynamic_label
+from harness.recipe import BenchSection
+from harness.results.table import cell_id
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    draft: str
+    suite: str
+    k: int
+    concurrency: int
+    temperature: float
+
+    @property
+    def id(self) -> str:
+        return cell_id(self.draft, self.suite, self.k, self.concurrency, self.temperature)
+
+
+def suite_aliases(
+    specs: Sequence[str], expanded: Sequence[Sequence[str]], names: Sequence[str], modes: int
+) -> dict[str, list[str]]:
+    """What an extra cell's `suite` may name, and the suites it stands for: a recipe spec (all the
+    suites it expands to: one per category of `PATH#by-category`, each once per thinking mode), one
+    expanded spec, a suite's name before its thinking suffix (`mt-bench` for `mt-bench@think` and
+    `@nothink`), or a suite's own name. `names` are the suites in load order: `expanded[i]`'s parts
+    in turn, each `modes` times (harness/suites.py with_thinking)."""
+    per = max(1, modes)
+    out: dict[str, list[str]] = {}
+    it = iter(names)
+    for spec, parts in zip(specs, expanded, strict=True):
+        for part in parts:
+            group = [next(it) for _ in range(per)]
+            base = group[0].rpartition("@")[0] if modes else group[0]
+            for key in dict.fromkeys((spec, part, base)):
+                out.setdefault(key, []).extend(n for n in group if n not in out.get(key, []))
+    return out | {n: [n] for n in names}
+
+
+def plan_grid(
+    b: BenchSection, drafts: Sequence[str], suites: Sequence[str], aliases: dict[str, list[str]]
+) -> list[CellSpec]:
+    """The product suites x k x concurrency x temperature per draft, then bench.extra_cells (each on
+    every suite its `suite` stands for, `aliases`), then the dynamic-k arm's cells."""
+    cells = [
+        CellSpec(d, s, k, c, t)
+        for d in drafts
+        for k in b.k
+        for s in suites
+        for c in b.concurrency
+        for t in b.temperature
+    ]
+    seen = set(cells)
+    for d in drafts:
+        for x in b.extra_cells:
+            for s in aliases.get(x.suite, [x.suite]):
+                cell = CellSpec(d, s, x.k, x.concurrency, x.temperature)
+                if cell not in seen:
+                    cells.append(cell)
+                    seen.add(cell)
+    if b.dynamic_k:  # the derived schedule, benched after the fixed ks (harness/bench/dynamic.py)
+        cells += [
+            CellSpec(dynamic_label(d), s, max(b.k), c, t)
+            for d in drafts
+            for s in suites
+            for c in b.concurrency
+            for t in b.temperature
+        ]
+    return cells
