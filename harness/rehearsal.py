@@ -56,6 +56,7 @@ CAPS: dict[str, int] = {
     "train.nproc_per_node": 2,
     "train.nnodes": 1,
     "train.agreement_samples": 8,
+    "train.online_loader_workers": 1,  # the production loader's worker path, one per rank on 2 cores
     "bench.num_prompts": 2,
     "bench.max_tokens": 32,
     "bench.repeats": 1,

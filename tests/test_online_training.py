@@ -68,6 +68,30 @@ def test_cache_bound_is_in_flight_plus_one_samples_of_the_longest_context():
     assert cache_bound_bytes(8192, 4, 7168, in_flight=8, bytes_per=2) == 9 * 8192 * 4 * 7168 * 2
 
 
+@pytest.mark.parametrize(("workers", "in_flight"), [(0, 2), (3, 6)])
+def test_disk_bound_counts_one_sample_per_loader_worker_of_every_rank(workers, in_flight):
+    """Online loader workers each hold one sample's file while the trainer works (2 ranks here)."""
+    from types import SimpleNamespace
+
+    from harness.train.online import disk_bound
+
+    recipe = load_recipe(
+        None,
+        [
+            "train.hidden_states_mode='online'",
+            "train.hidden_states_source='vllm'",
+            "train.launcher='torchrun'",
+            "train.nproc_per_node=2",
+            f"train.online_loader_workers={workers}",
+            "engine.max_model_len=512",
+        ],
+    )
+    layout, extraction = SimpleNamespace(hidden_size=64), SimpleNamespace(engine_kwargs={"dtype": "bfloat16"})
+    bound, formula = disk_bound(recipe, layout, [1, 2, 3], extraction)  # type: ignore[arg-type]
+    assert bound == cache_bound_bytes(512, 4, 64, in_flight=in_flight, bytes_per=2)
+    assert formula.startswith(f"({in_flight} samples in flight")
+
+
 def test_dir_peak_sees_the_largest_size(tmp_path):
     import time
 

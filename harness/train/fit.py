@@ -79,7 +79,9 @@ def split_indices(shard_paths: list[Path], validation_fraction: float) -> tuple[
     return train, val
 
 
-def make_loader(dataset: ShardDataset | Any, total_seq_len: int, hidden_size: int, num_aux: int, seed: int):
+def make_loader(
+    dataset: ShardDataset | Any, total_seq_len: int, hidden_size: int, num_aux: int, seed: int, workers: int = 0
+):
     from speculators.models.eagle3.data import shift_batch
     from speculators.train.data import CollateFn
     from speculators.train.distributed import get_dp_rank, get_dp_size
@@ -97,7 +99,11 @@ def make_loader(dataset: ShardDataset | Any, total_seq_len: int, hidden_size: in
     return DataLoader(
         dataset,  # type: ignore[arg-type]
         batch_sampler=sampler,
-        num_workers=0,
+        # online, workers ask the extraction server ahead of the trainer (each its own client,
+        # set up lazily in the worker); shards on disk are memory-mapped and read in-process
+        num_workers=workers,
+        prefetch_factor=2 if workers else None,
+        persistent_workers=workers > 0,
         collate_fn=CollateFn(
             total_seq_len,
             hidden_size,
@@ -235,7 +241,10 @@ def _loaders(plan: FitConfig, hidden_size: int):
         from harness.train.online import datasets_for
 
         ds = datasets_for(plan, plan.online)
-        loaders = [make_loader(ds[s], plan.total_seq_len, hidden_size, n_aux, plan.seed) for s in ("train", "val")]
+        loaders = [
+            make_loader(ds[s], plan.total_seq_len, hidden_size, n_aux, plan.seed, plan.loader_workers)
+            for s in ("train", "val")
+        ]
         return list(range(len(ds["train"]))), list(range(len(ds["val"]))), *loaders  # type: ignore[arg-type]
     shards = sorted(Path(plan.hidden_dir).glob(SHARD_GLOB))
     train_idx, val_idx = split_indices(shards, plan.validation_fraction)

@@ -61,17 +61,21 @@ def cache_bound_bytes(max_tokens: int, num_states: int, hidden_size: int, in_fli
 def disk_bound(
     recipe: Recipe, layout: VerifierLayout, aux_ids: Sequence[int], extraction: EnginePlan
 ) -> tuple[int, str]:
-    """(bytes, formula) of `cache_bound_bytes` for the recipe: one sample in flight per training
-    process (speculators' loader reads in the rank's own process), each at most
-    engine.max_model_len tokens, in the dtype the `extraction` engine serves (after CPU workarounds)."""
+    """(bytes, formula) of `cache_bound_bytes` for the recipe: one sample in flight per loader worker
+    (train.online_loader_workers; the training process itself when 0) of each training process, each
+    at most engine.max_model_len tokens, in the dtype the `extraction` engine serves (after CPU
+    workarounds). A worker reads, checks and deletes one sample's file before asking for the next."""
     t = recipe.train
     ranks = t.nproc_per_node * t.nnodes if t.launcher == "torchrun" else 1
+    readers = max(1, t.online_loader_workers)
     dtype = extraction.engine_kwargs.get("dtype", recipe.engine.dtype)
     n, hidden, tokens = len(aux_ids) + 1, layout.hidden_size, recipe.engine.max_model_len
-    bound = cache_bound_bytes(tokens, n, hidden, ranks, DTYPE_BYTES[dtype])
+    bound = cache_bound_bytes(tokens, n, hidden, ranks * readers, DTYPE_BYTES[dtype])
+    who = f"{readers} loader worker(s)" if t.online_loader_workers else "the training process"
     formula = (
-        f"({ranks} samples in flight, one per training process, + 1 being written) x engine.max_model_len "
-        f"{tokens} tokens x (aux {len(aux_ids)} + 1) x hidden {hidden} x {DTYPE_BYTES[dtype]} B ({dtype})"
+        f"({ranks * readers} samples in flight: {ranks} training process(es) x {who}, + 1 being written) "
+        f"x engine.max_model_len {tokens} tokens x (aux {len(aux_ids)} + 1) x hidden {hidden} "
+        f"x {DTYPE_BYTES[dtype]} B ({dtype})"
     )
     return bound, formula
 

@@ -491,6 +491,7 @@ def fit_config(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: l
         fsdp=t.fsdp,
         init_from=t.init_from,
         device=recipe.engine.device,  # "cpu" trains on the CPU even beside an accelerator
+        loader_workers=t.online_loader_workers if t.hidden_states_mode == "online" else 0,
     )
 
 

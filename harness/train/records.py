@@ -56,6 +56,7 @@ class FitConfig:
     trust_remote_code: bool = False
     # online mode: the extraction server training asks for each sample's states (pipeline.stage_fit)
     online: OnlineSource | None = None
+    loader_workers: int = 0  # DataLoader workers (online: requests ahead of the trainer)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
