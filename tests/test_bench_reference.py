@@ -28,6 +28,7 @@ MATRIX = [
     "bench.warmup_requests=1",
     "bench.reference_drafts=['oracle','random','ngram']",
     "bench.engine='offline'",
+    "bench.machine_sentinel=false",  # acceptance only: no speed is asserted here
 ]
 
 

@@ -36,6 +36,7 @@ GRID = [
     "bench.dynamic_k=true",
     "bench.reference_drafts=[]",
     "bench.engine='offline'",
+    "bench.machine_sentinel=false",  # acceptance only: no speed is asserted here
 ]
 SCHEDULE = ((1, 1, 1), (2, 4, 3))  # batch size 1 -> k=1; 2..4 (and beyond: vLLM carries it) -> k=3
 COUNTERS = ["num_requests", "num_output_tokens", "num_drafts", "num_draft_tokens", "num_accepted_tokens"]

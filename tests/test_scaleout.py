@@ -34,6 +34,7 @@ CELL = [
     "bench.warmup_requests=0",
     "bench.reference_drafts=[]",
     "bench.engine='offline'",
+    "bench.machine_sentinel=false",  # acceptance and tokens only: no speed is asserted here
 ]
 LAYOUTS = {"tp1": [], "tp2": ["engine.tensor_parallel_size=2"]}
 
@@ -362,8 +363,10 @@ def test_two_process_draft_serves_within_5_percent_of_the_single_process_one(
     assert (spec["lossless_compared"] >= 8).all() and "SPEC BUG" not in set(spec["lossless_verdict"].dropna())
 
 
-def test_two_local_nodes_rendezvous_and_complete_an_epoch(tmp_path, kimi_trained_run):
-    """Node 0 is the harness; node 1 runs the command the dry run prints, with MASTER_ADDR set."""
+def test_two_local_nodes_rendezvous_and_train_to_a_checkpoint(tmp_path, kimi_trained_run):
+    """Node 0 is the harness; node 1 runs the command the dry run prints, with MASTER_ADDR set. A few
+    optimizer steps (train.max_steps) end the epoch: the rendezvous, the all-reduces and rank 0's
+    checkpoint and draft are what is shown here (a whole 2-rank training: the torchrun tests above)."""
     from harness.engine.server import free_port
 
     nodes = [
@@ -371,6 +374,7 @@ def test_two_local_nodes_rendezvous_and_complete_an_epoch(tmp_path, kimi_trained
         "train.nnodes=2",
         "train.nproc_per_node=1",
         "train.epochs=1",
+        "train.max_steps=6",
         f"train.rdzv_port={free_port()}",
     ]
     out = tmp_path / "train"

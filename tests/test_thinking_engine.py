@@ -32,6 +32,7 @@ def thinking_run(tmp_path_factory):
             "bench.max_tokens=64",
             "bench.reference_drafts=['random']",
             "bench.warmup_requests=1",
+            "bench.machine_sentinel=false",  # acceptance per segment only: no speed is asserted here
         ],
     )
     layout = resolve_verifier(recipe)  # builds the thinking stand-in once (cached like the others)
