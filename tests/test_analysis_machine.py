@@ -15,7 +15,11 @@ def test_spread_and_tolerance():
     assert spread([400.0, 440.0, 420.0]) == pytest.approx(0.10)
     assert spread([400.0]) == 0.0 and spread([]) == 0.0
     assert tolerance(0.01) == machine.DRIFT_FLOOR  # a very quiet calibration still allows the floor
-    assert tolerance(0.08) == pytest.approx(machine.NOISE_FACTOR * 0.08)
+    assert tolerance(0.05) == pytest.approx(machine.NOISE_FACTOR * 0.05)
+    # a calibration the machine disturbed (12 % read as noise) cannot raise the bar past the ceiling:
+    # a 35 % drift is flagged (bench/machine_noise.py's quiet run let one pass at a 36 % tolerance)
+    assert tolerance(0.12) == machine.DRIFT_CEILING
+    assert not MachineReading((100.0, 100.0), (100.0, 135.2), noise=0.12).steady
 
 
 def test_sentinel_is_never_longer_than_the_arms_it_brackets():
