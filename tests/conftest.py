@@ -95,3 +95,13 @@ def kimi_trained_run(tmp_path_factory, kimi_standin):
 def kimi_trained_draft(kimi_trained_run):
     """The same session training (a TrainResult), under the name the draft-format tests use."""
     return kimi_trained_run
+
+
+@pytest.fixture(scope="session")
+def torchrun_killed_and_resumed(tmp_path_factory, kimi_trained_run):
+    """The session's training again as 2-process torchrun (tests/torchrun_runs.py), rank 1 killed
+    after the first epoch and the run resumed to the end: the scale-out tests check the kill and
+    the resume; the end-to-end bench (tests/test_train_e2e.py) serves its draft."""
+    from tests.torchrun_runs import kill_rank_and_rerun
+
+    return kill_rank_and_rerun(tmp_path_factory.mktemp("torchrun") / "train", kimi_trained_run)

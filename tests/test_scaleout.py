@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import pytest
 from harness.paths import REPO_ROOT
 from harness.recipe import load_recipe
 from tests.conftest import CI_TRAIN
+from tests.torchrun_runs import TWO_PROCS, fit_only_copy, train_cli
 
 pytestmark = pytest.mark.slow
 
@@ -194,98 +194,6 @@ def test_dry_run_engines_are_the_ones_the_run_started(parallel_cells, kimi_train
 # ----------------------------------------------------------------------------- torchrun
 
 
-def _fit_only_copy(trained, dest: Path, overrides: list[str]):
-    """A run folder with the session run's data stages (responses, agreement, hidden states,
-    vocabulary) and none of its training, made for a torchrun recipe: only the fit stage runs."""
-    from harness.provenance import atomic_write_json
-    from harness.train.pipeline import TRAIN_SECTIONS
-
-    recipe = load_recipe(None, ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *overrides])
-    dest.mkdir(parents=True)
-    for name in ("prompts.jsonl", "agreement.json", "vocab.pt", "vocab.json"):
-        shutil.copy2(trained.run_dir / name, dest / name)
-    shutil.copytree(trained.run_dir / "responses", dest / "responses")
-    (dest / "hidden").symlink_to(trained.run_dir / "hidden")  # read-only here: shared, not copied
-    atomic_write_json(
-        dest / "recipe.json",
-        {
-            "fingerprint": recipe.fingerprint(*TRAIN_SECTIONS),
-            "sections": list(TRAIN_SECTIONS),
-            "recipe": recipe.model_dump(mode="json"),
-        },
-    )
-    return recipe
-
-
-def _train_cli(out: Path, overrides: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
-    args = [sys.executable, "-m", "harness", "train", "--out", str(out)]
-    for s in ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *overrides]:
-        args += ["--set", s]
-    return subprocess.Popen(
-        args,
-        cwd=REPO_ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **(env or {})},
-        start_new_session=True,
-    )
-
-
-def _rank_process(root_pid: int, rank: int):
-    import psutil
-
-    for p in psutil.Process(root_pid).children(recursive=True):
-        try:
-            env = p.environ()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-        if env.get("RANK") == str(rank) and "harness.train.fit" in " ".join(p.cmdline()):
-            return p
-    return None
-
-
-def _wait(predicate, proc: subprocess.Popen, timeout_s: float = 600) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.5)
-
-
-# CI_TRAIN packs 1024 tokens per process and step; two processes of 512 make the same optimizer
-# step (same data, same epochs, same step count), so the two drafts should serve alike.
-TWO_PROCS = ["train.launcher='torchrun'", "train.nproc_per_node=2", "train.total_seq_len=512"]
-
-
-@pytest.fixture(scope="module")
-def torchrun_killed_and_resumed(tmp_path_factory, kimi_trained_run):
-    """2-process torchrun training (3 epochs); rank 1 is killed after the first epoch's checkpoint;
-    the rerun trains the other two."""
-    out = tmp_path_factory.mktemp("torchrun") / "train"
-    _fit_only_copy(kimi_trained_run, out, TWO_PROCS)
-    t0 = time.perf_counter()
-    proc = _train_cli(out, TWO_PROCS)
-    _wait(lambda: (out / "checkpoints" / "0" / "training_state.json").is_file(), proc)
-    first_epoch = (out / "checkpoints" / "0" / "model.safetensors").stat().st_mtime
-    victim = _rank_process(proc.pid, 1)
-    assert victim is not None
-    victim.send_signal(signal.SIGKILL)
-    _, killed_err = proc.communicate(timeout=300)
-    killed = {"returncode": proc.returncode, "stderr": killed_err, "wall_s": time.perf_counter() - t0}
-    t1 = time.perf_counter()
-    rerun = _train_cli(out, TWO_PROCS)
-    _, rerun_err = rerun.communicate(timeout=900)
-    return {
-        "out": out,
-        "killed": killed,
-        "rerun_rc": rerun.returncode,
-        "rerun_err": rerun_err,
-        "rerun_wall_s": time.perf_counter() - t1,
-        "first_epoch_mtime": first_epoch,
-    }
-
-
 def test_killing_one_rank_fails_with_exit_3_naming_the_rank(torchrun_killed_and_resumed):
     killed = torchrun_killed_and_resumed["killed"]
     assert killed["returncode"] == 3, killed["stderr"][-3000:]
@@ -321,48 +229,6 @@ def test_real_torchrun_command_is_the_dry_run_one(torchrun_killed_and_resumed):
     assert launch["command"] == launch["dry_run_command"] == shlex.split(printed)
 
 
-def test_two_process_draft_serves_within_5_percent_of_the_single_process_one(
-    torchrun_killed_and_resumed, kimi_trained_run, tmp_path
-):
-    """Both drafts in one bench run on the demo suites (chat, code, math; one shared baseline,
-    T=0): the DDP draft's pooled AL is within 5 % of the single-process draft's."""
-    from harness.bench.run import run_bench
-    from harness.draft.under_test import resolve_drafts
-    from harness.draft.verifier import resolve_verifier
-    from harness.engine.counters import SpecCounters
-    from harness.metrics import acceptance_length
-    from harness.results.table import load_run
-    from harness.ui import Reporter
-
-    recipe = load_recipe(
-        None,
-        [
-            "verifier.standin='kimi-k2.5'",
-            *CI_TRAIN,
-            *CELL,
-            "bench.suites=['chat','code','math']",
-            "bench.num_prompts=8",
-            "bench.max_tokens=48",
-            "bench.concurrency=[4]",
-        ],
-    )
-    layout = resolve_verifier(recipe)
-    drafts = resolve_drafts(recipe, layout, kimi_trained_run.draft_dir, "one-process") + resolve_drafts(
-        recipe, layout, torchrun_killed_and_resumed["out"] / "draft", "two-process"
-    )
-    run_bench(recipe, drafts, tmp_path / "bench", Reporter())
-    _, df, missing = load_run(tmp_path / "bench")
-    assert not missing
-    spec = df[df["mode"] == "speculative"]
-    sums = spec.groupby("draft")[["num_drafts", "num_draft_tokens", "num_accepted_tokens"]].sum()
-    al = {d: acceptance_length(SpecCounters(**{k: int(v) for k, v in r.items()})) for d, r in sums.iterrows()}
-    per_suite = spec.pivot_table(index="suite", columns="draft", values="acceptance_length")
-    print(f"pooled AL over the suites: {al}\n{per_suite.round(3)}")
-    assert abs(al["two-process"] / al["one-process"] - 1) <= 0.05, (al, per_suite.to_dict())
-    # every output compared with the shared baseline's; a T=0 miss is classified, never a SPEC BUG
-    assert (spec["lossless_compared"] >= 8).all() and "SPEC BUG" not in set(spec["lossless_verdict"].dropna())
-
-
 def test_two_local_nodes_rendezvous_and_train_to_a_checkpoint(tmp_path, kimi_trained_run):
     """Node 0 is the harness; node 1 runs the command the dry run prints, with MASTER_ADDR set. A few
     optimizer steps (train.max_steps) end the epoch: the rendezvous, the all-reduces and rank 0's
@@ -378,7 +244,7 @@ def test_two_local_nodes_rendezvous_and_train_to_a_checkpoint(tmp_path, kimi_tra
         f"train.rdzv_port={free_port()}",
     ]
     out = tmp_path / "train"
-    _fit_only_copy(kimi_trained_run, out, nodes)
+    fit_only_copy(kimi_trained_run, out, nodes)
     args = [sys.executable, "-m", "harness", "train", "--out", str(out), "--dry-run", "--json"]
     for s in ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *nodes]:
         args += ["--set", s]
@@ -388,7 +254,7 @@ def test_two_local_nodes_rendezvous_and_train_to_a_checkpoint(tmp_path, kimi_tra
     # two "nodes" on one machine share its cores: one OpenMP thread per rank (measured: 2 threads
     # each on 2 cores made the epoch 149 s instead of ~25 s)
     env = {"MASTER_ADDR": "127.0.0.1", "OMP_NUM_THREADS": "1"}
-    node0 = _train_cli(out, nodes, env)
+    node0 = train_cli(out, nodes, env)
     node1 = subprocess.Popen(
         ["bash", "-c", printed],
         cwd=REPO_ROOT,

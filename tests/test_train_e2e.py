@@ -78,11 +78,14 @@ def online_twin(offline, tmp: Path):
     return run_train(recipe, run_dir, Reporter())
 
 
-def _train_and_bench(tmp: Path, arch: str, extra: list[str], with_perturbed: bool = False, trained=None):
+def _train_and_bench(
+    tmp: Path, arch: str, extra: list[str], with_perturbed: bool = False, trained=None, two_process=None
+):
     """Train (or take the session's training) and bench the draft with the random reference; with
     `with_perturbed`, also a perturbed copy (the gate's planted regression), the same draft in
-    SpecForge's layout (issue 12: another format, the same counters) and its online-trained twin
-    (`online_twin`) in the same engines' run."""
+    SpecForge's layout (issue 12: another format, the same counters), its online-trained twin
+    (`online_twin`) and `two_process` (the draft the session's 2-process torchrun training made,
+    tests/torchrun_runs.py) in the same engines' run."""
     from dataclasses import replace
 
     from harness.draft.convert import to_specforge
@@ -99,6 +102,8 @@ def _train_and_bench(tmp: Path, arch: str, extra: list[str], with_perturbed: boo
         drafts += resolve_drafts(recipe, layout, to_specforge(trained.draft_dir, tmp / "specforge"), "specforge")[:1]
         online = online_twin(trained, tmp)
         drafts += resolve_drafts(recipe, layout, online.draft_dir, "online")[:1]
+    if two_process is not None:
+        drafts += resolve_drafts(recipe, layout, two_process, "two-process")[:1]
     run_dir = run_bench(recipe, drafts, tmp / "bench", Reporter())
     _, df, missing = load_run(run_dir)
     assert not missing
@@ -107,9 +112,14 @@ def _train_and_bench(tmp: Path, arch: str, extra: list[str], with_perturbed: boo
 
 
 @pytest.fixture(scope="module")
-def kimi_trained(tmp_path_factory, kimi_trained_run):
+def kimi_trained(tmp_path_factory, kimi_trained_run, torchrun_killed_and_resumed):
     return _train_and_bench(
-        tmp_path_factory.mktemp("kimi"), "kimi-k2.5", [], with_perturbed=True, trained=kimi_trained_run
+        tmp_path_factory.mktemp("kimi"),
+        "kimi-k2.5",
+        [],
+        with_perturbed=True,
+        trained=kimi_trained_run,
+        two_process=torchrun_killed_and_resumed["out"] / "draft",
     )
 
 
@@ -181,6 +191,20 @@ def test_online_trained_draft_accepts_nearly_like_the_offline_one(kimi_trained):
         )
     assert abs(online - offline) / offline <= MAX_ONLINE_GAP, (online, offline)
     assert online >= MIN_TRAINED_AL and online - _pooled_al(spec[spec["draft"] == "random"]) >= MIN_MARGIN
+
+
+def test_two_process_draft_serves_within_5_percent_of_the_single_process_one(kimi_trained):
+    """The 2-process torchrun draft (rank 1 killed after the first epoch, the run resumed:
+    tests/test_scaleout.py) beside the single-process one in the same engines' run (one shared
+    baseline, T = 0): pooled AL within 5 %; every output compared with the baseline's, a miss
+    classified, never a SPEC BUG."""
+    _, spec, _ = kimi_trained
+    one, two = _pooled_al(spec[spec["draft"] == "draft"]), _pooled_al(spec[spec["draft"] == "two-process"])
+    per_suite = spec.pivot_table(index="suite", columns="draft", values="acceptance_length")
+    print(f"pooled AL: one process {one:.3f}, two {two:.3f}\n{per_suite.round(3)}")
+    assert abs(two / one - 1) <= 0.05, (one, two, per_suite.to_dict())
+    rows = spec[spec["draft"] == "two-process"]
+    assert (rows["lossless_compared"] >= 8).all() and "SPEC BUG" not in set(rows["lossless_verdict"].dropna())
 
 
 def test_online_training_held_its_states_within_the_stated_disk_bound(kimi_trained):
