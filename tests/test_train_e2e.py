@@ -239,10 +239,14 @@ def test_kimi_draft_checkpoint_is_complete(kimi_trained):
     assert (trained.run_dir / "train_report.png").is_file()
 
 
+# The Llama stand-in's draft from nothing on 128 prompts (half the CI size: measured pooled AL 2.86,
+# code 2.75, math 2.99, random 1.00; 121 s of training and bench): the margins hold with room; no
+# speed is asserted, so no machine sentinel.
+LLAMA = ["train.num_prompts=128", "bench.machine_sentinel=false"]
+
+
 def test_llama_trained_draft_beats_untrained(tmp_path_factory, llama_standin):
-    trained, spec, _ = _train_and_bench(
-        tmp_path_factory.mktemp("llama"), "llama", ["train.num_prompts=256", "bench.machine_sentinel=false"]
-    )  # AL only
+    trained, spec, _ = _train_and_bench(tmp_path_factory.mktemp("llama"), "llama", LLAMA)
     al_trained = _pooled_al(spec[spec["draft"] == "draft"])
     al_random = _pooled_al(spec[spec["draft"] == "random"])
     assert al_random < 1.3
