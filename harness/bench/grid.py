@@ -1,5 +1,6 @@
-"""The cells a bench runs (pure): the recipe's grid per draft, bench.extra_cells, the dynamic-k
-arm. One planner for the bench itself and for the dry run's cost model (harness/train/cost.py)."""
+"""The cells a bench runs: the recipe's grid per draft, bench.extra_cells, the dynamic-k arm. One
+planner for the bench itself and for the dry run's cost model (harness/train/cost.py). Pure but for
+`recipe_suite_aliases`, which reads a `#by-category` file's categories."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.bench.dynamic import dynamic_label
+from harness.benchfiles import expand_suite_specs
 from harness.recipe import BenchSection
 from harness.results.table import cell_id
 
@@ -42,6 +44,12 @@ def suite_aliases(
             for key in dict.fromkeys((spec, part, base)):
                 out.setdefault(key, []).extend(n for n in group if n not in out.get(key, []))
     return out | {n: [n] for n in names}
+
+
+def recipe_suite_aliases(b: BenchSection, names: Sequence[str]) -> dict[str, list[str]]:
+    """`suite_aliases` for the recipe's bench.suites and thinking modes, `names` the suites it loads
+    (in load order); expanding a `PATH#by-category` spec reads its file's categories."""
+    return suite_aliases(b.suites, [expand_suite_specs([s]) for s in b.suites], names, len(b.thinking))
 
 
 def plan_grid(

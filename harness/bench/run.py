@@ -26,7 +26,7 @@ from harness import interrupts
 from harness.analysis.machine import MachineReading, spread, tolerance
 from harness.bench.breakdown import END_THINK, RepeatRecord, RequestRecord
 from harness.bench.dynamic import derive_schedule, dynamic_label
-from harness.bench.grid import CellSpec, plan_grid, suite_aliases
+from harness.bench.grid import CellSpec, plan_grid, recipe_suite_aliases
 from harness.bench.manifest import (
     open_run,
     read_manifest,
@@ -36,7 +36,6 @@ from harness.bench.manifest import (
     update_manifest,
 )
 from harness.bench.rows import ArmResult, CellIdentity, CellRow, cell_rows
-from harness.benchfiles import expand_suite_specs
 from harness.draft.under_test import DraftUnderTest, verifier_identity
 from harness.draft.verifier import load_tokenizer
 from harness.engine.base import BatchResult, Engine, GenOutput, GenRequest, Rescorer, Sampling
@@ -149,11 +148,8 @@ class VerifierShared:
 def plan_cells(recipe: Recipe, drafts: list[DraftUnderTest], suites: list[Suite]) -> list[CellSpec]:
     """harness/bench/grid.py plan_grid over the loaded suites (bench.extra_cells may name a suite by
     its recipe spec, its name before a thinking mode, or its own name)."""
-    b = recipe.bench
-    aliases = suite_aliases(
-        b.suites, [expand_suite_specs([s]) for s in b.suites], [s.name for s in suites], len(b.thinking)
-    )
-    return plan_grid(b, [d.label for d in drafts], [s.name for s in suites], aliases)
+    names = [s.name for s in suites]
+    return plan_grid(recipe.bench, [d.label for d in drafts], names, recipe_suite_aliases(recipe.bench, names))
 
 
 def render_requests(tokenizer, suite: Suite, max_prompt: int) -> Prompts:

@@ -416,28 +416,30 @@ def _verifier_groups(recipe: Recipe) -> list[int]:
     return [1 + sum(r != "oracle" for r in refs)] + ([1] if "oracle" in refs else [])
 
 
-def _cells(recipe: Recipe, drafts: int, specs: Sequence[str]) -> list[tuple[int, int, float]]:
-    """(suite index, concurrency, temperature) of each cell harness/bench/grid.py plans, `specs` the
-    expanded suite specs once per thinking mode (plan.py _suite_requests)."""
-    from harness.bench.grid import plan_grid, suite_aliases
-    from harness.benchfiles import expand_suite_specs
+def _cells(
+    recipe: Recipe, drafts: int, names: Sequence[str], aliases: dict[str, list[str]]
+) -> list[tuple[int, int, float]]:
+    """(suite index, concurrency, temperature) of each cell harness/bench/grid.py plans over the
+    suites `names` (one per bench_count suite request)."""
+    from harness.bench.grid import plan_grid
 
-    b = recipe.bench
-    names = [f"#{i}" for i in range(len(specs))]
-    aliases = suite_aliases(b.suites, [expand_suite_specs([s]) for s in b.suites], names, len(b.thinking))
     index = {n: i for i, n in enumerate(names)}
-    cells = plan_grid(b, [str(d) for d in range(drafts)], names, aliases)
+    cells = plan_grid(recipe.bench, [str(d) for d in range(drafts)], names, aliases)
     return [(index.get(c.suite, 0), c.concurrency, c.temperature) for c in cells]
 
 
 def bench_count(recipe: Recipe, suite_requests: Sequence[tuple[str, int | None]]) -> BenchCount:
     b = recipe.bench
-    specs = [s for s, _ in suite_requests]
+    from harness.bench.grid import recipe_suite_aliases
+
+    # one name per request entry (an expanded spec, once per thinking mode: plan.py _suite_requests)
+    names = [f"#{i}" for i in range(len(suite_requests))]
+    aliases = recipe_suite_aliases(b, names)
     reqs = [n or 0 for _, n in suite_requests]
     engines = spec_arms = base_arms = runs = cells_n = 0
     tokens: dict[int, int] = {}
     for drafts in _verifier_groups(recipe):
-        cells = _cells(recipe, drafts, specs)
+        cells = _cells(recipe, drafts, names, aliases)
         # the baseline arm: once per (suite, concurrency, temperature) when shared, else beside every cell
         keys = [(s, c, t, i if not b.shared_baseline else 0) for i, (s, c, t) in enumerate(cells)]
         bases = sorted(set(keys))
