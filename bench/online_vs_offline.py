@@ -23,26 +23,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-
-def _twin(run: Path, out: Path, sets: list[str]):
-    """The run's training again under `sets`, from its prompts and responses (copied)."""
-    from harness.paths import REPO_ROOT
-    from harness.recipe import load_recipe
-    from harness.train.pipeline import TRAIN_SECTIONS, prepare_run_dir, run_train
-    from harness.ui import Reporter
-    from tests.conftest import CI_TRAIN
-
-    recipe = load_recipe(REPO_ROOT / "train" / "tiny-kimi.toml", ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *sets])
-    prepare_run_dir(out, recipe, TRAIN_SECTIONS)
-    shutil.copy(run / "prompts.jsonl", out / "prompts.jsonl")
-    shutil.copytree(run / "responses", out / "responses")
-    return run_train(recipe, out, Reporter())
 
 
 def _max_weight_diff(a: Path, b: Path) -> float:
@@ -66,11 +50,10 @@ def main() -> None:
     from harness.results.table import load_run
     from harness.ui import Reporter
     from tests.conftest import CI_TRAIN
-    from tests.test_train_e2e import CI_BENCH
+    from tests.test_train_e2e import CI_BENCH, VLLM_ONLINE, VLLM_STATES, retrain
 
-    vllm = ["train.hidden_states_source='vllm'"]
-    offline_vllm = _twin(args.run, args.out / "offline-vllm", vllm)
-    online_vllm = _twin(args.run, args.out / "online-vllm", [*vllm, "train.hidden_states_mode='online'"])
+    offline_vllm = retrain(args.run, args.out / "offline-vllm", VLLM_STATES)
+    online_vllm = retrain(args.run, args.out / "online-vllm", VLLM_ONLINE)
     runs = {"offline-tf": args.run, "offline-vllm": offline_vllm.run_dir, "online-vllm": online_vllm.run_dir}
 
     sets = [*CI_TRAIN, *CI_BENCH, "bench.reference_drafts=[]", "bench.machine_sentinel=false"]

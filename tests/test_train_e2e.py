@@ -54,28 +54,28 @@ def perturbed_copy(draft: Path, out: Path, scale: float = 2.0) -> Path:
     return out
 
 
-def online_twin(offline, tmp: Path):
-    """The session's training again, online (train.hidden_states_mode = 'online'): the same prompts
-    and responses (copied, so the data is identical), the same seed and sizes; each sample's states
-    come from a live vLLM extraction server as the Trainer reads it (harness/train/online.py)."""
+def retrain(run_dir: Path, out: Path, sets: list[str]):
+    """The CI-size Kimi training of `run_dir` again under `sets`, in `out`: the same prompts and
+    responses (copied, so the data is identical), the same seed and sizes."""
     import shutil
 
     from harness.train.pipeline import TRAIN_SECTIONS, prepare_run_dir
 
-    recipe = load_recipe(
-        REPO_ROOT / "train" / "tiny-kimi.toml",
-        [
-            "verifier.standin='kimi-k2.5'",
-            *CI_TRAIN,
-            "train.hidden_states_source='vllm'",
-            "train.hidden_states_mode='online'",
-        ],
-    )
-    run_dir = tmp / "online"
-    prepare_run_dir(run_dir, recipe, TRAIN_SECTIONS)
-    shutil.copy(offline.run_dir / "prompts.jsonl", run_dir / "prompts.jsonl")
-    shutil.copytree(offline.run_dir / "responses", run_dir / "responses")
-    return run_train(recipe, run_dir, Reporter())
+    recipe = load_recipe(REPO_ROOT / "train" / "tiny-kimi.toml", ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *sets])
+    prepare_run_dir(out, recipe, TRAIN_SECTIONS)
+    shutil.copy(run_dir / "prompts.jsonl", out / "prompts.jsonl")
+    shutil.copytree(run_dir / "responses", out / "responses")
+    return run_train(recipe, out, Reporter())
+
+
+VLLM_STATES = ["train.hidden_states_source='vllm'"]
+VLLM_ONLINE = [*VLLM_STATES, "train.hidden_states_mode='online'"]
+
+
+def online_twin(offline, tmp: Path):
+    """The session's training again, online (`retrain` with VLLM_ONLINE): each sample's states come
+    from a live vLLM extraction server as the Trainer reads it (harness/train/online.py)."""
+    return retrain(offline.run_dir, tmp / "online", VLLM_ONLINE)
 
 
 def _train_and_bench(
