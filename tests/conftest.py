@@ -19,7 +19,7 @@ from tests.results_fixtures import runs  # noqa: F401 (the synthetic-runs fixtur
 CI_TRAIN = [
     "train.num_prompts=384",
     "train.max_new_tokens=96",
-    "train.epochs=3",
+    "train.epochs=2",
     "train.total_seq_len=1024",
     "train.lr=3e-3",
     "train.validation_fraction=0.1",
