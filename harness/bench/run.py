@@ -7,7 +7,8 @@ denominator for all of them, and no engine time spent measuring it again. Rows a
 cell by cell (harness/results/table.py).
 
 Engines: one baseline engine per verifier stays up for the whole run; one speculative engine
-per (draft, k) — k is an engine setting in vLLM — runs all of its cells, then stops.
+per (draft, k) — k is an engine setting in vLLM — runs all of its cells, then stops. On CPU the
+first speculative engine starts beside the baseline (starts are one core's work there).
 
 The loop reads top to bottom: plan the cells, open the run, then per verifier start the
 baseline, per (draft, k) start the speculative engine, measure each cell, write it.
@@ -23,8 +24,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from harness import interrupts
-from harness.analysis.machine import MachineReading, spread, tolerance
+from harness.analysis.machine import FOREIGN_CPU_LIMIT, MachineReading, foreign_cpu, spread, tolerance
 from harness.bench.breakdown import END_THINK, RepeatRecord, RequestRecord
+from harness.bench.cpu_ticks import read_ticks
 from harness.bench.dynamic import derive_schedule, dynamic_label
 from harness.bench.grid import CellSpec, plan_grid, recipe_suite_aliases
 from harness.bench.manifest import (
@@ -38,6 +40,7 @@ from harness.bench.manifest import (
 from harness.bench.rows import ArmResult, CellIdentity, CellRow, cell_rows
 from harness.draft.under_test import DraftUnderTest, verifier_identity
 from harness.draft.verifier import load_tokenizer
+from harness.engine.background_start import BackgroundStart
 from harness.engine.base import BatchResult, Engine, GenOutput, GenRequest, Rescorer, Sampling
 from harness.engine.settings import (
     EnginePlan,
@@ -64,6 +67,7 @@ class SharedBaseline:
     arm: ArmResult
     cell_id: str
     sentinels: tuple[float, ...] = ()
+    foreign_cpu: float = 0.0  # the share of the machine's CPUs other processes used while it ran
 
 
 @dataclass(frozen=True)
@@ -432,10 +436,12 @@ def _measure_arms(
     clock = run.clocks.get(draft.verifier.path)
     timeline = [sentinel_tok_s(engines[0], clock)] if clock else []
     brackets: dict[str, list[float]] = {"baseline": [], "speculative": []}
+    foreign: dict[str, float] = {"baseline": 0.0, "speculative": 0.0}  # the most other processes used
 
     def measure(which: str, arm: ArmResult) -> None:
         interrupts.check()  # a safe point: SIGTERM stops the run here even if its exception was lost
         eng = engines[0] if which == "baseline" else engines[1]
+        before = read_ticks() if clock else None
         run_arm(
             eng,
             inputs.tokenizer,
@@ -446,7 +452,10 @@ def _measure_arms(
             inputs.max_prompt,
             arm,
         )
-        if clock:  # the sentinels before and after this arm
+        if clock:  # the sentinels before and after this arm, and the CPU others took while it ran
+            after = read_ticks()
+            if before is not None and after is not None:
+                foreign[which] = max(foreign[which], foreign_cpu(before, after))
             timeline.append(sentinel_tok_s(engines[0], clock))
             brackets[which] += timeline[-2:]
 
@@ -457,13 +466,23 @@ def _measure_arms(
         for which, arm in order[::-1] if r % 2 else order:
             measure(which, arm)
     remeasured = False
-    if measured and clock and spread(measured.sentinels + tuple(timeline)) > tolerance(clock.noise):
+    if measured:
+        foreign["baseline"] = measured.foreign_cpu
+    if (
+        measured
+        and clock
+        and (
+            spread(measured.sentinels + tuple(timeline)) > tolerance(clock.noise)
+            or max(foreign.values()) > FOREIGN_CPU_LIMIT
+        )
+    ):
         barm, remeasured = ArmResult(), True  # the machine changed since: pair this arm in time
+        foreign["baseline"] = 0.0
         for _ in range(b.repeats):
             measure("baseline", barm)
         measured = None
     if measured is None and b.shared_baseline:
-        run.baselines[key] = SharedBaseline(barm, cell.id, tuple(brackets["baseline"]))
+        run.baselines[key] = SharedBaseline(barm, cell.id, tuple(brackets["baseline"]), foreign["baseline"])
     reading = (
         None
         if clock is None
@@ -472,6 +491,7 @@ def _measure_arms(
             tuple(brackets["speculative"]),
             clock.noise,
             remeasured,
+            max(foreign.values()),
         )
     )
     return MeasuredArms(barm, sarm, measured.cell_id if measured else cell.id, reading)
@@ -594,7 +614,9 @@ def _by_verifier(drafts: list[DraftUnderTest]) -> Iterator[tuple[VerifierLayout,
 
 
 def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnderTest], todo: list[CellSpec]) -> None:
-    """One baseline engine for the verifier; one speculative engine per (draft, k) with cells to run."""
+    """One baseline engine for the verifier; one speculative engine per (draft, k) with cells to run.
+    On CPU the first speculative engine starts beside the baseline (harness/engine/background_start.py):
+    both are up, idle, before the baseline warms up and calibrates the machine's clock."""
     labels = {d.label for d in drafts} | {dynamic_label(d.label) for d in drafts}
     cells = [c for c in todo if c.draft in labels]
     if not cells:
@@ -602,34 +624,55 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
     recipe = run.recipe
     tok, prompts = run.prompts[layout.path]
     first = next(iter(prompts.values()))
-    with run.make_engine(engine_plan(recipe.engine, layout), f"baseline-{Path(layout.path).name}") as base_engine:
-        record_engine(run.run_dir, "baseline", base_engine)
-        warm_up(base_engine, first, recipe, layout)
-        if (clock := calibrate_clock(base_engine, first, recipe)) is not None:
-            run.clocks[layout.path] = clock
-            update_manifest(
-                run.run_dir,
-                machine_noise={
-                    **(read_manifest(run.run_dir).get("machine_noise") or {}),
-                    Path(layout.path).name: round(clock.noise, 4),
-                },
-            )
-        for d in drafts:
-            for k in recipe.bench.k:
-                kcells = [c for c in cells if c.draft == d.label and c.k == k]
-                if not kcells:
-                    continue
-                spec = SpeculativeSpec(d.method, k, d.path, recipe.bench.rejection_sample_method)
-                name = f"{d.label}-k{k}"
-                with run.make_engine(engine_plan(recipe.engine, layout, spec), name) as spec_engine:
-                    record_engine(run.run_dir, name, spec_engine)
-                    warm_up(spec_engine, first, recipe, layout)
-                    for cell in kcells:
-                        measured = measure_cell(run, cell, d, (base_engine, spec_engine), tok, prompts[cell.suite])
-                        record_cell(run, cell, measured)
-            dyn = [c for c in cells if c.draft == dynamic_label(d.label)]
-            if dyn:
-                bench_dynamic(run, layout, d, dyn, VerifierShared(base_engine, tok, prompts))
+    engines = {
+        (d.label, k): kcells
+        for d in drafts
+        for k in recipe.bench.k
+        if (kcells := [c for c in cells if c.draft == d.label and c.k == k])
+    }
+
+    def spec_engine_for(d: DraftUnderTest, k: int) -> Engine:
+        spec = SpeculativeSpec(d.method, k, d.path, recipe.bench.rejection_sample_method)
+        return run.make_engine(engine_plan(recipe.engine, layout, spec), f"{d.label}-k{k}")
+
+    early: BackgroundStart | None = None
+    if engines and recipe.engine.device == "cpu" and recipe.bench.engine != "attach":
+        label, k0 = next(iter(engines))
+        early = BackgroundStart(lambda: spec_engine_for(next(d for d in drafts if d.label == label), k0))
+    started: dict[tuple[str, int], Engine] = {}  # the early engine until its cells run
+    try:
+        with run.make_engine(engine_plan(recipe.engine, layout), f"baseline-{Path(layout.path).name}") as base_engine:
+            record_engine(run.run_dir, "baseline", base_engine)
+            if early is not None:
+                started[next(iter(engines))] = early.result()
+            warm_up(base_engine, first, recipe, layout)
+            if (clock := calibrate_clock(base_engine, first, recipe)) is not None:
+                run.clocks[layout.path] = clock
+                update_manifest(
+                    run.run_dir,
+                    machine_noise={
+                        **(read_manifest(run.run_dir).get("machine_noise") or {}),
+                        Path(layout.path).name: round(clock.noise, 4),
+                    },
+                )
+            for d in drafts:
+                for k in recipe.bench.k:
+                    if (d.label, k) not in engines:
+                        continue
+                    with started.pop((d.label, k), None) or spec_engine_for(d, k) as spec_engine:
+                        record_engine(run.run_dir, f"{d.label}-k{k}", spec_engine)
+                        warm_up(spec_engine, first, recipe, layout)
+                        for cell in engines[(d.label, k)]:
+                            measured = measure_cell(run, cell, d, (base_engine, spec_engine), tok, prompts[cell.suite])
+                            record_cell(run, cell, measured)
+                dyn = [c for c in cells if c.draft == dynamic_label(d.label)]
+                if dyn:
+                    bench_dynamic(run, layout, d, dyn, VerifierShared(base_engine, tok, prompts))
+    finally:
+        if early is not None:
+            early.abandon()  # closes it when it comes up, had it not been handed over
+        for engine in started.values():  # handed over, but the run failed before its cells
+            engine.close()
 
 
 def bench_dynamic(

@@ -25,6 +25,7 @@ import atexit
 import multiprocessing as mp
 import os
 import tempfile
+import threading
 import time
 import traceback
 from collections import deque
@@ -487,13 +488,17 @@ class _HostProcess:
 _IDLE: list[_HostProcess] = []
 
 
+_IDLE_LOCK = threading.Lock()  # two engines may start side by side (harness/engine/background_start.py)
+
+
 def _acquire(env: dict[str, str], probe: bool) -> _HostProcess:
     key = (tuple(sorted(env.items())), probe)
-    while _IDLE:
-        host = _IDLE.pop()
-        if host.key == key and host.alive():
-            return host
-        host.kill()
+    with _IDLE_LOCK:
+        while _IDLE:
+            host = _IDLE.pop()
+            if host.key == key and host.alive():
+                return host
+            host.kill()
     return _HostProcess(env, probe)
 
 
