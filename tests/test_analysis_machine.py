@@ -40,6 +40,50 @@ def test_busy_baseline_is_flagged_with_its_figures():
     assert flag.startswith("MACHINE NOISE") and "117%" in flag and "215-467 tok/s" in flag
 
 
+def test_a_neighbour_on_the_cpus_flags_the_cell_even_when_the_sentinels_held():
+    """bench/machine_noise.py's busy cells: sentinels within 10 % (drift 6 %), speedup moved 15 %;
+    what gave the contention away was the CPU other processes took while the arms ran."""
+    quiet = MachineReading((460.0, 455.0), (470.0, 450.0), noise=0.013, foreign_cpu=0.02)
+    busy = MachineReading((460.0, 455.0), (470.0, 450.0), noise=0.013, foreign_cpu=0.48)
+    assert quiet.steady and not busy.steady
+    flag = busy.flag()
+    assert flag.startswith("MACHINE NOISE") and "48% of the machine's CPUs" in flag and "moved" not in flag
+
+
+def test_foreign_cpu_is_the_machine_s_busy_time_less_the_run_s_own():
+    a = machine.CpuTicks(t=0.0, machine=1000, own=400, ncpu=2, hz=100)
+    b = machine.CpuTicks(t=2.0, machine=1000 + 300, own=400 + 200, ncpu=2, hz=100)  # 400 ticks of room
+    assert machine.foreign_cpu(a, b) == pytest.approx(100 / 400)
+    assert machine.foreign_cpu(a, a) == 0.0
+    assert machine.foreign_cpu(a, machine.CpuTicks(2.0, 1100, 700, 2, 100)) == 0.0  # tick skew: never < 0
+
+
+@pytest.mark.parametrize("ours", [True, False])
+def test_read_ticks_counts_a_spinning_child_as_own_and_an_orphan_as_foreign(ours):
+    """A process spinning for a second: below this one it is the run's own CPU; reparented away
+    (its shell exits at once), it is someone else's."""
+    import subprocess
+    import sys
+    import time
+
+    from harness.bench.cpu_ticks import read_ticks
+
+    spin = f"{sys.executable} -c 'import time; e = time.monotonic() + 1.5\nwhile time.monotonic() < e: pass'"
+    before = read_ticks()
+    proc = subprocess.Popen(["sh", "-c", spin if ours else spin + " &"])
+    time.sleep(1.2)
+    after = read_ticks()
+    proc.wait()
+    if not ours:
+        time.sleep(0.5)  # the orphan ends
+    own, others = after.own - before.own, (after.machine - before.machine) - (after.own - before.own)
+    spun = 0.3 * after.hz  # at least 0.3 s of CPU in the 1.2 s, however busy the machine
+    if ours:
+        assert own >= spun, (own, others)
+    else:
+        assert own < spun <= others, (own, others)
+
+
 def test_widen_by_drift():
     lo, hi = widen(1.06, 1.21, 1.13, 0.5)
     assert lo == pytest.approx(1.06 / 1.5) and hi == pytest.approx(1.21 * 1.5)

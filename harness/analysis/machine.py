@@ -18,6 +18,13 @@ Tolerance: NOISE_FACTOR × noise, held between DRIFT_FLOOR and DRIFT_CEILING: th
   `MACHINE NOISE` with the figures, and its speedup CI is widened by the drift: [low / (1 + d),
   high × (1 + d)] (the speed change seen between the arms bounds the error it can cause). The gate
   never passes a flagged speedup against a floor (harness/results/gate.py).
+Foreign CPU: the share of the machine's CPU time that processes outside the run used while each
+  arm ran (/proc/stat's busy ticks less the run's own process tree's, harness/bench/cpu_ticks.py).
+  The sentinel alone under-reads contention: it is timed on the baseline engine, and on a 2-core
+  machine a CPU-bound neighbour slowed a speculative arm (more, smaller kernels per step, each a
+  thread barrier) 12-15 % more than the sentinel moved (README, bench/machine_noise.py). Above
+  FOREIGN_CPU_LIMIT the cell is flagged whatever the sentinels read: a speedup measured under
+  contention is not the quiet machine's, and widening its CI cannot make it one.
 """
 
 from __future__ import annotations
@@ -40,6 +47,28 @@ NOISE_FACTOR = 3.0
 DRIFT_FLOOR = 0.10
 DRIFT_CEILING = 0.20
 FLAG = "MACHINE NOISE"
+FOREIGN_CPU_LIMIT = 0.10  # of all the machine's CPUs: an idle machine's daemons stay near 0.01
+
+
+@dataclass(frozen=True)
+class CpuTicks:
+    """Busy CPU ticks (user, nice, system, irq, softirq, steal) of the whole machine and of the run's
+    own process tree (the harness and every engine process below it) at monotonic time `t`."""
+
+    t: float
+    machine: int
+    own: int
+    ncpu: int
+    hz: int
+
+
+def foreign_cpu(a: CpuTicks, b: CpuTicks) -> float:
+    """The share (0-1) of the machine's CPU time between readings a and b that processes outside
+    the run used (a VM's steal counts: it is time someone else had)."""
+    span = (b.t - a.t) * a.hz * a.ncpu
+    if span <= 0:
+        return 0.0
+    return min(1.0, max(0.0, ((b.machine - a.machine) - (b.own - a.own)) / span))
 
 
 def spread(tok_s: Sequence[float]) -> float:
@@ -60,6 +89,7 @@ class MachineReading:
     speculative_tok_s: tuple[float, ...]  # sentinels bracketing the speculative arm
     noise: float
     baseline_remeasured: bool = False  # the shared baseline arm was measured again beside this arm
+    foreign_cpu: float = 0.0  # the most any of the two arms' runs saw (foreign_cpu)
 
     @property
     def sentinels(self) -> tuple[float, ...]:
@@ -75,17 +105,27 @@ class MachineReading:
 
     @property
     def steady(self) -> bool:
-        return self.drift <= self.tolerance
+        return self.drift <= self.tolerance and self.foreign_cpu <= FOREIGN_CPU_LIMIT
 
     def flag(self) -> str | None:
         if self.steady:
             return None
-        xs = [x for x in self.sentinels if x > 0]
         again = "; the shared baseline arm was re-measured beside this arm" if self.baseline_remeasured else ""
+        why = []
+        if self.foreign_cpu > FOREIGN_CPU_LIMIT:
+            why.append(
+                f"other processes used {self.foreign_cpu:.0%} of the machine's CPUs while its arms ran (limit "
+                f"{FOREIGN_CPU_LIMIT:.0%}): contention slows a speculative arm more than a baseline one"
+            )
+        if self.drift > self.tolerance:
+            xs = [x for x in self.sentinels if x > 0]
+            why.append(
+                f"the machine's speed moved {self.drift:.0%} across this cell's arms (sentinel "
+                f"{min(xs):.0f}-{max(xs):.0f} tok/s; steady noise {self.noise:.1%}, tolerance {self.tolerance:.0%})"
+            )
         return (
-            f"{FLAG}: the machine's speed moved {self.drift:.0%} across this cell's arms (sentinel "
-            f"{min(xs):.0f}-{max(xs):.0f} tok/s; steady noise {self.noise:.1%}, tolerance {self.tolerance:.0%}); "
-            f"speedup CI widened by the drift{again}: do not trust this speedup, rerun on a quiet machine"
+            f"{FLAG}: {'; '.join(why)}; speedup CI widened by the drift{again}: this speedup is not the quiet "
+            "machine's, rerun on a quiet machine"
         )
 
 

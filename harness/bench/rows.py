@@ -150,6 +150,8 @@ class CellRow:
     machine_drift: float | None = None
     machine_noise: float | None = None
     machine_baseline_remeasured: bool | None = None  # the shared baseline arm, measured again beside this arm
+    # the share of the machine's CPUs that processes outside the run used while the arms ran (the most seen)
+    machine_foreign_cpu: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON edge: identity columns first, then this arm's columns."""
@@ -272,6 +274,7 @@ def _machine(rs: CellRow, reading: MachineReading | None) -> list[str]:
     rs.machine_sentinels_speculative = [round(x, 2) for x in reading.speculative_tok_s]
     rs.machine_drift, rs.machine_noise = reading.drift, reading.noise
     rs.machine_baseline_remeasured = reading.baseline_remeasured
+    rs.machine_foreign_cpu = round(reading.foreign_cpu, 4)
     flag = reading.flag()
     if flag is None:
         return []
