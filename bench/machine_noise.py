@@ -3,30 +3,42 @@ quiet machine, once with CPU-bound processes started halfway through (after half
 
     .venv/bin/python bench/machine_noise.py --draft DIR [--recipe train/tiny-kimi.toml] [--set k=v ...]
 
-Prints, per cell: the quiet speedup, the busy run's speedup with its 95 % CI, the busy run's
-MACHINE NOISE flag (harness/analysis/machine.py) and whether its CI covers the quiet speedup.
+Prints, per cell: the quiet speedup, the busy run's speedup with its 95 % CI, its sentinel drift,
+the share of the CPUs other processes took during its arms, the busy run's MACHINE NOISE flag
+(harness/analysis/machine.py) and whether its CI covers the quiet speedup.
 A cell that is neither flagged nor covering is what the sentinels failed to catch.
 """
 
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def _spin(seconds: float) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        pass
+def _start_outsider(seconds: float) -> int:
+    """A CPU-bound process that is not this one's descendant (its shell exits at once and it is
+    reparented): other work on the machine, as the issue's user had it. Returns its pid."""
+    spin = f"import time\ne = time.monotonic() + {seconds}\nwhile time.monotonic() < e: pass"
+    out = subprocess.run(
+        ["sh", "-c", f"{shlex.quote(sys.executable)} -c {shlex.quote(spin)} >/dev/null 2>&1 & echo $!"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(out.stdout.strip())
 
 
 class HogHalfway:
-    """A reporter that starts `n` CPU-bound processes once half of the cells have finished."""
+    """A reporter that starts `n` CPU-bound processes, outside this process's tree, once half of the
+    cells have finished."""
 
     def __init__(self, total_cells: int, n: int, seconds: float):
         from harness.ui import Reporter
@@ -42,9 +54,7 @@ class HogHalfway:
     def advance(self, n: int = 1, **fields):
         self.done_cells += n if fields else 0  # a finished cell reports its fields; the resume skip does not
         if not self.procs and self.done_cells >= self.total // 2:
-            self.procs = [mp.Process(target=_spin, args=(self.seconds,), daemon=True) for _ in range(self.n)]
-            for p in self.procs:
-                p.start()
+            self.procs = [_start_outsider(self.seconds) for _ in range(self.n)]
             print(
                 f"[busy] {self.n} CPU-bound processes started after {self.done_cells} of {self.total} cells",
                 file=sys.stderr,
@@ -57,9 +67,9 @@ class HogHalfway:
         self._base.done(summary)
 
     def close(self):
-        for p in self.procs:
-            p.terminate()
-            p.join(5)
+        for pid in self.procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
         self._base.close()
 
 
@@ -99,7 +109,7 @@ def main() -> int:
         busy = bench_once(recipe, drafts, a.out / "busy", hog)
     finally:
         hog.close()
-    print(f"{'cell':40s} {'quiet':>7s} {'busy [95% CI]':>24s} {'drift':>6s}  flagged  covers quiet")
+    print(f"{'cell':40s} {'quiet':>7s} {'busy [95% CI]':>24s} {'drift':>6s} {'others':>6s}  flagged  covers quiet")
     missed = 0
     for cid, q in quiet.iterrows():
         b = busy.loc[cid]
@@ -109,7 +119,8 @@ def main() -> int:
         missed += not (flagged or covers)
         print(
             f"{cid:40s} {q['speedup']:6.2f}x {b['speedup']:6.2f}x [{lo:5.2f}, {hi:5.2f}] "
-            f"{b['machine_drift']:6.1%}  {'yes' if flagged else 'no ':3s}      {'yes' if covers else 'NO'}"
+            f"{b['machine_drift']:6.1%} {b['machine_foreign_cpu']:6.0%}  "
+            f"{'yes' if flagged else 'no ':3s}      {'yes' if covers else 'NO'}"
             + ("  (shared baseline re-measured beside it)" if b["machine_baseline_remeasured"] else "")
         )
     print(
