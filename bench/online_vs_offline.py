@@ -2,14 +2,16 @@
 ways, then served side by side in one bench run (the end-to-end test's cells: code and math, 8
 prompts x 64 tokens, k = 3, c = 4, T = 0):
 
-- `offline-tf`: the finished run given (CI size: hidden states from a transformers forward, shards);
+- `offline-tf`: hidden states from a transformers forward, stored as shards;
 - `offline-vllm`: the same, with states extracted by vLLM (train.hidden_states_source = 'vllm'),
   still stored as shards;
 - `online-vllm`: the same states streamed from vLLM's extraction server as training reads them
   (train.hidden_states_mode = 'online', harness/train/online.py).
 
-It prints each draft's served pooled AL (per suite), the training's predicted AL, and how far the
-offline-vllm and online-vllm weights end apart. `offline-vllm` vs `online-vllm` differ only in where
+The run given stands for whichever of the three it is (its hidden/done.json); the other two are
+trained again from its prompts and responses. It prints each draft's served pooled AL (per
+suite), the training's predicted AL, and how far the offline-vllm and online-vllm weights end
+apart. `offline-vllm` vs `online-vllm` differ only in where
 the states are kept; `offline-tf` vs `offline-vllm` only in who computed them.
 
     .venv/bin/python bench/online_vs_offline.py --run RUN_DIR --out OUT_DIR
@@ -52,9 +54,17 @@ def main() -> None:
     from tests.conftest import CI_TRAIN
     from tests.test_train_e2e import CI_BENCH, VLLM_ONLINE, VLLM_STATES, retrain
 
-    offline_vllm = retrain(args.run, args.out / "offline-vllm", VLLM_STATES)
-    online_vllm = retrain(args.run, args.out / "online-vllm", VLLM_ONLINE)
-    runs = {"offline-tf": args.run, "offline-vllm": offline_vllm.run_dir, "online-vllm": online_vllm.run_dir}
+    ways = {
+        "offline-tf": ["train.hidden_states_source='transformers'"],
+        "offline-vllm": VLLM_STATES,
+        "online-vllm": VLLM_ONLINE,
+    }
+    given = json.loads((args.run / "hidden" / "done.json").read_text())
+    given_way = f"{given.get('mode', 'offline')}-{'tf' if given['source'] == 'transformers' else 'vllm'}"
+    runs = {  # the given run stands for its own way; the others are trained again from its data
+        label: args.run if label == given_way else retrain(args.run, args.out / label, sets).run_dir
+        for label, sets in ways.items()
+    }
 
     sets = [*CI_TRAIN, *CI_BENCH, "bench.reference_drafts=[]", "bench.machine_sentinel=false"]
     recipe = load_recipe(REPO_ROOT / "train" / "tiny-kimi.toml", ["verifier.standin='kimi-k2.5'", *sets])
@@ -70,7 +80,7 @@ def main() -> None:
         suites = ", ".join(f"{s} {al:.3f}" for s, al in zip(rows["suite"], rows["acceptance_length"], strict=True))
         predicted = json.loads((run / "train_report.json").read_text())["predicted_acceptance_length"]
         print(f"  {label:13s} {pooled:.3f} ({suites}); predicted {predicted:.3f}")
-    diff = _max_weight_diff(offline_vllm.draft_dir, online_vllm.draft_dir)
+    diff = _max_weight_diff(runs["offline-vllm"] / "draft", runs["online-vllm"] / "draft")
     print(f"largest weight difference, offline-vllm vs online-vllm: {diff:.4f}")
 
 

@@ -15,8 +15,11 @@ from harness.verifier.layout import resolve_layout
 from tests.results_fixtures import runs  # noqa: F401 (the synthetic-runs fixture of the results tests)
 
 # CI-sized training: small enough for a few minutes on 2 cores, large enough to show learning
-# (the margins it must reach are in tests/test_train_e2e.py).
+# (the margins it must reach are in tests/test_train_e2e.py). States from vLLM's own extraction, as
+# the production recipe takes them: the online twin (tests/test_train_e2e.py) then trains on the
+# same states, streamed instead of stored, and the two drafts compare like for like.
 CI_TRAIN = [
+    "train.hidden_states_source='vllm'",
     "train.num_prompts=384",
     "train.max_new_tokens=96",
     "train.epochs=2",

@@ -170,17 +170,18 @@ def test_kimi_served_al_matches_training_prediction(kimi_trained):
     assert not any("rotary" in w for w in agreement["workarounds"])  # YaRN: no rope workaround needed
 
 
-# Measured on the float32 stand-in: offline code 2.784 / math 3.411 (pooled 3.065); online 2.696 / 3.237
-# with float32 states, 2.667 / 3.200 (pooled 2.909, -5.1 %) with states rounded to the shards' bf16.
-# The states agree to ~1e-5 (tests/test_vllm_extraction.py) and a re-request returns them bit-equal,
-# so the gap is the training trajectory's, not the data's; issue 24 asks for 5 %, which this misses.
-MAX_ONLINE_GAP = 0.10
+# Issue 24: same data, same seed, within 5 %. The session's training takes its states from vLLM's
+# extraction (CI_TRAIN), stored as shards; the twin streams the same extraction's states online.
+# Measured (bench/online_vs_offline.py, 3 epochs): online vs offline on vLLM states -1.4 %; from
+# transformers states instead, the offline draft differed by a further -3.7 % (the states are a
+# bf16 ulp apart on some samples, enough to part two trainings), which is not the online path's.
+MAX_ONLINE_GAP = 0.05
 
 
 def test_online_trained_draft_accepts_nearly_like_the_offline_one(kimi_trained):
-    """Same data, same seed, states from vLLM's extraction server instead of shards on disk: the
-    served pooled AL (demo suites, T = 0) is within MAX_ONLINE_GAP of the offline-trained draft's, and
-    far above an untrained draft's (a misaligned or wrong state would land near the random one's)."""
+    """Same data, same seed, the same vLLM states streamed from the extraction server instead of
+    read from shards on disk: the served pooled AL (demo suites, T = 0) is within MAX_ONLINE_GAP of
+    the offline-trained draft's, and far above an untrained draft's (a misaligned or wrong state would land near the random one's)."""
     _, spec, _ = kimi_trained
     offline, online = _pooled_al(spec[spec["draft"] == "draft"]), _pooled_al(spec[spec["draft"] == "online"])
     for suite in ("code", "math"):
