@@ -29,6 +29,9 @@ CI_TRAIN = [
 ]
 
 
+CI_EPOCHS = int(next(s.split("=")[1] for s in CI_TRAIN if s.startswith("train.epochs=")))
+
+
 def _standin(arch: str, **overrides) -> Path:
     from harness.verifier.standins.build import ensure_standin
     from harness.verifier.standins.specs import spec_for

@@ -181,7 +181,8 @@ MAX_ONLINE_GAP = 0.05
 def test_online_trained_draft_accepts_nearly_like_the_offline_one(kimi_trained):
     """Same data, same seed, the same vLLM states streamed from the extraction server instead of
     read from shards on disk: the served pooled AL (demo suites, T = 0) is within MAX_ONLINE_GAP of
-    the offline-trained draft's, and far above an untrained draft's (a misaligned or wrong state would land near the random one's)."""
+    the offline-trained draft's, and far above an untrained draft's (a misaligned or wrong state
+    would land near the random one's)."""
     _, spec, _ = kimi_trained
     offline, online = _pooled_al(spec[spec["draft"] == "draft"]), _pooled_al(spec[spec["draft"] == "online"])
     for suite in ("code", "math"):

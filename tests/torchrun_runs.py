@@ -84,8 +84,8 @@ TWO_PROCS = ["train.launcher='torchrun'", "train.nproc_per_node=2", "train.total
 
 
 def kill_rank_and_rerun(out: Path, trained) -> dict:
-    """2-process torchrun training (3 epochs); rank 1 is killed after the first epoch's checkpoint;
-    the rerun trains the other two."""
+    """2-process torchrun training (CI_TRAIN's epochs); rank 1 is killed after the first epoch's
+    checkpoint; the rerun trains the others."""
     fit_only_copy(trained, out, TWO_PROCS)
     t0 = time.perf_counter()
     proc = train_cli(out, TWO_PROCS)
