@@ -248,6 +248,13 @@ _SLEEPER = textwrap.dedent("""
 """)
 
 
+def _default_signal_dispositions() -> None:
+    """A terminal user's harness: a test suite started under nohup (SIGHUP ignored) or as a shell's
+    background job (SIGINT ignored) would hand those ignores down, and the CLI keeps an ignore."""
+    for sig in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)])
 def test_terminating_signals_unwind_like_ctrl_c(tmp_path, sig, code):
     marker = tmp_path / "marker"
@@ -256,7 +263,7 @@ def test_terminating_signals_unwind_like_ctrl_c(tmp_path, sig, code):
         cwd=REPO_ROOT,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=_default_signal_dispositions,
     )
     deadline = time.monotonic() + 60
     while not marker.exists():
