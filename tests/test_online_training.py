@@ -92,6 +92,17 @@ def test_disk_bound_counts_one_sample_per_loader_worker_of_every_rank(workers, i
     assert formula.startswith(f"({in_flight} samples in flight")
 
 
+def test_a_killed_runs_cache_files_are_removed_before_the_server_starts(tmp_path):
+    from harness.train.online import clear_cache
+
+    cache = tmp_path / "hidden_raw"
+    cache.mkdir()
+    for name in ("cmpl-1-0-a.safetensors", "cmpl-1-0-a.safetensors.lock"):
+        (cache / name).write_bytes(b"x")
+    assert clear_cache(cache) == ["cmpl-1-0-a.safetensors", "cmpl-1-0-a.safetensors.lock"]
+    assert list(cache.iterdir()) == [] and clear_cache(tmp_path / "none") == []
+
+
 def test_dir_peak_sees_the_largest_size(tmp_path):
     import time
 

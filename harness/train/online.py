@@ -154,16 +154,33 @@ def datasets_for(plan: FitConfig, src: OnlineSource) -> dict[str, AsStored]:
 def extraction_server(
     recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: list[int], cache_dir: Path
 ) -> Iterator[OnlineSource]:
-    """A vLLM server extracting states at [*aux_ids, L] into `cache_dir`, for as long as the block runs."""
+    """A vLLM server extracting states at [*aux_ids, L] into `cache_dir`, for as long as the block
+    runs; what a killed run left in `cache_dir` is removed first (clear_cache)."""
     from harness.engine.server import ServerEngine
     from harness.train.vllm_states import extraction_plan
 
+    clear_cache(cache_dir)
     plan = extraction_plan(recipe.engine, layout, aux_ids, cache_dir)
     log = run_dir / "logs" / "hidden_states.log"
     with ServerEngine(plan, log, recipe.engine.startup_timeout_s, recipe.engine.request_timeout_s) as eng:
         yield OnlineSource(
             eng.url, eng.model_name, str(run_dir / "online"), str(cache_dir), recipe.train.hidden_states_dtype
         )
+
+
+def clear_cache(cache_dir: Path) -> list[str]:
+    """Remove the files a killed run left in the extraction cache (seen: a SIGKILL after an epoch's
+    checkpoint left one sample's states and their lock). Request ids are not reused, so nothing
+    would read them, but they would stay on disk and count against the run's disk bound. Returns
+    the names removed."""
+    removed = []
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(cache_dir):
+            if entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+                    removed.append(entry.name)
+    return sorted(removed)
 
 
 def dir_bytes(folder: Path) -> int:
