@@ -8,16 +8,9 @@ import time
 from pathlib import Path
 
 from harness.analysis.machine import CpuTicks
+from harness.engine.ownership import stat_fields
 
 _BUSY = (0, 1, 2, 5, 6, 7)  # /proc/stat cpu fields: user nice system [idle iowait] irq softirq steal
-
-
-def _stat_fields(pid: str) -> list[str] | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:  # gone since the listing
-        return None
-    return text[text.rindex(")") + 2 :].split()  # after "(comm)", which may hold spaces
 
 
 def _own_ticks(root: int) -> int:
@@ -28,7 +21,7 @@ def _own_ticks(root: int) -> int:
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
-        f = _stat_fields(entry.name)
+        f = stat_fields(entry.name)
         if f is None:
             continue
         pid = int(entry.name)

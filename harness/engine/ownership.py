@@ -30,15 +30,23 @@ POLL_S = 0.5  # how often the watchdog looks at the harness
 GRACE_S = 2.0  # between SIGTERM and SIGKILL of the group: vLLM's servers shut down cleanly in it
 
 
-def start_ticks(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (/proc/PID/stat field 22): with the
-    pid it identifies one process, so a reused pid is not mistaken for the original."""
+def stat_fields(pid: int | str) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name, from "state" on (state ppid pgrp ... utime at
+    11, stime, cutime, cstime, ... starttime at 19); None when the process is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read().decode(errors="replace")
     except OSError:
         return None
-    fields = stat[stat.rfind(")") + 2 :].split()  # the command name may hold spaces and parens
+    return stat[stat.rfind(")") + 2 :].split()  # the command name may hold spaces and parens
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22): with the
+    pid it identifies one process, so a reused pid is not mistaken for the original."""
+    fields = stat_fields(pid)
+    if fields is None:
+        return None
     return int(fields[19]) if fields[0] != "Z" else None  # a zombie has already died
 
 
@@ -97,14 +105,8 @@ def group_members(pgid: int) -> list[int]:
     """Live (not zombie) processes of process group `pgid`, from /proc."""
     out = []
     for name in os.listdir("/proc"):
-        if not name.isdigit():
+        if not name.isdigit() or (fields := stat_fields(name)) is None:
             continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
         if fields[0] != "Z" and int(fields[2]) == pgid:
             out.append(int(name))
     return out
