@@ -54,18 +54,24 @@ def perturbed_copy(draft: Path, out: Path, scale: float = 2.0) -> Path:
     return out
 
 
-def retrain(run_dir: Path, out: Path, sets: list[str]):
-    """The CI-size Kimi training of `run_dir` again under `sets`, in `out`: the same prompts and
-    responses (copied, so the data is identical), the same seed and sizes."""
+def same_data(run_dir: Path, out: Path, sets: list[str]):
+    """A run folder `out` for the CI-size Kimi training under `sets` (the default recipe, as
+    `harness train` loads it), holding `run_dir`'s prompts and responses (copied, so the data is
+    identical); returns the recipe. The same seed and sizes follow from CI_TRAIN."""
     import shutil
 
     from harness.train.pipeline import TRAIN_SECTIONS, prepare_run_dir
 
-    recipe = load_recipe(REPO_ROOT / "train" / "tiny-kimi.toml", ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *sets])
+    recipe = load_recipe(None, ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *sets])
     prepare_run_dir(out, recipe, TRAIN_SECTIONS)
     shutil.copy(run_dir / "prompts.jsonl", out / "prompts.jsonl")
     shutil.copytree(run_dir / "responses", out / "responses")
-    return run_train(recipe, out, Reporter())
+    return recipe
+
+
+def retrain(run_dir: Path, out: Path, sets: list[str]):
+    """The CI-size Kimi training of `run_dir` again under `sets`, in `out`, on the same data."""
+    return run_train(same_data(run_dir, out, sets), out, Reporter())
 
 
 VLLM_STATES = ["train.hidden_states_source='vllm'"]
@@ -80,16 +86,12 @@ def online_twin(offline, tmp: Path) -> Path:
     which resumes from that checkpoint (the offline mode's kill: tests/test_scaleout.py). Returns
     the draft."""
     import os
-    import shutil
     import signal
 
-    from harness.train.pipeline import TRAIN_SECTIONS, prepare_run_dir
     from tests.torchrun_runs import train_cli, wait_for
 
     out = tmp / "online"
-    prepare_run_dir(out, load_recipe(None, ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *VLLM_ONLINE]), TRAIN_SECTIONS)
-    shutil.copy(offline.run_dir / "prompts.jsonl", out / "prompts.jsonl")
-    shutil.copytree(offline.run_dir / "responses", out / "responses")
+    same_data(offline.run_dir, out, VLLM_ONLINE)
     killed = train_cli(out, VLLM_ONLINE)
     wait_for((out / "checkpoints" / "0" / "training_state.json").is_file, killed, timeout_s=900)
     os.killpg(killed.pid, signal.SIGKILL)
