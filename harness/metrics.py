@@ -33,6 +33,8 @@ import statistics
 from collections.abc import Sequence
 from typing import cast
 
+import numpy as np
+
 from harness.engine.counters import SpecCounters
 
 
@@ -81,12 +83,43 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
+def per_token_itl(gaps: Sequence[float], tokens: Sequence[int]) -> list[float]:
+    """Inter-token latency per token: each streamed chunk's gap spread over the tokens it carried.
+    Under speculation a verify step delivers up to k+1 tokens in one chunk, so the per-chunk gaps
+    (itl_ms_* columns, vLLM's benchmark convention) overstate the wait per token; these average to
+    TPOT. Empty when the chunk sizes are unknown (a length mismatch)."""
+    if len(gaps) != len(tokens):
+        return []
+    return [g / n for g, n in zip(gaps, tokens, strict=True) if n > 0 for _ in range(n)]
+
+
 def mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
 def median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
+
+
+def randrange_draws(seed: int, n: int, count: int) -> np.ndarray:
+    """The first `count` values of `random.Random(seed).randrange(n)`, called repeatedly, drawn in
+    one go: numpy's MT19937 given the same state gives the same 32-bit words, and randrange keeps
+    the top n.bit_length() bits of each and skips those >= n (CPython's _randbelow_with_getrandbits)."""
+    words = random.Random(seed).getstate()[1]
+    gen = np.random.MT19937()
+    gen.state = {
+        "bit_generator": "MT19937",
+        "state": {"key": np.array(words[:624], dtype=np.uint32), "pos": words[624]},
+    }
+    shift = np.uint64(32 - n.bit_length())
+    out: list[np.ndarray] = []
+    have = 0
+    while have < count:  # each word is kept with probability > 1/2
+        kept = gen.random_raw(2 * (count - have) + 64) >> shift
+        kept = kept[kept < n]
+        out.append(kept)
+        have += len(kept)
+    return np.concatenate(out)[:count].astype(np.int64)
 
 
 def bootstrap_ci(
@@ -101,16 +134,12 @@ def bootstrap_ci(
     pairs = [(a, d) for a, d in zip(per_request_accepted, per_request_drafts, strict=True) if d > 0]
     if len(pairs) < 2:
         return None
-    # Kept by hand, not scipy.stats.bootstrap(paired=True): the al_ci_low/high in committed baselines
-    # (results/baselines/) come from this seeded random.Random resampling; scipy draws from a numpy
-    # generator, so the same seed would move every stored CI.
-    rng = random.Random(seed)
-    stats = []
-    for _ in range(num_resamples):
-        sample = [pairs[rng.randrange(len(pairs))] for _ in pairs]
-        acc = sum(a for a, _ in sample)
-        drafts = sum(d for _, d in sample)
-        stats.append(1.0 + acc / drafts)
+    # Not scipy.stats.bootstrap(paired=True): the al_ci_low/high in committed baselines
+    # (results/baselines/) come from a seeded random.Random's resampling, which scipy's numpy
+    # generator would not repeat. `randrange_draws` draws those same indices, vectorized.
+    idx = randrange_draws(seed, len(pairs), num_resamples * len(pairs)).reshape(num_resamples, len(pairs))
+    acc_d = np.asarray(pairs, dtype=np.int64)
+    stats = (1.0 + acc_d[:, 0][idx].sum(axis=1) / acc_d[:, 1][idx].sum(axis=1)).tolist()
     alpha = (1 - level) / 2 * 100
     # stats holds num_resamples values, so neither percentile is None
     return cast(float, percentile(stats, alpha)), cast(float, percentile(stats, 100 - alpha))

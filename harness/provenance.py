@@ -62,8 +62,11 @@ def atomic_write_text(path: Path, text: str) -> None:
         tmp.write_text(text)
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
+def atomic_write_json(path: Path, data: Any, compact: bool = False) -> None:
+    """Indented for people to read; `compact` (one line, no spaces) for bulk records only programs
+    read, where the indentation would be most of the file."""
+    text = json.dumps(data, separators=(",", ":"), default=str) if compact else json.dumps(data, indent=2, default=str)
+    atomic_write_text(path, text + "\n")
 
 
 def git_sha() -> str | None:

@@ -166,3 +166,34 @@ def test_seeded_cis_are_the_ones_baselines_were_made_with():
     assert (est.low, est.high) == pytest.approx((1.7491166077738518, 2.0038610038610036), rel=1e-12)
     lo, hi = bootstrap_ci([40, 55, 31, 62, 48, 37], [18, 20, 15, 22, 19, 16], seed=0)
     assert (lo, hi) == pytest.approx((3.2545990566037735, 3.6834768907563027), rel=1e-12)
+
+
+def _hand_bootstrap(acc, drafts, num_resamples, seed, level=0.95):
+    """The seeded random.Random loop the committed baselines' AL CIs were made with."""
+    import random
+
+    from harness.metrics import percentile
+
+    pairs = [(a, d) for a, d in zip(acc, drafts) if d > 0]
+    rng = random.Random(seed)
+    stats = []
+    for _ in range(num_resamples):
+        sample = [pairs[rng.randrange(len(pairs))] for _ in pairs]
+        stats.append(1.0 + sum(a for a, _ in sample) / sum(d for _, d in sample))
+    alpha = (1 - level) / 2 * 100
+    return percentile(stats, alpha), percentile(stats, 100 - alpha)
+
+
+@pytest.mark.parametrize("n, seed", [(2, 0), (5, 7), (37, 1), (64, 0), (240, 3)])
+def test_vectorized_bootstrap_draws_exactly_the_hand_loops_indices(n, seed):
+    """bootstrap_ci draws random.Random(seed).randrange's indices in one go (metrics.randrange_draws):
+    the same CI to the last bit as the loop, at production size (240 requests) included."""
+    import random
+
+    from harness.metrics import randrange_draws
+
+    rng = np.random.default_rng(n)
+    acc, drafts = rng.integers(0, 400, n).tolist(), rng.integers(100, 200, n).tolist()
+    assert bootstrap_ci(acc, drafts, num_resamples=500, seed=seed) == _hand_bootstrap(acc, drafts, 500, seed)
+    r = random.Random(seed)
+    assert randrange_draws(seed, n, 3000).tolist() == [r.randrange(n) for _ in range(3000)]

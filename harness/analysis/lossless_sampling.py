@@ -153,17 +153,34 @@ def bucket_probs(logprobs: TopLogprobs, num_top: int) -> tuple[list[int], np.nda
     return [t for t, _ in best], np.append(p, 1.0 - total)
 
 
+def bucket_table(samples: Sequence[SampledToken], num_top: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every sample's bucket_probs as one row (n x (N + 1)), and its sampled token's bucket (the
+    rank, or the "other" column after the ranks known): built once, in one pass."""
+    probs, buckets = np.zeros((len(samples), num_top + 1)), np.empty(len(samples), dtype=np.int64)
+    for i, s in enumerate(samples):
+        best = top_n(s.logprobs, num_top)
+        p = [math.exp(lp) for _, lp in best]
+        total = sum(p)
+        if total > 1.0:  # rounding in the engine's logprobs: renormalize, "other" is empty
+            p, total = [x / total for x in p], 1.0
+        probs[i, : len(p)] = p
+        probs[i, len(p)] = 1.0 - total
+        tokens = [t for t, _ in best]
+        buckets[i] = tokens.index(s.token) if s.token in tokens else len(p)
+    return probs, buckets
+
+
 def randomized_pit(samples: Sequence[SampledToken], num_top: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(u per sample, bucket index per sample); u ~ U(0,1) iid iff the samples follow the
     stated distributions (module doc). Buckets: 0..N-1 the ranks, N "other"."""
-    rng = np.random.default_rng(seed)
-    us, buckets = np.empty(len(samples)), np.empty(len(samples), dtype=np.int64)
-    for i, s in enumerate(samples):
-        tokens, p = bucket_probs(s.logprobs, num_top)
-        j = tokens.index(s.token) if s.token in tokens else len(p) - 1
-        us[i] = p[:j].sum() + rng.random() * p[j]
-        buckets[i] = j
-    return np.clip(us, 0.0, 1.0), buckets
+    return _pit(*bucket_table(samples, num_top), seed)
+
+
+def _pit(probs: np.ndarray, buckets: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rows = np.arange(len(buckets))
+    below = np.concatenate((np.zeros((len(buckets), 1)), np.cumsum(probs, axis=1)), axis=1)[rows, buckets]
+    u = below + np.random.default_rng(seed).random(len(buckets)) * probs[rows, buckets]
+    return np.clip(u, 0.0, 1.0), buckets
 
 
 def sampling_fidelity(
@@ -178,9 +195,10 @@ def sampling_fidelity(
     from scipy.stats import chisquare, kstest
 
     n = len(samples)
-    u, buckets = randomized_pit(samples, num_top, seed)
+    probs, buckets = bucket_table(samples, num_top)
+    u, _ = _pit(probs, buckets, seed)
     rank_obs = np.bincount(buckets, minlength=num_top + 1)[: num_top + 1] / max(n, 1)
-    rank_exp = np.mean([bucket_probs(s.logprobs, num_top)[1] for s in samples], axis=0) if n else np.zeros(num_top + 1)
+    rank_exp = probs.mean(axis=0) if n else np.zeros(num_top + 1)
     bins = min(num_bins, n // 5)
     if n < 10 or bins < 2:
         return SamplingFidelity(

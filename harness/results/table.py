@@ -24,11 +24,15 @@ in harness/metrics.py):
   derived    acceptance_length draft_acceptance_rate per_position_rates al_ci_low al_ci_high
              per_request_al_mean output_tok_per_s output_tok_per_s_repeats speedup
              lossless_match_rate ttft_ms_median ttft_ms_p99 tpot_ms_median tpot_ms_p99
-             itl_ms_median itl_ms_p99 predicted_acceptance_length al_gap
+             itl_ms_median itl_ms_p99 (per streamed chunk: a verify step delivers up to k+1 tokens
+             in one) itl_per_token_ms_median itl_per_token_ms_p99 (each chunk's gap spread over its
+             tokens, metrics.per_token_itl; averages to TPOT) predicted_acceptance_length al_gap
              speedup_ci_low speedup_ci_high (analysis/load.py) al_se num_prompts (analysis/power.py)
   breakdowns <what>_buckets / segments, al_by_<what>, al_by_<what>_ci_low/_ci_high, drafts_by_<what>
              for what in output_position, prompt_length, segment (analysis/steps.py; lists, one
-             entry per bucket; empty when vLLM gave no per-step record)
+             entry per bucket; empty when vLLM gave no per-step record); k_sweep / al_by_k*: AL at
+             k' = 1 .. k from this cell's engine (bench.k_from_one_engine, analysis/k_sweep.py:
+             exact at k' = k, an estimate below)
   workload   repetition_share looping_requests (the baseline arm's outputs, analysis/repetition.py)
              max_prompt_tokens train_context_len
   status     status (ok | failed) error flags
@@ -43,7 +47,7 @@ from typing import Any
 from harness.errors import BadInput
 from harness.provenance import atomic_path, atomic_write_json
 
-BREAKDOWNS = ("output_position", "prompt_length", "segment")
+BREAKDOWNS = ("output_position", "prompt_length", "segment", "k")
 LIST_COLUMNS = (
     "accepted_per_pos",
     "per_position_rates",
@@ -54,6 +58,7 @@ LIST_COLUMNS = (
     "output_position_buckets",
     "prompt_length_buckets",
     "segments",
+    "k_sweep",
     *(
         f"{c}_by_{b}{e}"
         for b in BREAKDOWNS
@@ -79,7 +84,7 @@ def write_cell(
     never overwritten: that would lose a measurement without a word."""
     _refuse_foreign_cell(run_dir / "cells" / f"{cid}.json", rows)
     if requests is not None:
-        atomic_write_json(run_dir / "cells" / "requests" / f"{cid}.json", requests)
+        atomic_write_json(run_dir / "cells" / "requests" / f"{cid}.json", requests, compact=True)
     atomic_write_json(run_dir / "cells" / f"{cid}.json", rows)
     rebuild_table(run_dir)
 
