@@ -287,6 +287,14 @@ class BenchSection(_Strict):
             "(draft label '<draft>-dynamic', vLLM's num_speculative_tokens_per_batch_size)."
         ),
     )
+    k_from_one_engine: bool = Field(
+        False,
+        description=(
+            "Start one speculative engine per draft, at the largest bench.k, and estimate AL for every smaller k "
+            "from its per-step records (columns al_by_k*, harness/analysis/k_sweep.py): the k sweep's engine "
+            "starts saved. Exact at the largest k; an estimate below it; no speedup for the smaller ks."
+        ),
+    )
     mismatch_tolerance: float = Field(
         0.10, ge=0, description="Flag a served AL this far (relative) from the training prediction."
     )
@@ -299,6 +307,11 @@ class BenchSection(_Strict):
             "at T>0 the buckets of the distribution test (0: count matches only, no T>0 test)."
         ),
     )
+
+    @property
+    def engine_ks(self) -> list[int]:
+        """The ks the grid starts engines for: every bench.k, or the largest with k_from_one_engine."""
+        return [max(self.k)] if self.k_from_one_engine else list(self.k)
 
     @model_validator(mode="after")
     def _checks(self):
@@ -318,6 +331,11 @@ class BenchSection(_Strict):
             raise ValueError(
                 "engine 'attach' measures the servers as they run: give the one k they were started "
                 "with (bench.k = [K]) and no reference_drafts"
+            )
+        if self.k_from_one_engine and self.dynamic_k:
+            raise ValueError(
+                "bench.dynamic_k derives its schedule from each k's measured speedup; bench.k_from_one_engine "
+                "measures only the largest k (the smaller ones' AL is estimated): turn one of them off"
             )
         if self.engine == "attach" and self.dynamic_k:
             raise ValueError("bench.dynamic_k starts an engine with the derived schedule; engine 'attach' cannot")

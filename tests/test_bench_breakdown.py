@@ -123,3 +123,22 @@ def test_dynamic_arm_is_planned_after_the_fixed_ks_and_its_schedule_derived():
     ]
     assert derive_schedule(rows, "d") == ((1, 2, 3), (3, 4, 1))
     assert derive_schedule(rows, "other") is None
+
+
+def test_itl_per_chunk_and_per_token_are_both_reported_and_per_token_averages_to_tpot():
+    """A verify step streams up to k+1 tokens in one chunk: the per-chunk gaps (itl_ms_*, vLLM's
+    convention) overstate the wait per token; per token, each gap is spread over its chunk."""
+    from harness import metrics
+    from harness.bench.rows import arm_row
+    from harness.bench.run import collect_output
+    from harness.engine.base import GenOutput
+
+    # ttft 0.1 s, then chunks of 3, 1 and 4 tokens after 0.3, 0.1 and 0.4 s: 9 tokens in 0.9 s
+    o = GenOutput("p0#0", 5, list(range(9)), "length", 0.1, [0.3, 0.1, 0.4], [3, 1, 4], 0.9)
+    assert metrics.per_token_itl(o.itl_s, o.itl_tokens) == pytest.approx([0.1] * 8)
+    assert metrics.per_token_itl([0.3], [3, 1]) == []  # sizes unknown: nothing rather than a guess
+    arm = ArmResult()
+    collect_output(arm, o)
+    row = arm_row(IDENT, "speculative", arm)
+    assert row.itl_ms_median == pytest.approx(300) and row.itl_per_token_ms_median == pytest.approx(100)
+    assert row.itl_per_token_ms_median == pytest.approx(row.tpot_ms_median)

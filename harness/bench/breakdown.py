@@ -1,7 +1,8 @@
 """A cell's derived columns beyond the pooled counters, from the arms' per-request records:
-AL by output position, by prompt length and (when the outputs think) by thinking/answer segment,
-each with its CI; the verifier's repetition; the speedup CI; the AL's standard error for the
-gate's power; and the flags that explain an AL gap. Every definition is in harness/analysis/.
+AL by output position, by prompt length, (when the outputs think) by thinking/answer segment and
+(bench.k_from_one_engine) at every k' <= k estimated from this engine's steps, each with its CI;
+the verifier's repetition; the speedup CI; the AL's standard error for the gate's power; and the
+flags that explain an AL gap. Every definition is in harness/analysis/.
 
 Inputs (harness.bench.rows): the speculative arm's `RequestRecord`s carry vLLM's per-step arrays
 (`per_request_spec_decode_metrics="detailed"`); the baseline arm's outputs are the verifier's own.
@@ -16,10 +17,10 @@ an output that never closes it is all thinking). Outputs without thinking give n
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, TypeAlias
 
-from harness.analysis import load, power, repetition, steps
+from harness.analysis import k_sweep, load, power, repetition, steps
 
 # harness.bench.rows.ArmResult / CellRow (rows imports this module, so not the other way round;
 # tests/test_layers.py counts a TYPE_CHECKING import too, so they stay Any here)
@@ -45,6 +46,10 @@ class RequestRecord:
     num_spec_tokens: int | None = None
     steps: bool = False
 
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as they are (no deep copy: a production arm holds ~10^5 tokens per request)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
 
 @dataclass(frozen=True)
 class RepeatRecord:
@@ -65,6 +70,7 @@ class CellContext:
     k: int
     train_context_len: int | None = None
     end_think_id: int | None = None
+    k_sweep: bool = False  # estimate AL at every k' < k from this cell's steps (bench.k_from_one_engine)
 
 
 def prompt_of(request_id: str) -> str:
@@ -110,6 +116,9 @@ def fill_breakdowns(row: CellRow, spec: ArmResult, ctx: CellContext) -> None:
     if all(r.answer_start is not None for r in reqs):
         row.segments = [steps.THINKING, steps.ANSWER]
         _fill(row, "segment", steps.by_segment(reqs, k=ctx.k))
+    if ctx.k_sweep:
+        row.k_sweep = [f"k={k}" for k in range(1, ctx.k + 1)]
+        _fill(row, "k", [k_sweep.al_for_k(reqs, k) for k in range(1, ctx.k + 1)])
 
 
 def al_standard_error(spec: ArmResult) -> tuple[float | None, int | None]:

@@ -55,12 +55,13 @@ def recipe_suite_aliases(b: BenchSection, names: Sequence[str]) -> dict[str, lis
 def plan_grid(
     b: BenchSection, drafts: Sequence[str], suites: Sequence[str], aliases: dict[str, list[str]]
 ) -> list[CellSpec]:
-    """The product suites x k x concurrency x temperature per draft, then bench.extra_cells (each on
+    """The product suites x k x concurrency x temperature per draft (k: only the largest with
+    bench.k_from_one_engine, whose cells estimate the smaller ks), then bench.extra_cells (each on
     every suite its `suite` stands for, `aliases`), then the dynamic-k arm's cells."""
     cells = [
         CellSpec(d, s, k, c, t)
         for d in drafts
-        for k in b.k
+        for k in b.engine_ks
         for s in suites
         for c in b.concurrency
         for t in b.temperature

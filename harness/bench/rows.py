@@ -29,7 +29,8 @@ class ArmResult:
     tok_s_repeats: list[float] = field(default_factory=list)
     ttft: list[float] = field(default_factory=list)
     tpot: list[float] = field(default_factory=list)
-    itl: list[float] = field(default_factory=list)
+    itl: list[float] = field(default_factory=list)  # per chunk
+    itl_per_token: list[float] = field(default_factory=list)
     per_request: list[tuple[int, int]] = field(default_factory=list)  # (accepted, drafts)
     per_request_al: list[float] = field(default_factory=list)
     num_requests: int = 0
@@ -92,6 +93,8 @@ class CellRow:
     tpot_ms_p99: float | None
     itl_ms_median: float | None
     itl_ms_p99: float | None
+    itl_per_token_ms_median: float | None
+    itl_per_token_ms_p99: float | None
     status: str
     error: str | None
     speedup: float | None = None
@@ -121,6 +124,11 @@ class CellRow:
     al_by_segment_ci_low: list[float | None] = field(default_factory=list)
     al_by_segment_ci_high: list[float | None] = field(default_factory=list)
     drafts_by_segment: list[int] = field(default_factory=list)
+    k_sweep: list[str] = field(default_factory=list)  # bench.k_from_one_engine: "k=1" ... "k=<this cell's k>"
+    al_by_k: list[float | None] = field(default_factory=list)
+    al_by_k_ci_low: list[float | None] = field(default_factory=list)
+    al_by_k_ci_high: list[float | None] = field(default_factory=list)
+    drafts_by_k: list[int] = field(default_factory=list)
     repetition_share: float | None = None
     looping_requests: int | None = None
     max_prompt_tokens: int | None = None
@@ -195,6 +203,8 @@ def arm_row(identity: CellIdentity, mode: str, arm: ArmResult) -> CellRow:
         tpot_ms_p99=metrics.percentile(arm.tpot, 99),
         itl_ms_median=metrics.median(arm.itl),
         itl_ms_p99=metrics.percentile(arm.itl, 99),
+        itl_per_token_ms_median=metrics.median(arm.itl_per_token),
+        itl_per_token_ms_p99=metrics.percentile(arm.itl_per_token, 99),
         status="failed" if arm.errors else "ok",
         error=_error_summary(arm.errors),
     )
@@ -302,6 +312,7 @@ def cell_rows(
     num_top_logprobs: int = 0,
     sampling_samples: tuple[list, list] | None = None,
     machine: MachineReading | None = None,
+    k_sweep: bool = False,
 ) -> tuple[CellRow, CellRow]:
     """`sampling_samples`: at T > 0, (baseline, speculative) output tokens with the verifier's
     distribution at each position (harness/analysis/lossless_sampling.py). The (baseline,
@@ -317,7 +328,7 @@ def cell_rows(
     if spec.counters.num_drafts == 0 and spec.num_output_tokens > 0:
         flags.append("ZERO DRAFTS: speculation was silently off in this cell")
     _prediction(rs, predicted_al, t)
-    ctx = breakdown.CellContext(identity.k, train_context_len, end_think_id)
+    ctx = breakdown.CellContext(identity.k, train_context_len, end_think_id, k_sweep)
     looping, beyond = breakdown.derive(rb, rs, base, spec, ctx)
     flags += breakdown.explained_gap(rs, mismatch_tolerance, looping, beyond)
     flags += _machine(rs, machine)

@@ -19,11 +19,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
-from harness import interrupts
+from harness import interrupts, metrics
 from harness.analysis.machine import FOREIGN_CPU_LIMIT, MachineReading, foreign_cpu, spread, tolerance
 from harness.bench.breakdown import END_THINK, RepeatRecord, RequestRecord
 from harness.bench.cpu_ticks import read_ticks
@@ -316,6 +316,7 @@ def collect_output(acc: ArmResult, o: GenOutput, repeat: int = 0) -> None:
         acc.ttft.append(o.ttft_s * 1000)
     if o.itl_s:
         acc.itl += [x * 1000 for x in o.itl_s]
+        acc.itl_per_token += [x * 1000 for x in metrics.per_token_itl(o.itl_s, o.itl_tokens)]
     if o.latency_s and o.ttft_s is not None and len(o.output_token_ids) > 1:
         acc.tpot.append((o.latency_s - o.ttft_s) * 1000 / (len(o.output_token_ids) - 1))
     if o.spec is not None:
@@ -415,11 +416,12 @@ def measure_cell(
         num_top_logprobs=b.lossless_logprobs,
         sampling_samples=samples,
         machine=arms.machine,
+        k_sweep=b.k_from_one_engine and cell.k == max(b.k),
     )
     for r in rows:
         r.baseline_cell = arms.baseline_cell
     return MeasuredCell(
-        rows, {"baseline": [asdict(r) for r in barm.requests], "speculative": [asdict(r) for r in sarm.requests]}
+        rows, {"baseline": [r.to_dict() for r in barm.requests], "speculative": [r.to_dict() for r in sarm.requests]}
     )
 
 

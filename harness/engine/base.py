@@ -67,7 +67,8 @@ class GenOutput:
     output_token_ids: list[int] = field(default_factory=list)
     finish_reason: str | None = None
     ttft_s: float | None = None
-    itl_s: list[float] = field(default_factory=list)
+    itl_s: list[float] = field(default_factory=list)  # per streamed chunk after the first (vLLM's ITL)
+    itl_tokens: list[int] = field(default_factory=list)  # tokens each of those chunks carried
     latency_s: float | None = None
     error: str | None = None
     # vLLM's per-request speculative-decoding summary; None without speculation

@@ -99,6 +99,7 @@ def _run_batch(
                     o.ttft_s = now - st["start"]
                 else:
                     o.itl_s.append(now - st["last"])
+                    o.itl_tokens.append(len(comp.token_ids))
                 st["last"] = now
                 o.output_token_ids.extend(int(t) for t in comp.token_ids)
                 if sampling.logprobs is not None:

@@ -71,6 +71,7 @@ class _Captured:
     finish_reason: str | None = None
     spec: SpecSummary | None = None
     logprobs: list[dict[int, float]] | None = None
+    itl_tokens: list[int] = field(default_factory=list)  # tokens in each chunk after the first
 
 
 def token_logprobs(choice_logprobs: dict[str, Any] | None) -> list[dict[int, float]]:
@@ -114,6 +115,7 @@ def _on_stream_object(obj: dict[str, Any], out, cap: _Captured, clock: _Clock) -
                 out.ttft = now - clock.start
             else:
                 out.itl.append(now - clock.last)
+                cap.itl_tokens.append(max(1, len(ids)))
             clock.last = now
         cap.token_ids.extend(ids)
         if cap.logprobs is not None:  # asked for: one {token id: logprob} per output token
@@ -312,6 +314,7 @@ class _OpenAIServer:
                 finish_reason=cap.finish_reason,
                 ttft_s=result["ttfts"][i] or None,
                 itl_s=list(result["itls"][i]),
+                itl_tokens=cap.itl_tokens,
                 latency_s=result["latencies"][i],
                 error=err,
                 spec=cap.spec,

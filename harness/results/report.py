@@ -394,26 +394,24 @@ def _explained_blocks(run: Run) -> list[tuple]:
             _bucket_text(r, "prompt_length"),
             _bucket_text(r, "segment"),
             _pct(r.get("repetition_share")),
+            _bucket_text(r, "k"),
         ]
         for label, r in cells.items()
     ]
     if all(v == "—" for row in rows for v in row[2:]):
         return []  # no cell carries a breakdown: a table of dashes says nothing
-    return [
-        ("h", 2, "Acceptance explained (reference cells)"),
-        (
-            "table",
-            [
-                "suite",
-                "k",
-                "AL by output position",
-                "AL by prompt length (tokens)",
-                "AL thinking / answer",
-                "verifier repetition",
-            ],
-            rows,
-        ),
+    header = [
+        "suite",
+        "k",
+        "AL by output position",
+        "AL by prompt length (tokens)",
+        "AL thinking / answer",
+        "verifier repetition",
+        "AL by k from this engine (k' < k estimated)",
     ]
+    if all(row[-1] == "—" for row in rows):  # bench.k_from_one_engine was off
+        header, rows = header[:-1], [row[:-1] for row in rows]
+    return [("h", 2, "Acceptance explained (reference cells)"), ("table", header, rows)]
 
 
 def build_blocks(

@@ -93,6 +93,7 @@ BUCKET_NAMES = {
     "output_position": "output_position_buckets",
     "prompt_length": "prompt_length_buckets",
     "segment": "segments",
+    "k": "k_sweep",
 }
 
 

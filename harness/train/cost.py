@@ -408,6 +408,7 @@ class BenchCount:
     tokens_by_concurrency: dict[int, int]  # measured arms' output tokens (upper bound), by requests in flight
     overhead_tokens: dict[int, int]  # warm-up and machine-sentinel tokens, by requests in flight
     unknown_suites: int  # suites whose size is read at run time
+    starts_saved: int = 0  # speculative engines bench.k_from_one_engine does not start
 
 
 def _verifier_groups(recipe: Recipe) -> list[int]:
@@ -436,7 +437,7 @@ def bench_count(recipe: Recipe, suite_requests: Sequence[tuple[str, int | None]]
     names = [f"#{i}" for i in range(len(suite_requests))]
     aliases = recipe_suite_aliases(b, names)
     reqs = [n or 0 for _, n in suite_requests]
-    engines = spec_arms = base_arms = runs = cells_n = 0
+    engines = spec_arms = base_arms = runs = cells_n = saved = 0
     tokens: dict[int, int] = {}
     for drafts in _verifier_groups(recipe):
         cells = _cells(recipe, drafts, names, aliases)
@@ -445,7 +446,8 @@ def bench_count(recipe: Recipe, suite_requests: Sequence[tuple[str, int | None]]
         bases = sorted(set(keys))
         for s, c in [(s, c) for s, c, _ in cells] + [(s, c) for s, c, _, _ in bases]:
             tokens[c] = tokens.get(c, 0) + reqs[s] * b.max_tokens * b.repeats
-        engines += 1 + drafts * (len(b.k) + b.dynamic_k)
+        engines += 1 + drafts * (len(b.engine_ks) + b.dynamic_k)
+        saved += drafts * (len(b.k) - len(b.engine_ks))
         spec_arms, base_arms = spec_arms + len(cells) * b.repeats, base_arms + len(bases) * b.repeats
         runs += (len(cells) + (len(cells) + len(bases)) * b.repeats + CALIBRATION_RUNS) * b.machine_sentinel
         cells_n += len(cells)
@@ -455,7 +457,7 @@ def bench_count(recipe: Recipe, suite_requests: Sequence[tuple[str, int | None]]
     overhead[max(b.concurrency)] = overhead.get(max(b.concurrency), 0) + warm
     requests = sum(tokens.values()) // b.max_tokens
     unknown = sum(n is None for _, n in suite_requests)
-    return BenchCount(engines, cells_n, spec_arms, base_arms, requests, tokens, overhead, unknown)
+    return BenchCount(engines, cells_n, spec_arms, base_arms, requests, tokens, overhead, unknown, saved)
 
 
 def bench_work(recipe: Recipe, count: BenchCount, serving_gpus: int) -> StageWork:
@@ -466,7 +468,9 @@ def bench_work(recipe: Recipe, count: BenchCount, serving_gpus: int) -> StageWor
     overhead = sum(count.overhead_tokens.values())
     return StageWork(
         "bench",
-        f"{starts} engine starts; {count.cells:,} cells x {b.repeats} repeats = {count.speculative_arms:,} "
+        f"{starts} engine starts"
+        + (f" ({count.starts_saved} saved: k < {max(b.k)} estimated from one engine)" if count.starts_saved else "")
+        + f"; {count.cells:,} cells x {b.repeats} repeats = {count.speculative_arms:,} "
         f"speculative + {count.baseline_arms:,} baseline arms, {count.requests:,} requests x <= {b.max_tokens} "
         f"tokens; + {overhead:,} warm-up and sentinel tokens"
         + (f"; {count.unknown_suites} suite(s) of unknown size: set bench.num_prompts" if count.unknown_suites else ""),
