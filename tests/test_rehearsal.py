@@ -3,6 +3,8 @@ table that says so for every setting. The run itself: tests/test_rehearsal_engin
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from harness.errors import BadInput
@@ -114,8 +116,11 @@ def test_rehearse_dry_run_prints_the_table_and_plan_and_writes_nothing(tmp_path)
         capture_output=True,
         text=True,
         timeout=300,
+        # a machine that has never built the stand-in: the plan reads its structure from a temporary copy
+        env={**os.environ, "HARNESS_CACHE": str(tmp_path / "cache")},
     )
     assert p.returncode == 0, p.stderr[-2000:]
     assert "rehearsal: the recipe's settings" in p.stdout and "dry run of recipe kimi-k2.5-rehearsal" in p.stdout
     assert "'mode': 'online'" in p.stdout and "CpuHiddenStatesConnector" in p.stdout
-    assert not out.exists()
+    assert "not built yet: its structure" in p.stdout
+    assert not out.exists() and not (tmp_path / "cache").exists()

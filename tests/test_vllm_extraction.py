@@ -47,6 +47,7 @@ def test_vllm_extracted_states_equal_the_transformers_forward_at_every_aux_id(tm
             "verifier.standin='kimi-k2.5'",
             "train.hidden_states_source='vllm'",
             "train.hidden_states_dtype='float32'",
+            "engine.dtype='float32'",  # the transformers forward's, on any CPU (bf16 would part them by ~2 %)
             "engine.max_model_len=512",
         ],
     )
@@ -60,10 +61,11 @@ def test_vllm_extracted_states_equal_the_transformers_forward_at_every_aux_id(tm
     for rec, ref in zip(records, forward_states(model, samples, aux), strict=True):
         got = rec["hidden_states"].float()
         assert got.shape == ref["aux"].shape
-        for j, layer in enumerate(aux):  # bf16 tolerance; vLLM in float32 (no native bf16) agrees to ~1e-5
+        for j, layer in enumerate(aux):  # both in float32: measured ~1e-5
             a, b = got[:, j], ref["aux"][:, j].float()
             rel = ((a - b).norm() / b.norm()).item()
             per_token = ((a - b).norm(dim=-1) / b.norm(dim=-1)).max().item()
-            assert rel < 0.02 and per_token < 0.05, (rec["id"], layer, rel, per_token)
+            print(f"{rec['id']} layer {layer}: relative L2 {rel:.2e}, worst token {per_token:.2e}")
+            assert rel < 1e-3 and per_token < 1e-2, (rec["id"], layer, rel, per_token)
         last, ref_last = rec["verifier_last_hidden_states"].float(), ref["last"].float()
-        assert ((last - ref_last).norm() / ref_last.norm()).item() < 0.02
+        assert ((last - ref_last).norm() / ref_last.norm()).item() < 1e-3

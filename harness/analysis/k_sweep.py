@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+import numpy as np
+
 from harness.analysis.steps import RequestSteps, Split, split_steps
 from harness.errors import BadInput
 
@@ -95,7 +97,7 @@ def al_for_k(requests: Sequence[RequestSteps], k_prime: int, method: str = REPLA
     if method not in ESTIMATORS:
         raise BadInput(f"k-sweep estimator {method!r} is not one of {', '.join(METHODS)}")
     est = [ESTIMATORS[method](r, k_prime) for r in requests if r.accepted]
-    return split_steps(est, lambda r: [0] * len(r.accepted), [f"k={k_prime}"], k=k_prime, **kw)[0]
+    return split_steps(est, lambda r: np.zeros(len(r.accepted), dtype=np.int64), [f"k={k_prime}"], k=k_prime, **kw)[0]
 
 
 def is_exact(k_prime: int, k: int) -> bool:

@@ -41,7 +41,13 @@ def layout_for_plan(recipe: Recipe) -> tuple[VerifierLayout, str]:
         folder = standin_dir(spec)
         if is_complete(folder):
             return resolve_layout(folder), f"stand-in {folder}"
-        return None, f"stand-in {v.standin} (not built yet; built by the first real run)"  # type: ignore[return-value]
+        from harness.verifier.standins.build import build_structure
+
+        structure = build_structure(spec, Path(tempfile.mkdtemp(prefix="harness-standin-")) / folder.name)
+        return resolve_layout(structure), (
+            f"stand-in {v.standin} (not built yet: its structure, written to {structure.parent}; the first real "
+            "run builds and pretrains it)"
+        )
     raise BadInput(f"verifier.path {v.path} has no config.json and no verifier.reference is set")
 
 
@@ -324,9 +330,6 @@ def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> 
     """Every command, config and estimate of a real run, checked against the verifier's structure."""
     layout, source = layout_for_plan(recipe)
     plan: dict[str, Any] = {"recipe": recipe.name, "verifier_source": source}
-    if layout is None:
-        plan["note"] = "the stand-in is built on the first real run; the plan below omits verifier-specific values"
-        return plan
     problems = _structure_problems(recipe, layout)
     aux = list(recipe.draft.aux_layer_ids or layout.default_aux_layer_ids)
     cmds = _Commands(recipe, layout, "python" if recipe.engine.device == "cuda" else sys.executable)

@@ -57,22 +57,37 @@ def ensure_standin(spec: StandinSpec, root: Path | None = None, log: Callable[[s
     return final
 
 
-def build_standin(spec: StandinSpec, out: Path, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+def _seeded_model(spec: StandinSpec, out: Path, docs: list[str]):
+    """The stand-in's tokenizer (written to `out`) and its seeded, untrained model."""
     import torch
     from transformers import AutoModelForCausalLM
 
     from harness.verifier.hf_text import hf_text_config
+
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = train_tokenizer(docs, spec.vocab_size, out, thinking=spec.thinking)
+    torch.manual_seed(spec.seed)
+    return tokenizer, AutoModelForCausalLM.from_config(hf_text_config(hf_text_config_dict(spec)), dtype=torch.float32)
+
+
+def build_structure(spec: StandinSpec, out: Path) -> Path:
+    """The stand-in's checkpoint as the real build writes it (config, tokenizer, weight names,
+    shapes and shards), seeded but not pretrained: what a dry run reads, in seconds, where the
+    build with its pretraining takes minutes. Not a stand-in to serve (no STANDIN_META)."""
+    _, model = _seeded_model(spec, out, corpus_documents())
+    write_checkpoint(spec, model, out)
+    return out
+
+
+def build_standin(spec: StandinSpec, out: Path, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     from harness.verifier.standins.pretrain import bigram_init, build_samples, pack, pretrain
 
     t0 = time.perf_counter()
-    out.mkdir(parents=True, exist_ok=True)
     docs = corpus_documents()
     import pydoc_data.topics as topics
 
     titles = sorted(topics.topics)
-    tokenizer = train_tokenizer(docs, spec.vocab_size, out, thinking=spec.thinking)
-    torch.manual_seed(spec.seed)
-    model = AutoModelForCausalLM.from_config(hf_text_config(hf_text_config_dict(spec)), dtype=torch.float32)
+    tokenizer, model = _seeded_model(spec, out, docs)
     windows = pack(build_samples(tokenizer, list(zip(titles, docs)), spec.seed, spec.thinking), spec.seq_len)
     bigram_init(model, windows, spec.vocab_size)
     log(
