@@ -39,9 +39,9 @@ KS = tuple(range(1, 9))
 CONCURRENCY = (1, 8, 32, 64)
 TEMPERATURES = (0.0, 1.0)
 # Engine time the stated 1 % is of: per arm, 80 prompts x 2,048 tokens at ASSUMED_TOK_S output
-# tokens/s. Kimi-K2.5 on 8xH200 decodes a few thousand tokens/s at moderate concurrency
-# (docs/facts.md §1 figures); 2,000 tok/s is taken as a fast, i.e. conservative, rate: a faster
-# engine makes the harness's share larger.
+# tokens/s, every cell alike. train/kimi-k2.5.toml's [cost] example has one TP8 instance at 845
+# tok/s with 32 requests in flight, and a c = 1 cell decodes far slower; 2,000 tok/s is faster than
+# either, so the engine time is understated and the harness's share overstated.
 ASSUMED_TOK_S = 2_000.0
 
 
