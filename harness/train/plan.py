@@ -7,7 +7,9 @@ the bundled structure of that model (its real config.json and a full weight inde
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -43,7 +45,9 @@ def layout_for_plan(recipe: Recipe) -> tuple[VerifierLayout, str]:
             return resolve_layout(folder), f"stand-in {folder}"
         from harness.verifier.standins.build import build_structure
 
-        structure = build_structure(spec, Path(tempfile.mkdtemp(prefix="harness-standin-")) / folder.name)
+        scratch = tempfile.mkdtemp(prefix="harness-standin-")
+        atexit.register(shutil.rmtree, scratch, ignore_errors=True)  # ~24 MB of untrained weights
+        structure = build_structure(spec, Path(scratch) / folder.name)
         return resolve_layout(structure), (
             f"stand-in {v.standin} (not built yet: its structure, written to {structure.parent}; the first real "
             "run builds and pretrains it)"
