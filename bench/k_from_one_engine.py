@@ -53,10 +53,7 @@ def truncated_al(run_dir: Path, cell_id: str, k: int) -> float | None:
     from harness.bench.breakdown import RequestRecord, request_steps
     from harness.results.table import load_cell_requests
 
-    records = [
-        RequestRecord(**{**r, "output_token_ids": tuple(r["output_token_ids"])})
-        for r in (load_cell_requests(run_dir, cell_id) or {}).get("speculative", [])
-    ]
+    records = [RequestRecord.from_dict(r) for r in (load_cell_requests(run_dir, cell_id) or {}).get("speculative", [])]
     reqs = request_steps(records, None)
     return al_for_k(reqs, k, TRUNCATED).acceptance_length if reqs else None
 

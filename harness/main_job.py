@@ -121,7 +121,7 @@ def _pooled_segments(run_dir: Path, g, end_think_id: int | None) -> dict[str, li
     if end_think_id is None or not any(len(s) for s in g.get("segments", [])):
         return {}
     records = [
-        RequestRecord(**{**r, "output_token_ids": tuple(r["output_token_ids"])})
+        RequestRecord.from_dict(r)
         for cid in g["cell_id"]
         for r in (load_cell_requests(run_dir, cid) or {}).get("speculative", [])
     ]

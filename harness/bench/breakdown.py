@@ -50,6 +50,11 @@ class RequestRecord:
         """The fields as they are (no deep copy: a production arm holds ~10^5 tokens per request)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
+        """A record read back from a cell's side file (cells/requests/, JSON lists for tuples)."""
+        return cls(**{**d, "output_token_ids": tuple(d["output_token_ids"])})
+
 
 @dataclass(frozen=True)
 class RepeatRecord:
