@@ -143,19 +143,11 @@ def ks_sf(d: float, n: int) -> float:
     return float(kstwo.sf(d, n))
 
 
-def bucket_probs(logprobs: TopLogprobs, num_top: int) -> tuple[list[int], np.ndarray]:
-    """The top-`num_top` tokens by rank and the N + 1 bucket probabilities (last: "other")."""
-    best = top_n(logprobs, num_top)
-    p = np.exp(np.array([lp for _, lp in best], dtype=np.float64))
-    total = p.sum()
-    if total > 1.0:  # rounding in the engine's logprobs: renormalize, "other" is empty
-        p, total = p / total, 1.0
-    return [t for t, _ in best], np.append(p, 1.0 - total)
-
-
 def bucket_table(samples: Sequence[SampledToken], num_top: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every sample's bucket_probs as one row (n x (N + 1)), and its sampled token's bucket (the
-    rank, or the "other" column after the ranks known): built once, in one pass."""
+    """Per sample, one row (n x (N + 1)) of bucket probabilities: its top-`num_top` tokens by rank,
+    then "other" (the mass outside them), and the sampled token's bucket (its rank, or the "other"
+    column after the ranks known). Probabilities summing past 1 (the engine's rounding) are
+    renormalized, leaving "other" empty."""
     probs, buckets = np.zeros((len(samples), num_top + 1)), np.empty(len(samples), dtype=np.int64)
     for i, s in enumerate(samples):
         best = top_n(s.logprobs, num_top)
