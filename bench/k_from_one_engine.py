@@ -45,7 +45,7 @@ def bench_once(recipe, draft: Path, run_dir: Path):
     run_bench(recipe, drafts, run_dir, Reporter())
     wall = time.monotonic() - t0
     manifest, df, _ = load_run(run_dir)
-    return df[df["mode"] == "speculative"], len(manifest["engines"]), wall
+    return df[df["mode"] == "speculative"], len(manifest.data["engines"]), wall
 
 
 def truncated_al(run_dir: Path, cell_id: str, k: int) -> float | None:

@@ -25,6 +25,7 @@ from harness.errors import Regression
 from harness.paths import RUNS_DIR
 from harness.provenance import atomic_write_json
 from harness.recipe import Recipe
+from harness.schema import CSV_FILE, TABLE_FILE
 from harness.train.records import TrainReport
 from harness.ui import Reporter, fmt
 
@@ -199,8 +200,8 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
         "run": str(run_dir),
         "draft": str(trained.draft_dir),
         "train_report": str(run_dir / "train" / "train_report.json"),
-        "results": str(run_dir / "results.parquet"),
-        "results_csv": str(run_dir / "results.csv"),
+        "results": str(run_dir / TABLE_FILE),
+        "results_csv": str(run_dir / CSV_FILE),
     }
     notes: list[str] = []
     gate_result = _run_gate(recipe, run_dir, paths, notes)  # first: the report's verdict shows it

@@ -9,6 +9,7 @@ import pytest
 from harness.analysis import machine
 from harness.analysis.machine import MachineReading, spread, tolerance, widen
 from harness.results.gate import check_cell
+from harness.schema import BaselineCell, CellRow
 
 
 def test_spread_and_tolerance():
@@ -114,7 +115,7 @@ def _cell(speedup: float, flags: list[str]) -> tuple[dict, dict]:
         "speedup": 0.62,
     }
     row = {**base, "draft": "random", "speedup": speedup, "flags": flags}
-    return base, row
+    return BaselineCell.from_dict(base), CellRow.from_dict(row)
 
 
 def test_gate_never_passes_a_flagged_speedup_against_a_floor():

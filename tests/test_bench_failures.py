@@ -71,7 +71,7 @@ def test_timed_out_cell_is_marked_failed_and_the_others_continue(tmp_path, kimi_
     real = default_engine_factory(recipe, run_dir)
     run_bench(recipe, drafts, run_dir, Reporter(), engine_factory=lambda p, n: _TimeoutOnConcurrency(real(p, n)))
     manifest, df, missing = load_run(run_dir)
-    assert not missing and manifest["status"] == "complete"
+    assert not missing and manifest.status == "complete"
     failed = df[df["concurrency"] == 2]
     ok = df[df["concurrency"] == 1]
     assert (failed["status"] == "failed").all() and failed["error"].str.contains("timed out").all()

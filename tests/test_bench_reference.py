@@ -45,7 +45,7 @@ def reference_run(tmp_path_factory, kimi_standin):
 
 def test_matrix_is_complete(reference_run):
     manifest, df, missing = reference_run
-    assert manifest["status"] == "complete" and not missing
+    assert manifest.status == "complete" and not missing
     spec = df[df["mode"] == "speculative"]
     assert len(spec) == 3 * (NUM_K * 3 * 2 + 1)  # drafts x (k x suites x concurrency + the T>0 cell)
     assert (df["status"] == "ok").all()

@@ -319,7 +319,7 @@ def test_bench_runs_mt_bench_and_gsm8k_files_as_released(tmp_path, kimi_standin)
         # 2 MT-Bench records x 2 turns, 2 GSM8K questions: every turn went to the engine
         assert spec.loc["mt-bench", "num_requests"] == 4 and spec.loc["gsm8k", "num_requests"] == 2
         assert (spec["status"] == "ok").all() and (spec["num_failed"] == 0).all()
-        assert manifest["suites"]["gsm8k"]["source"].startswith("gsm8k:")
+        assert manifest.suite_sources["gsm8k"].startswith("gsm8k:")
         # the offline engine's per-step record sums to the cell's pooled counters (issue 13; the
         # server's in tests/test_faults.py): one run serves both checks in CI
         from tests.step_sums import assert_steps_sum_to_counters

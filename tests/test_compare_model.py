@@ -18,6 +18,7 @@ from harness.results import compare, runs
 from harness.results import compare_compact as cc
 from harness.results import published as pub
 from harness.results.runs import Run
+from harness.schema import CellRow, Manifest
 from harness.ui import MISSING, fmt
 from tests.results_fixtures import BAD, rows_for
 
@@ -34,7 +35,7 @@ def _run(label: str, cells: list[dict], missing: list[str] = (), manifest: dict 
         "planned_cells": [f"cell{i}" for i in range(len(cells) + len(missing))],
         **(manifest or {}),
     }
-    return Run(Path(label), label, man, rows, list(missing))
+    return Run(Path(label), label, Manifest.from_dict(man), [CellRow.from_dict(r) for r in rows], list(missing))
 
 
 # ref: chat at c = 1, 2, 4, 8 (speedup 1.8 … 0.8: a crossover) and code at c = 1

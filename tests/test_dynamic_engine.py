@@ -76,7 +76,7 @@ def dynamic_run(tmp_path_factory, kimi_trained_run):
         bench_run.run_bench(recipe, drafts, run_dir, Reporter())
     wall = time.perf_counter() - t0
     manifest, df, missing = load_run(run_dir)
-    assert manifest["status"] == "complete" and not missing
+    assert manifest.status == "complete" and not missing
     print(f"dynamic run: {wall:.0f} s; schedule derived from the fixed-k cells {derived}, benched {SCHEDULE}")
     return {"manifest": manifest, "df": df, "run_dir": run_dir, "derived": derived}
 
@@ -91,7 +91,7 @@ def test_dynamic_arm_runs_the_scheduled_k_at_each_concurrency(dynamic_run):
     df = dynamic_run["df"]
     spec = df[df["mode"] == "speculative"]
     assert dynamic_run["derived"].get("draft") is not None  # the fixed-k cells were there to derive from
-    assert dynamic_run["manifest"]["dynamic_k"] == {"draft-dynamic": [list(r) for r in SCHEDULE]}
+    assert dynamic_run["manifest"].data["dynamic_k"] == {"draft-dynamic": [list(r) for r in SCHEDULE]}
     ks = sorted(set(spec[spec["draft"] == "draft"]["k"]))
     assert ks == [1, 3]
     report = {}

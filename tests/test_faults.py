@@ -30,6 +30,7 @@ from harness.results.manifest import (
     require_resumable,
 )
 from harness.results.table import ensure_tables, rebuild_table, tables_stale
+from harness.schema import Manifest
 from harness.verifier.safetensors_index import TensorInfo, coverage_problem
 from tests.engine_wrappers import WrappedEngine
 
@@ -365,11 +366,15 @@ def test_engine_group_dies_with_its_owner_whatever_kills_it(sig):
 
 def test_stale_running_reads_as_interrupted():
     m = {"status": "running", "owner": {"pid": 123, "pid_start_ticks": 9, "hostname": "h"}}
-    assert effective_status(m, lambda pid, t: False, "h") == "interrupted"
-    assert effective_status(m, lambda pid, t: True, "h") == "running"
-    assert effective_status(m, lambda pid, t: False, "other-host") == "running"  # cannot look: as recorded
-    assert effective_status({**m, "status": "complete"}, lambda pid, t: False, "h") == "complete"
-    assert effective_status({"status": "running"}, lambda pid, t: False, "h") == "running"
+
+    def status(data: dict, alive: bool, host: str) -> str:
+        return effective_status(Manifest.from_dict(data), lambda pid, t: alive, host)
+
+    assert status(m, False, "h") == "interrupted"
+    assert status(m, True, "h") == "running"
+    assert status(m, False, "other-host") == "running"  # cannot look: as recorded
+    assert status({**m, "status": "complete"}, False, "h") == "complete"
+    assert status({"status": "running"}, False, "h") == "running"
 
 
 def _dead_pid() -> int:
@@ -385,7 +390,7 @@ def test_unstarted_run_folder_can_be_reused_and_a_live_one_cannot(tmp_path):
     run.mkdir()
     dead = {"status": "running", "owner": {"pid": _dead_pid(), "pid_start_ticks": 1, "hostname": socket.gethostname()}}
     (run / "manifest.json").write_text(json.dumps(dead))
-    assert read_manifest(run)["status"] == "interrupted"
+    assert read_manifest(run).status == "interrupted"
     assert free_unstarted_run(run, set()) and not (run / "manifest.json").exists()
     me = os.getpid()
     live = {
@@ -484,7 +489,7 @@ def _kill_after_next_cell(
         time.sleep(0.5)
     assert alive == []
     # SIGTERM writes "interrupted"; SIGKILL writes nothing, and the stale "running" reads so.
-    assert read_manifest(run_dir)["status"] == "interrupted"
+    assert read_manifest(run_dir).status == "interrupted"
     return done
 
 
@@ -510,7 +515,7 @@ def test_killed_server_bench_leaves_no_process_and_resumes_byte_identical(kimi_s
         final = _cells(run_dir)
         assert {n: b for n, b in final.items() if n in first} == first
         assert len(final) == 4 and len(first) < 4
-        assert read_manifest(run_dir)["status"] == "complete" and tables_stale(run_dir) is None
+        assert read_manifest(run_dir).status == "complete" and tables_stale(run_dir) is None
         _, df, _ = load_run(run_dir)
         assert_steps_sum_to_counters(run_dir, df, requests_per_cell={"code": 3}, repeats=1)
         spec = df[df["mode"] == "speculative"]
@@ -567,7 +572,7 @@ def test_an_engine_that_does_not_start_in_time_is_exit_3_in_one_line(engine, kim
         while (alive := [p for p, t in seen.items() if process_alive(p, t)]) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert alive == []
-        assert read_manifest(run_dir)["status"] == "failed"
+        assert read_manifest(run_dir).status == "failed"
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
 
@@ -651,7 +656,7 @@ def test_server_dying_mid_run_is_infrastructure_naming_its_log_and_keeps_finishe
     assert "vLLM server" in first and "exited with code" in first and "--resume" in first, first
     assert "last lines of" in first and "logs" in first
     assert len(finished_cells(run_dir)) == 1  # the finished cell is kept
-    assert read_manifest(run_dir)["status"] == "failed"  # resuming such a run: the kill tests above
+    assert read_manifest(run_dir).status == "failed"  # resuming such a run: the kill tests above
 
 
 def test_a_cells_log_line_keeps_its_cell_id():

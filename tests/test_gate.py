@@ -16,6 +16,7 @@ from harness.provenance import atomic_write_json
 from harness.results import gate
 from harness.results.runs import fmt, read_run
 from harness.results.table import write_cell
+from harness.schema import BaselineCell, CellRow
 from tests.results_fixtures import BAD, MATRIX, REPO, invoke, make_run, rows_for
 
 # ----------------------------------------------------------------------------- fixture sanity
@@ -23,11 +24,11 @@ from tests.results_fixtures import BAD, MATRIX, REPO, invoke, make_run, rows_for
 
 def test_fixture_counters_give_pooled_al(runs):
     ref, _, _ = runs
-    spec = [r for r in read_run(ref).rows if r["mode"] == "speculative"]
+    spec = [r for r in read_run(ref).rows if r.mode == "speculative"]
     assert len(spec) == 4
-    assert spec[0]["acceptance_length"] == pytest.approx(2.85)
-    assert spec[0]["draft_acceptance_rate"] == pytest.approx(185 / 300)
-    assert spec[0]["per_position_rates"] == pytest.approx([0.8, 0.6, 0.45])
+    assert spec[0].acceptance_length == pytest.approx(2.85)
+    assert spec[0].draft_acceptance_rate == pytest.approx(185 / 300)
+    assert spec[0].per_position_rates == pytest.approx([0.8, 0.6, 0.45])
 
 
 # ----------------------------------------------------------------------------- gate
@@ -115,7 +116,7 @@ def test_check_cell_literal_numbers():
         "speedup": 1.5,
     }
     row = {"acceptance_length": 1.9, "per_position_rates": [0.6, 0.3], "speedup": 1.1}
-    checks = gate.check_cell(base, row, 0.1, [0.54, 0.36], min_speedup=1.2)
+    checks = gate.check_cell(BaselineCell.from_dict(base), CellRow.from_dict(row), 0.1, [0.54, 0.36], min_speedup=1.2)
     assert [c.metric for c in checks] == [
         "acceptance_length",
         "per_position_rate[1]",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from harness.results.gate import _other_verifiers_cells, cells_for_run_verifiers
+from harness.schema import BaselineFile, CellRow
 
 
 def _cell(vh: str, al: float) -> dict:
@@ -14,18 +15,20 @@ def _cell(vh: str, al: float) -> dict:
 
 
 def test_the_run_is_gated_against_its_own_verifiers_cells():
-    baseline = {"tolerance": 0.05, "cells": [_cell("standin:bf16", 3.1), _cell("standin:fp32", 2.9)]}
-    picked = cells_for_run_verifiers(baseline, [{"verifier_hash": "standin:fp32"}])
-    assert [c["acceptance_length"] for c in picked["cells"]] == [2.9] and picked["tolerance"] == 0.05
+    baseline = BaselineFile.from_dict(
+        {"format": 1, "tolerance": 0.05, "cells": [_cell("standin:bf16", 3.1), _cell("standin:fp32", 2.9)]}
+    )
+    picked = cells_for_run_verifiers(baseline, [CellRow.from_dict({"verifier_hash": "standin:fp32"})])
+    assert [c.acceptance_length for c in picked.cells] == [2.9] and picked.tolerance == 0.05
     # none of the run's verifiers: the baseline stays whole, so the gate reports the mismatch
-    assert cells_for_run_verifiers(baseline, [{"verifier_hash": "other"}]) == baseline
+    assert cells_for_run_verifiers(baseline, [CellRow.from_dict({"verifier_hash": "other"})]) == baseline
 
 
 def test_an_update_keeps_the_other_verifiers_cells(tmp_path):
     path = tmp_path / "baseline.json"
     path.write_text(json.dumps({"cells": [_cell("standin:bf16", 3.1), _cell("standin:fp32", 2.9)]}))
     kept = _other_verifiers_cells(path, {"standin:fp32"})
-    assert [c["verifier_hash"] for c in kept] == ["standin:bf16"]
+    assert [c.verifier_hash for c in kept] == ["standin:bf16"]
     assert _other_verifiers_cells(tmp_path / "none.json", {"x"}) == []
 
 

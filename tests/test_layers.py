@@ -18,6 +18,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("harness.paths", "harness.hardware", "harness.interrupts"),
     (
         "harness.errors",
+        "harness.schema",
         "harness.jsonfiles",
         "harness.ui",
         "harness.provenance",

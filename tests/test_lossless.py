@@ -31,6 +31,7 @@ from harness.analysis.lossless_sampling import (
     randomized_pit,
     sampling_fidelity,
 )
+from harness.schema import CellRow
 
 # ---- T = 0: where, by how much, and why ----
 
@@ -343,7 +344,11 @@ def test_gate_holds_t_gt_0_cells_to_a_p_value_floor():
 
     base = {"suite": "chat", "k": 3, "concurrency": 1, "temperature": 0.8}
     row = {**base, "sampling_p_value": 0.002, "sampling_num_tokens": 900, "sampling_tv": 0.05}
-    assert sampling_check(base, row, None) is None  # no floor, no check
-    assert not sampling_check(base, row, 0.01).passed and sampling_check(base, row, 0.001).passed
-    assert "p = 0.002 over 900 tokens" in sampling_check(base, row, 0.01).message()
-    assert sampling_check({**base, "temperature": 0.0}, {**row, "temperature": 0.0}, 0.01) is None
+
+    def check(b: dict, r: dict, floor: float | None):
+        return sampling_check(CellRow.from_dict(b), CellRow.from_dict(r), floor)
+
+    assert check(base, row, None) is None  # no floor, no check
+    assert not check(base, row, 0.01).passed and check(base, row, 0.001).passed
+    assert "p = 0.002 over 900 tokens" in check(base, row, 0.01).message()
+    assert check({**base, "temperature": 0.0}, {**row, "temperature": 0.0}, 0.01) is None

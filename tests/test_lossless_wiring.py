@@ -12,6 +12,7 @@ import pytest
 
 from harness.bench.rows import ArmResult, CellIdentity, cell_rows
 from harness.results.gate import lossless_check
+from harness.schema import CellRow
 from tests.engine_parity import assert_test_columns_filled
 
 IDENT = CellIdentity(
@@ -85,7 +86,7 @@ def test_gate_judges_misses_by_requirement(verdict, requirement, passes):
         "lossless_match_rate": 7 / 8,
         "lossless_verdict": verdict,
     }
-    check = lossless_check(base, row, requirement)
+    check = lossless_check(CellRow.from_dict(base), CellRow.from_dict(row), requirement)
     if passes is None:
         assert check is None
     else:
@@ -96,7 +97,7 @@ def test_gate_judges_misses_by_requirement(verdict, requirement, passes):
 def test_gate_has_nothing_to_judge_without_misses():
     base = {"suite": "code", "k": 3, "concurrency": 1, "temperature": 0.0}
     row = {**base, "lossless_compared": 8, "lossless_matches": 8, "lossless_verdict": None}
-    assert lossless_check(base, row, "exact") is None
+    assert lossless_check(CellRow.from_dict(base), CellRow.from_dict(row), "exact") is None
 
 
 def _perturbed_verifier(src, out):
@@ -183,7 +184,7 @@ def test_planted_bug_is_a_spec_bug_with_a_large_margin(tmp_path, kimi_standin):
     assert all(m is not None and m >= 0.5 for m in margins), margins
     assert rs["lossless_noise_nats"] is not None
     assert any("SPEC BUG" in f for f in rs["flags"])
-    row = rs.to_dict()
+    row = CellRow.from_dict(rs.to_dict())
     assert not lossless_check(row, row, "no-spec-bug").passed
 
 

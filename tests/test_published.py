@@ -10,6 +10,7 @@ import pytest
 from harness.errors import BadInput
 from harness.results import compare, published, report
 from harness.results.runs import read_run
+from harness.schema import Manifest
 from tests.results_fixtures import invoke, make_run
 
 
@@ -59,15 +60,19 @@ def test_a_bad_published_row_is_bad_input_with_its_line(tmp_path, change, msg):
         published.load_published(path)
 
 
+def family_of_recipe_verifier(section: dict) -> str | None:
+    return published.verifier_family(Manifest.from_dict({"recipe": {"verifier": section}}))
+
+
 def test_family_of_model_and_of_a_run(tmp_path):
     assert published.family_of_model("Kimi-K2.5-NVFP4") == "kimi-k2.5"
     assert published.family_of_model("Kimi-K2-Instruct") == "kimi-k2"
-    assert published.verifier_family({"recipe": {"verifier": {"standin": "kimi-k2.5"}}}) == "kimi-k2.5"
+    assert family_of_recipe_verifier({"standin": "kimi-k2.5"}) == "kimi-k2.5"
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     (ckpt / "config.json").write_text(json.dumps({"model_type": "kimi_k25"}))
-    assert published.verifier_family({"recipe": {"verifier": {"path": str(ckpt)}}}) == "kimi-k2.5"
-    assert published.verifier_family({"recipe": {"verifier": {"path": str(tmp_path / "gone")}}}) is None
+    assert family_of_recipe_verifier({"path": str(ckpt)}) == "kimi-k2.5"
+    assert family_of_recipe_verifier({"path": str(tmp_path / "gone")}) is None
 
 
 def _run(tmp_path, family="kimi-k2.5", suites=None):
@@ -91,9 +96,9 @@ def test_matching_needs_family_dataset_and_k(tmp_path):
     pairs = published.matches(run.rows, run.manifest, figures)
     # gsm8k at k=3 has four K2.5 rows (two cards, ATOM); mt-bench-writing is not all of MT-Bench;
     # the built-in math suite is ours; k=4 has no published gsm8k row
-    assert {(r["suite"], r["k"]) for r, _ in pairs} == {("gsm8k", 3)}
+    assert {(r.suite, r.k) for r, _ in pairs} == {("gsm8k", 3)}
     assert sorted(p.acceptance_length for _, p in pairs) == [3.02, 3.04, 3.20]
-    assert all(r["mode"] == "speculative" for r, _ in pairs)
+    assert all(r.mode == "speculative" for r, _ in pairs)
     other = read_run(_run(tmp_path, family="llama"))
     assert published.matches(other.rows, other.manifest, figures) == []
 

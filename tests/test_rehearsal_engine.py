@@ -94,8 +94,8 @@ def test_bench_ran_servers_thinking_both_ways_and_the_t1_distribution_test(rehea
 
     _, run_dir = rehearsal
     manifest, df, missing = load_run(run_dir)
-    assert manifest["status"] == "complete" and not missing
-    assert {e["kind"] for e in manifest["engines"].values()} == {"server"}
+    assert manifest.status == "complete" and not missing
+    assert {e["kind"] for e in manifest.data["engines"].values()} == {"server"}
     assert set(df["temperature"]) == {0.0, 1.0}
     suites = set(df["suite"])
     for name in ("mt-bench", "gsm8k", "humaneval", "math500"):

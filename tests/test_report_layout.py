@@ -14,6 +14,7 @@ from harness.results import compare_compact as cc
 from harness.results import gate, gate_load, load_view, report
 from harness.results.runs import read_run
 from harness.results.table import write_cell
+from harness.schema import CellRow
 from tests.results_fixtures import invoke, make_run
 
 ONE_POINT = [dict(suite=s, k=k, c=4, spec_tok_s=150.0 + 10 * k) for s in ("chat", "code") for k in (1, 3)]
@@ -123,7 +124,7 @@ def test_gating_a_one_point_run_against_a_grid_baseline_says_one_load_point(tmp_
     base_dir = tmp_path / "grid-base"
     gate.update_baseline(_grid(tmp_path, "ref"), base_dir, max_crossover_drop=0.25)
     one = make_run(tmp_path, "one", [dict(k=3, c=4, spec_tok_s=110.0)])
-    base = json.loads((base_dir / "baseline.json").read_text())["crossovers"]
+    base = gate.read_baseline(base_dir).crossovers
     checks, problems = gate_load.crossover_checks(base, read_run(one).rows, 0.25)
     assert checks == [] and problems == [
         "chat k=3 T=0: no crossover in the run: one load point (c=4), a crossover "
@@ -215,12 +216,14 @@ def test_the_verdict_shows_the_gate_result_the_run_folder_holds(tmp_path):
 
 
 def test_a_verdict_without_ci_says_noise_is_unknown_and_a_slower_cell_says_so(tmp_path):
-    assert report.faster_or_not({"speedup": 1.2}) == "yes (no CI: noise unknown)"
-    assert report.faster_or_not({"speedup": 0.8, "speedup_ci_low": 0.7, "speedup_ci_high": 0.9}) == "no, slower"
+    def faster_or_not(**columns) -> str:
+        return report.faster_or_not(CellRow.from_dict(columns))
+
+    assert faster_or_not(speedup=1.2) == "yes (no CI: noise unknown)"
+    assert faster_or_not(speedup=0.8, speedup_ci_low=0.7, speedup_ci_high=0.9) == "no, slower"
     assert (
-        report.faster_or_not({"speedup": 1.02, "speedup_ci_low": 0.95, "speedup_ci_high": 1.1})
-        == "no clear difference (CI spans 1.0x)"
+        faster_or_not(speedup=1.02, speedup_ci_low=0.95, speedup_ci_high=1.1) == "no clear difference (CI spans 1.0x)"
     )
-    assert report.faster_or_not({"speedup": None}) == "not measured (no baseline arm)"
+    assert faster_or_not(speedup=None) == "not measured (no baseline arm)"
     assert report.flag_name("NOT LOSSLESS: 1/8, first at token 412") == "NOT LOSSLESS"
     assert report.flag_name("LOOPING OUTPUTS (41% of output tokens)") == "LOOPING OUTPUTS"

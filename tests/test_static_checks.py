@@ -58,3 +58,22 @@ def test_ruff_reports_a_planted_lint_error_and_unformatted_code(tmp_path):
 def test_the_tree_passes_ruff():
     assert _ruff("check", "harness", "tests", "bench").returncode == 0
     assert _ruff("format", "--check", "harness", "tests", "bench").returncode == 0
+
+
+def test_results_read_rows_and_manifests_as_types_so_mypy_catches_a_string_key(tmp_path):
+    """harness/results/ reads rows and manifests as harness/schema.py's types: a field read by
+    string key, or a renamed column, is a type error, not a run-time surprise (issue 29)."""
+    planted = tmp_path / "planted_reader.py"
+    planted.write_text(
+        "from harness.results.runs import read_run\n"
+        "run = read_run('x')\n"
+        "al = run.rows[0].get('acceptance_length')\n"
+        "status = run.manifest['status']\n"
+        "old = run.rows[0].acceptance_len\n"
+    )
+    res = _mypy("--cache-dir", str(tmp_path / "cache"), str(planted))
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out
+    assert 'planted_reader.py:3: error: "CellRow" has no attribute "get"' in out, out
+    assert 'planted_reader.py:4: error: Value of type "Manifest" is not indexable' in out, out
+    assert 'planted_reader.py:5: error: "CellRow" has no attribute "acceptance_len"' in out, out

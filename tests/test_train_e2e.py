@@ -381,7 +381,7 @@ def test_main_job_resumes_after_interrupt_and_passes_the_committed_gate(kimi_tra
     for name, m in first.items():
         assert (run_dir / "cells" / name).stat().st_mtime == m, f"cell {name} recomputed"
     manifest, df, missing = load_run(run_dir)
-    assert manifest["status"] == "complete" and not missing
+    assert manifest.status == "complete" and not missing
     assert "train-and-bench summary" in out and "wall time" in out
     for suite in ("code", "math"):
         assert suite in out

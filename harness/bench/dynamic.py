@@ -14,8 +14,9 @@ from collections import defaultdict
 from typing import Any
 
 from harness.analysis import load
+from harness.schema import DYNAMIC_SUFFIX
 
-SUFFIX = "-dynamic"
+SUFFIX = DYNAMIC_SUFFIX
 
 
 def dynamic_label(label: str) -> str:

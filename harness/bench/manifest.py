@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from harness.draft.under_test import DraftUnderTest
 from harness.errors import BadInput
 from harness.provenance import atomic_write_json, git_sha, hardware, package_versions
 from harness.recipe import Recipe
-from harness.results.manifest import owner_fields
+from harness.results.manifest import owner_fields, read_manifest_data
 from harness.results.table import MANIFEST, finished_cells
 from harness.suites import Suite
 from harness.ui import Reporter
@@ -27,8 +26,8 @@ def _now() -> str:
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / MANIFEST
-    return json.loads(path.read_text()) if path.is_file() else {}
+    """The manifest as written ({} before the run starts), to update."""
+    return read_manifest_data(run_dir, missing_ok=True)
 
 
 def update_manifest(run_dir: Path, **fields: Any) -> dict[str, Any]:

@@ -6,16 +6,15 @@ Formulas: harness/metrics.py. Column groups: harness/results/table.py.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, cast
+from dataclasses import dataclass, field
+from typing import cast
 
 from harness import metrics
 from harness.analysis.machine import MachineReading
 from harness.bench import breakdown
 from harness.bench.breakdown import RepeatRecord, RequestRecord
 from harness.engine.counters import SpecCounters
-
-BASELINE, SPECULATIVE = "baseline", "speculative"
+from harness.schema import BASELINE, SPECULATIVE, CellIdentity, CellRow
 
 
 @dataclass
@@ -42,131 +41,6 @@ class ArmResult:
     logprobs: dict[str, list[dict[int, float]]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class CellIdentity:
-    """The columns that say which cell a row belongs to and what it is comparable with."""
-
-    run_id: str
-    cell_id: str
-    draft: str
-    method: str
-    suite: str
-    suite_version: str
-    suite_sha: str
-    k: int
-    concurrency: int
-    temperature: float
-    top_p: float
-    max_tokens: int
-    repeats: int
-    engine: str
-    rejection_sample_method: str
-    verifier_hash: str
-    draft_hash: str | None
-
-
-@dataclass
-class CellRow:
-    """One row of the result table: a cell's identity and one arm's counters and derived metrics."""
-
-    identity: CellIdentity
-    mode: str
-    num_requests: int
-    num_failed: int
-    num_output_tokens: int
-    wall_s: float
-    num_drafts: int
-    num_draft_tokens: int
-    num_accepted_tokens: int
-    accepted_per_pos: list[int]
-    acceptance_length: float | None
-    draft_acceptance_rate: float | None
-    per_position_rates: list[float]
-    al_ci_low: float | None
-    al_ci_high: float | None
-    per_request_al_mean: float | None
-    output_tok_per_s: float | None
-    output_tok_per_s_repeats: list[float]
-    ttft_ms_median: float | None
-    ttft_ms_p99: float | None
-    tpot_ms_median: float | None
-    tpot_ms_p99: float | None
-    itl_ms_median: float | None
-    itl_ms_p99: float | None
-    itl_per_token_ms_median: float | None
-    itl_per_token_ms_p99: float | None
-    status: str
-    error: str | None
-    speedup: float | None = None
-    lossless_matches: int | None = None
-    lossless_compared: int | None = None
-    lossless_match_rate: float | None = None
-    predicted_acceptance_length: float | None = None
-    al_gap: float | None = None
-    flags: list[str] = field(default_factory=list)
-    # uncertainty and breakdowns (harness/bench/breakdown.py; definitions in harness/analysis/)
-    speedup_ci_low: float | None = None
-    speedup_ci_high: float | None = None
-    al_se: float | None = None
-    num_prompts: int | None = None
-    output_position_buckets: list[str] = field(default_factory=list)
-    al_by_output_position: list[float | None] = field(default_factory=list)
-    al_by_output_position_ci_low: list[float | None] = field(default_factory=list)
-    al_by_output_position_ci_high: list[float | None] = field(default_factory=list)
-    drafts_by_output_position: list[int] = field(default_factory=list)
-    prompt_length_buckets: list[str] = field(default_factory=list)
-    al_by_prompt_length: list[float | None] = field(default_factory=list)
-    al_by_prompt_length_ci_low: list[float | None] = field(default_factory=list)
-    al_by_prompt_length_ci_high: list[float | None] = field(default_factory=list)
-    drafts_by_prompt_length: list[int] = field(default_factory=list)
-    segments: list[str] = field(default_factory=list)
-    al_by_segment: list[float | None] = field(default_factory=list)
-    al_by_segment_ci_low: list[float | None] = field(default_factory=list)
-    al_by_segment_ci_high: list[float | None] = field(default_factory=list)
-    drafts_by_segment: list[int] = field(default_factory=list)
-    k_sweep: list[str] = field(default_factory=list)  # bench.k_from_one_engine: "k=1" ... "k=<this cell's k>"
-    al_by_k: list[float | None] = field(default_factory=list)
-    al_by_k_ci_low: list[float | None] = field(default_factory=list)
-    al_by_k_ci_high: list[float | None] = field(default_factory=list)
-    drafts_by_k: list[int] = field(default_factory=list)
-    repetition_share: float | None = None
-    looping_requests: int | None = None
-    max_prompt_tokens: int | None = None
-    train_context_len: int | None = None
-    baseline_cell: str | None = None  # the cell whose run measured this cell's baseline arm (bench.shared_baseline)
-    k_schedule: str | None = None  # the dynamic arm's num_speculative_tokens_per_batch_size (JSON)
-    # T = 0 misses, located and classified (harness/analysis/lossless.py): the worst verdict,
-    # the earliest diverging output position, the engine noise measured, one record per miss (JSON)
-    lossless_verdict: str | None = None
-    lossless_first_position: int | None = None
-    lossless_noise_nats: float | None = None
-    lossless_divergences: str | None = None
-    # T > 0: does the arm's sampled output follow the verifier's processed distribution at each of
-    # its positions (harness/analysis/lossless_sampling.py; both arms: the baseline calibrates)
-    sampling_p_value: float | None = None
-    sampling_tv: float | None = None
-    sampling_min_detectable_tv: float | None = None
-    sampling_num_tokens: int | None = None
-    # how the verifier's distributions were obtained (harness/engine/base.py RESCORE_*): "in-engine"
-    # (processed in vLLM's worker), "raw top-N" (T = 1 without top-p), or "whole vocabulary" (every
-    # position's V logprobs shipped and processed in the harness: a server at T != 1 or top-p < 1)
-    sampling_rescore: str | None = None
-    # the machine's speed around the cell's arms (harness/analysis/machine.py): the sentinel tok/s
-    # bracketing the baseline arm and the speculative arm, their spread, and the steady noise
-    machine_sentinels_baseline: list[float] = field(default_factory=list)
-    machine_sentinels_speculative: list[float] = field(default_factory=list)
-    machine_drift: float | None = None
-    machine_noise: float | None = None
-    machine_baseline_remeasured: bool | None = None  # the shared baseline arm, measured again beside this arm
-    # the share of the machine's CPUs that processes outside the run used while the arms ran (the most seen)
-    machine_foreign_cpu: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON edge: identity columns first, then this arm's columns."""
-        d = asdict(self)
-        return {**d.pop("identity"), **d}
-
-
 def _error_summary(errors: list[str]) -> str | None:
     if not errors:
         return None
@@ -179,7 +53,7 @@ def arm_row(identity: CellIdentity, mode: str, arm: ArmResult) -> CellRow:
     spec = mode == SPECULATIVE
     ci = metrics.bootstrap_ci([a for a, _ in arm.per_request], [d for _, d in arm.per_request]) if spec else None
     return CellRow(
-        identity=identity,
+        **vars(identity),
         mode=mode,
         num_requests=arm.num_requests,
         num_failed=len(arm.errors),

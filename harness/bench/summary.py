@@ -34,7 +34,7 @@ def render_bench_summary(run_dir: Path, console, as_json: bool = False) -> None:
             json.dumps(
                 {
                     "run_dir": str(run_dir),
-                    "status": manifest.get("status"),
+                    "status": manifest.status,
                     "missing_cells": missing,
                     "rows": json.loads(spec.to_json(orient="records")),
                 },
@@ -44,7 +44,7 @@ def render_bench_summary(run_dir: Path, console, as_json: bool = False) -> None:
         return
     base = df[df["mode"] == "baseline"].set_index("cell_id") if len(df) else df
     t = Table(
-        title=f"bench {manifest.get('run_id')}  (AL = 1 + accepted/drafts, incl. bonus token; "
+        title=f"bench {manifest.run_id}  (AL = 1 + accepted/drafts, incl. bonus token; "
         "rate = accepted/draft tokens; speedup = spec tok/s / baseline tok/s; CIs 95 %: AL over "
         "requests, speedup over paired repeats and requests; repeat = share of the verifier's "
         "output repeating an 8-gram)",
@@ -94,7 +94,7 @@ def render_bench_summary(run_dir: Path, console, as_json: bool = False) -> None:
     console.print(t)
     if missing:
         console.print(
-            f"[yellow]{len(missing)} planned cell(s) not measured[/] (run {manifest.get('status')}): "
+            f"[yellow]{len(missing)} planned cell(s) not measured[/] (run {manifest.status}): "
             + ", ".join(missing[:6])
             + (" ..." if len(missing) > 6 else "")
         )

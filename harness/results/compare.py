@@ -30,7 +30,7 @@ from harness.analysis import compare_marks as cm
 from harness.errors import BadInput
 from harness.results import load_view
 from harness.results import published as pub
-from harness.results.runs import COMPARABILITY, Run, is_speculative, read_run, unique_labels
+from harness.results.runs import COMPARABILITY, SPECULATIVE, Run, read_run, unique_labels
 from harness.ui import MISSING, fmt
 
 METRICS = (
@@ -135,15 +135,17 @@ def key_columns(runs: list[Run], by: list[str]) -> tuple[str, ...]:
     if unknown:
         raise BadInput(f"--by: unknown column(s) {', '.join(unknown)}; choose from {', '.join(KEY_CHOICES)}")
     cols = list(dict.fromkeys(by))
-    if "draft" not in cols and any(len({r.get("draft") for r in run.rows}) > 1 for run in runs):
+    if "draft" not in cols and any(len({r.draft for r in run.rows}) > 1 for run in runs):
         cols.append("draft")  # a run with several drafts: the label is needed to tell its cells apart
     return (*cols, "mode")
 
 
 def index_rows(run: Run, label: str, cols: tuple[str, ...]) -> dict[tuple, dict[str, Any]]:
+    """The run's rows by key, as column mappings: compare reads the columns the user names
+    (--by, the metrics), so it works on `CellRow.to_dict()`."""
     return cm.index_rows(
         label,
-        run.rows,
+        [r.to_dict() for r in run.rows],
         cols,
         hint="add the column that tells them apart to --by (e.g. draft, k, concurrency, temperature)",
     )
@@ -199,7 +201,7 @@ def _lines(indexed: Sequence[dict[tuple, dict]]) -> tuple[Line, ...]:
 
 def _compact(labels: list[str], cols: tuple[str, ...], indexed: Sequence[dict[tuple, dict]]) -> cm.CompactCompare:
     """The speculative cells of the same alignment, keyed without mode (the baseline arm is inside the speedup)."""
-    spec = [{k[:-1]: row for k, row in idx.items() if is_speculative(row)} for idx in indexed]  # mode: last column
+    spec = [{k[:-1]: row for k, row in idx.items() if k[-1] == SPECULATIVE} for idx in indexed]  # mode: last column
     return cm.aligned(labels, spec, cols[:-1])
 
 
@@ -219,7 +221,7 @@ def build(
     """The one place a comparison is made: align already-loaded runs once, then derive both forms,
     the crossovers and the published figures matching their cells."""
     labels, cols, indexed, problems = comparable(runs, by, force)
-    drafts = tuple(", ".join(sorted({str(r.get("draft")) for r in run.rows})) or MISSING for run in runs)
+    drafts = tuple(", ".join(sorted({str(r.draft) for r in run.rows})) or MISSING for run in runs)
     crossover_lines = [load_view.crossovers(run.rows) for run in runs]
     shown = pub.for_runs([(lab, r.rows, r.manifest) for r, lab in zip(runs, labels)], published or [])
     return Comparison(

@@ -62,46 +62,27 @@ from harness.analysis import power as pw
 from harness.errors import BadInput
 from harness.results import gate_load
 from harness.results.checks import Check
-from harness.results.runs import (
-    COMPARABILITY,
-    Run,
-    buckets,
-    describe_setting,
-    fmt,
-    is_speculative,
-    read_run,
-    setting,
+from harness.results.runs import Run, describe_setting, fmt, is_speculative, read_run, setting
+from harness.schema import (
+    BASELINE_COLUMNS,
+    BASELINE_FILE,
+    BASELINE_FORMAT,
+    MANIFEST_FILE,
+    BaselineCell,
+    BaselineFile,
+    CellRow,
+    Manifest,
+    Setting,
+    comparability_diffs,
 )
 
 if TYPE_CHECKING:
     from harness.recipe import GateSection
 
-FORMAT = 1
-BASELINE_FILE, MANIFEST_FILE = "baseline.json", "manifest.json"
+FORMAT = BASELINE_FORMAT
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_LOSSLESS = "no-spec-bug"
-BASELINE_FIELDS = (
-    "draft",
-    "method",
-    "suite",
-    "suite_version",
-    "suite_sha",
-    "k",
-    "concurrency",
-    "temperature",
-    "max_tokens",
-    "verifier_hash",
-    "acceptance_length",
-    "per_position_rates",
-    "al_ci_low",
-    "al_ci_high",
-    "speedup",
-    "al_se",
-    "num_prompts",
-    "segments",
-    "al_by_segment",
-    "sampling_p_value",
-)
+BASELINE_FIELDS = BASELINE_COLUMNS  # the row columns a baseline cell keeps (harness/schema.py)
 
 
 @dataclass(frozen=True)
@@ -176,65 +157,68 @@ class GateResult:
 # ----------------------------------------------------------------------------- pure core
 
 
-def baseline_cells(rows: list[dict[str, Any]], tolerance: float) -> list[dict[str, Any]]:
+def baseline_cells(rows: list[CellRow], tolerance: float) -> list[BaselineCell]:
     """Baseline entries from a run's finished, ok speculative rows."""
     out = []
     for r in rows:
-        if is_speculative(r) and r.get("status", "ok") == "ok" and r.get("acceptance_length") is not None:
-            entry = {f: r.get(f) for f in BASELINE_FIELDS}
-            entry["per_position_floors"] = [x * (1 - tolerance) for x in r.get("per_position_rates") or []]
-            if entry.get("segments"):
-                entry["segment_floors"] = _segment_floors(entry, tolerance)
+        if is_speculative(r) and r.ok and r.acceptance_length is not None:
+            entry = BaselineCell.from_dict({c: getattr(r, c) for c in BASELINE_COLUMNS})
+            entry.per_position_floors = [x * (1 - tolerance) for x in r.per_position_rates or []]
+            if entry.segments:
+                entry.segment_floors = _segment_floors(entry, tolerance)
             out.append(entry)
     return out
 
 
-def cell_floors(
-    base: dict[str, Any], tolerance: float, floors: Sequence[float] | None, use_stored: bool
-) -> list[float]:
+def cell_floors(base: BaselineCell, tolerance: float, floors: Sequence[float] | None, use_stored: bool) -> list[float]:
     if floors is not None:
         return list(floors)
-    if use_stored and base.get("per_position_floors") is not None:
-        return list(base["per_position_floors"])
-    return [x * (1 - tolerance) for x in base.get("per_position_rates") or []]
+    if use_stored and base.per_position_floors is not None:
+        return list(base.per_position_floors)
+    return [x * (1 - tolerance) for x in base.per_position_rates or []]
+
+
+def _check(base: CellRow, row: CellRow, **fields: Any) -> Check:
+    """A check of the run's `row` at the baseline cell's setting."""
+    return Check(
+        suite=base.suite,
+        k=base.k,
+        concurrency=base.concurrency,
+        temperature=base.temperature,
+        draft=str(row.draft),
+        **fields,
+    )
 
 
 def check_cell(
-    base: dict[str, Any],
-    row: dict[str, Any],
+    base: CellRow,
+    row: CellRow,
     tolerance: float,
     floors: list[float],
     noise_aware: bool = False,
     min_speedup: float | None = None,
 ) -> list[Check]:
     """The checks of one matched cell (pure)."""
-    al, hi = row.get("acceptance_length"), row.get("al_ci_high")
+    al, hi = row.acceptance_length, row.al_ci_high
     slack = hi - al if noise_aware and al is not None and hi is not None else 0.0
-    rates = row.get("per_position_rates") or []
-    base_rates = base.get("per_position_rates") or []
-    ident = dict(
-        suite=base["suite"],
-        k=base["k"],
-        concurrency=base["concurrency"],
-        temperature=base["temperature"],
-        draft=str(row.get("draft", "")),
-    )
+    rates = row.per_position_rates or []
+    base_rates = base.per_position_rates or []
 
     def mk(metric: str, baseline: float | None, value: float | None, bound: float, extra: float = 0.0) -> Check:
         compared = None if value is None else value + extra
-        return Check(
+        return _check(
+            base,
+            row,
             metric=metric,
             baseline=baseline,
             value=value,
             bound=bound,
             passed=compared is not None and compared >= bound,
             compared=compared,
-            **ident,
         )
 
-    checks = [
-        mk("acceptance_length", base["acceptance_length"], al, base["acceptance_length"] * (1 - tolerance), slack)
-    ]
+    base_al = float(base.acceptance_length or 0.0)  # a baseline cell has an AL (baseline_cells)
+    checks = [mk("acceptance_length", base.acceptance_length, al, base_al * (1 - tolerance), slack)]
     for i, floor in enumerate(floors):
         checks.append(
             mk(
@@ -246,16 +230,16 @@ def check_cell(
             )
         )
     if min_speedup is not None:
-        checks.append(_unsteady(mk("speedup", base.get("speedup"), row.get("speedup"), min_speedup), row))
+        checks.append(_unsteady(mk("speedup", base.speedup, row.speedup, min_speedup), row))
     return checks
 
 
-def _unsteady(check: Check, row: dict[str, Any]) -> Check:
+def _unsteady(check: Check, row: CellRow) -> Check:
     """A speedup measured while the machine's speed moved (its MACHINE NOISE flag) never passes a
     floor, whatever it reads: load can fake a speedup (harness/analysis/machine.py)."""
     from harness.analysis.machine import FLAG
 
-    noisy = next((f for f in row.get("flags") or [] if str(f).startswith(FLAG)), None)
+    noisy = next((f for f in row.flags or [] if str(f).startswith(FLAG)), None)
     if noisy is None:
         return check
     return replace(
@@ -266,33 +250,30 @@ def _unsteady(check: Check, row: dict[str, Any]) -> Check:
     )
 
 
-def _segment_floors(base: dict[str, Any], tolerance: float) -> dict[str, float]:
-    return {seg: al * (1 - tolerance) for seg, al, *_ in buckets(base, "segment")}
+def _segment_floors(base: CellRow, tolerance: float) -> dict[str, float]:
+    return {seg: al * (1 - tolerance) for seg, al, *_ in base.breakdown("segment")}
 
 
 def segment_checks(
-    base: dict[str, Any], row: dict[str, Any], tolerance: float, use_stored: bool, noise_aware: bool = False
+    base: BaselineCell, row: CellRow, tolerance: float, use_stored: bool, noise_aware: bool = False
 ) -> list[Check]:
     """AL per thinking/answer segment against its floor: the baseline's stored `segment_floors`
     (pinned by hand, like per-position floors) unless a tolerance was given, else baseline
     segment AL × (1 − tolerance). A segment the run's outputs lack fails, saying so."""
-    stored = base.get("segment_floors")
+    stored = base.segment_floors
     floors = stored if use_stored and stored is not None else _segment_floors(base, tolerance)
-    base_al = {seg: al for seg, al, *_ in buckets(base, "segment")}
-    run_al = {seg: al for seg, al, *_ in buckets(row, "segment")}
-    run_hi = {seg: hi for seg, _, _, hi, _ in buckets(row, "segment")}
+    base_al = {seg: al for seg, al, *_ in base.breakdown("segment")}
+    run_al = {seg: al for seg, al, *_ in row.breakdown("segment")}
+    run_hi = {seg: hi for seg, _, _, hi, _ in row.breakdown("segment")}
     out = []
     for seg, floor in floors.items():
         value = run_al.get(seg)
         compared = run_hi.get(seg) if noise_aware and run_hi.get(seg) is not None else value
         passed = compared is not None and compared >= floor
         out.append(
-            Check(
-                suite=base["suite"],
-                k=base["k"],
-                concurrency=base["concurrency"],
-                temperature=base["temperature"],
-                draft=str(row.get("draft", "")),
+            _check(
+                base,
+                row,
                 metric=f"acceptance_length[{seg}]",
                 baseline=base_al.get(seg),
                 value=value,
@@ -307,27 +288,24 @@ def segment_checks(
     return out
 
 
-def lossless_check(base: dict[str, Any], row: dict[str, Any], requirement: str) -> Check | None:
+def lossless_check(base: CellRow, row: CellRow, requirement: str) -> Check | None:
     """A T = 0 cell's misses against the requirement; None when it has none (nothing to judge)
     or the requirement is "none"."""
     from harness.analysis.lossless import verdict_meets
 
-    compared = int(row.get("lossless_compared") or 0)
-    misses = compared - int(row.get("lossless_matches") or 0)
-    if requirement == "none" or not compared or not misses or float(row.get("temperature") or 0) > 0:
+    compared = int(row.lossless_compared or 0)
+    misses = compared - int(row.lossless_matches or 0)
+    if requirement == "none" or not compared or not misses or float(row.temperature or 0) > 0:
         return None
-    verdict = row.get("lossless_verdict")
+    verdict = row.lossless_verdict
     # the CLI checks --lossless against LOSSLESS_REQUIREMENTS; a baseline's value is taken as written
     passed = requirement != "exact" and verdict_meets(verdict, requirement)  # type: ignore[arg-type]
-    return Check(
-        suite=base["suite"],
-        k=base["k"],
-        concurrency=base["concurrency"],
-        temperature=base["temperature"],
-        draft=str(row.get("draft", "")),
+    return _check(
+        base,
+        row,
         metric=f"lossless ({requirement})",
         baseline=None,
-        value=row.get("lossless_match_rate"),
+        value=row.lossless_match_rate,
         bound=1.0,
         passed=passed,
         detail=f"{misses}/{compared} outputs differ from the baseline, worst {verdict or 'unclassified'} "
@@ -335,55 +313,50 @@ def lossless_check(base: dict[str, Any], row: dict[str, Any], requirement: str) 
     )
 
 
-def sampling_check(base: dict[str, Any], row: dict[str, Any], p_floor: float | None) -> Check | None:
+def sampling_check(base: CellRow, row: CellRow, p_floor: float | None) -> Check | None:
     """A T > 0 cell's distribution test (harness/analysis/lossless_sampling.py) against a p-value
     floor; None at T = 0, without a floor, or when the cell has no test result."""
-    p = row.get("sampling_p_value")
-    if p_floor is None or float(row.get("temperature") or 0) == 0 or p is None:
+    p = row.sampling_p_value
+    if p_floor is None or float(row.temperature or 0) == 0 or p is None:
         return None
     passed = p >= p_floor
-    return Check(
-        suite=base["suite"],
-        k=base["k"],
-        concurrency=base["concurrency"],
-        temperature=base["temperature"],
-        draft=str(row.get("draft", "")),
+    return _check(
+        base,
+        row,
         metric="T>0 sampling p-value",
-        baseline=base.get("sampling_p_value"),
+        baseline=base.sampling_p_value,
         value=p,
         bound=p_floor,
         passed=passed,
-        detail=f"p = {p:.3g} over {row.get('sampling_num_tokens')} tokens, divergence TV "
-        f"{fmt(row.get('sampling_tv'))} ({'>=' if passed else '<'} floor {p_floor:g})",
+        detail=f"p = {p:.3g} over {row.sampling_num_tokens} tokens, divergence TV "
+        f"{fmt(row.sampling_tv)} ({'>=' if passed else '<'} floor {p_floor:g})",
     )
 
 
-def _se(row: dict[str, Any]) -> float | None:
-    if row.get("al_se") is not None:
-        return float(row["al_se"])
-    lo, hi = row.get("al_ci_low"), row.get("al_ci_high")
+def _se(row: CellRow) -> float | None:
+    if row.al_se is not None:
+        return float(row.al_se)
+    lo, hi = row.al_ci_low, row.al_ci_high
     return pw.se_from_ci(lo, hi) if lo is not None and hi is not None else None
 
 
-def _prompts(row: dict[str, Any]) -> int | None:
-    if row.get("num_prompts"):
-        return int(row["num_prompts"])
-    n, reps = row.get("num_requests"), row.get("repeats") or 1
+def _prompts(row: CellRow) -> int | None:
+    if row.num_prompts:
+        return int(row.num_prompts)
+    n, reps = row.num_requests, row.repeats or 1
     return int(n) // int(reps) if n else None
 
 
-def cell_power(base: dict[str, Any], row: dict[str, Any], tolerance: float, noise_aware: bool) -> pw.Power | None:
+def cell_power(base: CellRow, row: CellRow, tolerance: float, noise_aware: bool) -> pw.Power | None:
     """What the cell's AL check can detect; None without an AL, an SE or a prompt count."""
-    al, se, n = row.get("acceptance_length"), _se(row), _prompts(row)
+    al, se, n = row.acceptance_length, _se(row), _prompts(row)
     if al is None or se is None or not n or tolerance <= 0:
         return None
     conf = pw.NOISE_AWARE_CONFIDENCE if noise_aware else pw.CONFIDENCE
     return pw.gate_power(al, se, n, tolerance, conf, baseline_se=_se(base) or 0.0)
 
 
-def with_power(
-    checks: list[Check], base: dict[str, Any], row: dict[str, Any], tolerance: float, noise_aware: bool
-) -> list[Check]:
+def with_power(checks: list[Check], base: CellRow, row: CellRow, tolerance: float, noise_aware: bool) -> list[Check]:
     p = cell_power(base, row, tolerance, noise_aware)
     if p is None:
         return checks
@@ -406,30 +379,30 @@ class CellRules:
 
 
 def _cell_checks(
-    run: Run, baseline: dict[str, Any], by_setting: dict[tuple, list[dict]], tol: float, rules: CellRules
+    run: Run, baseline: BaselineFile, by_setting: dict[Setting, list[CellRow]], tol: float, rules: CellRules
 ) -> tuple[list[Check], list[str]]:
     """Each baseline cell matched to the run's row at its setting and checked; what cannot be
     matched or compared is a problem."""
     checks: list[Check] = []
     problems: list[str] = []
-    for base in baseline.get("cells", []):
+    for base in baseline.cells:
         key = setting(base)
         where, matched = describe_setting(key), by_setting.get(key, [])
         if len(matched) > 1:
             raise BadInput(
                 f"run {run.label} has several drafts at {where} "
-                f"({', '.join(str(r.get('draft')) for r in matched)}); pass --draft to choose one"
+                f"({', '.join(str(r.draft) for r in matched)}); pass --draft to choose one"
             )
         if not matched:
             problems.append(f"{where}: no finished speculative cell in run {run.label}")
             continue
         row = matched[0]
-        diffs = [f"{f} {base.get(f)} vs {row.get(f)}" for f in COMPARABILITY if base.get(f) != row.get(f)]
+        diffs = [f"{col} {a} vs {b}" for col, a, b in comparability_diffs(base, row)]
         if diffs:
             problems.append(f"{where}: not comparable with the baseline ({'; '.join(diffs)})")
-        elif row.get("status", "ok") != "ok":
-            problems.append(f"{where}: the run's cell failed ({row.get('error')})")
-        elif rules.min_speedup is not None and row.get("speedup") is None:
+        elif not row.ok:
+            problems.append(f"{where}: the run's cell failed ({row.error})")
+        elif rules.min_speedup is not None and row.speedup is None:
             problems.append(f"{where}: no speedup measured (no baseline arm); drop --min-speedup or rerun")
         else:
             floors = cell_floors(base, tol, rules.floors, rules.use_stored_floors)
@@ -449,19 +422,20 @@ def _cell_checks(
     return checks, problems
 
 
-def evaluate(run: Run, baseline: dict[str, Any], baseline_name: str, options: GateOptions | None = None) -> GateResult:
+def evaluate(run: Run, baseline: BaselineFile, baseline_name: str, options: GateOptions | None = None) -> GateResult:
     """Match the run's speculative cells to the baseline's and check each (no I/O)."""
     o = options or GateOptions()
     baseline = cells_for_run_verifiers(baseline, run.rows)
-    tol = float(baseline.get("tolerance", DEFAULT_TOLERANCE)) if o.tolerance is None else o.tolerance
-    max_crossover_drop = baseline.get("max_crossover_drop") if o.max_crossover_drop is None else o.max_crossover_drop
+    stored_tol = DEFAULT_TOLERANCE if baseline.tolerance is None else baseline.tolerance
+    tol = float(stored_tol) if o.tolerance is None else o.tolerance
+    max_crossover_drop = baseline.max_crossover_drop if o.max_crossover_drop is None else o.max_crossover_drop
     rows = [r for r in run.rows if is_speculative(r)]
     if o.draft is not None:
-        labels = sorted({str(r.get("draft")) for r in rows})
-        rows = [r for r in rows if r.get("draft") == o.draft]
+        labels = sorted({str(r.draft) for r in rows})
+        rows = [r for r in rows if r.draft == o.draft]
         if not rows:
             raise BadInput(f"--draft {o.draft}: run {run.label} has no such draft; its drafts: {', '.join(labels)}")
-    by_setting: dict[tuple, list[dict]] = {}
+    by_setting: dict[Setting, list[CellRow]] = {}
     for r in rows:
         by_setting.setdefault(setting(r), []).append(r)
     checks, problems = _cell_checks(
@@ -474,13 +448,13 @@ def evaluate(run: Run, baseline: dict[str, Any], baseline_name: str, options: Ga
             o.tolerance is None,
             o.noise_aware,
             o.min_speedup,
-            o.lossless or baseline.get("lossless") or DEFAULT_LOSSLESS,
-            o.sampling_p_floor if o.sampling_p_floor is not None else baseline.get("sampling_p_floor"),
+            o.lossless or baseline.lossless or DEFAULT_LOSSLESS,
+            o.sampling_p_floor if o.sampling_p_floor is not None else baseline.sampling_p_floor,
         ),
     )
     if max_crossover_drop is not None:
         load_checks, load_problems = gate_load.crossover_checks(
-            baseline.get("crossovers", []), rows, float(max_crossover_drop), o.noise_aware
+            baseline.crossovers, rows, float(max_crossover_drop), o.noise_aware
         )
         checks += load_checks
         problems += load_problems
@@ -509,7 +483,7 @@ def evaluate(run: Run, baseline: dict[str, Any], baseline_name: str, options: Ga
         if o.tolerance is None
         else f"baseline rates × (1 − {tol:g})"
     )
-    base_keys = {setting(base) for base in baseline.get("cells", [])}
+    base_keys = {setting(base) for base in baseline.cells}
     extra = tuple(describe_setting(k) for k in by_setting if k not in base_keys)
     return GateResult(
         run.label,
@@ -561,20 +535,25 @@ def resolve_baseline_dir(path: str | Path) -> Path:
     )
 
 
-def read_baseline(folder: Path) -> dict[str, Any]:
+def read_baseline(folder: Path) -> BaselineFile:
+    from harness.results.manifest import read_manifest_data
+
     try:
         data = json.loads((folder / BASELINE_FILE).read_text())
-        manifest = json.loads((folder / MANIFEST_FILE).read_text()) if (folder / MANIFEST_FILE).is_file() else None
     except ValueError as e:  # malformed JSON or not UTF-8
         raise BadInput(f"{folder}: unreadable baseline ({e})") from e
-    if data.get("format") != FORMAT:
-        raise BadInput(f"{folder / BASELINE_FILE}: format {data.get('format')!r}, expected {FORMAT}")
-    if manifest is not None and manifest.get("run_id") != data.get("source_run_id"):
+    if not isinstance(data, dict):
+        raise BadInput(f"{folder / BASELINE_FILE}: unreadable baseline (not a JSON object)")
+    baseline = BaselineFile.from_dict(data)
+    if baseline.format != FORMAT:
+        raise BadInput(f"{folder / BASELINE_FILE}: format {baseline.format!r}, expected {FORMAT}")
+    manifest = Manifest.from_dict(read_manifest_data(folder, missing_ok=True))
+    if manifest.data and manifest.run_id != baseline.source_run_id:
         raise BadInput(
-            f"{folder}: manifest.json (run {manifest.get('run_id')}) and baseline.json "
-            f"(run {data.get('source_run_id')}) disagree: an update was cut short; rewrite it"
+            f"{folder}: manifest.json (run {manifest.run_id}) and baseline.json "
+            f"(run {baseline.source_run_id}) disagree: an update was cut short; rewrite it"
         )
-    return data
+    return baseline
 
 
 def gate(run: str | Path, baseline_dir: str | Path, options: GateOptions | None = None) -> GateResult:
@@ -582,7 +561,7 @@ def gate(run: str | Path, baseline_dir: str | Path, options: GateOptions | None 
     return evaluate(read_run(run), read_baseline(folder), folder.name, options)
 
 
-def _other_verifiers_cells(path: Path, replaced: set[Any]) -> list[dict[str, Any]]:
+def _other_verifiers_cells(path: Path, replaced: set[str]) -> list[BaselineCell]:
     """An existing baseline's cells of other verifiers: an update replaces only its run's verifiers."""
     if not path.is_file():
         return []
@@ -590,7 +569,9 @@ def _other_verifiers_cells(path: Path, replaced: set[Any]) -> list[dict[str, Any
         old = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
         return []
-    return [c for c in old.get("cells", []) if c.get("verifier_hash") not in replaced]
+    if not isinstance(old, dict):
+        return []
+    return [c for c in BaselineFile.from_dict(old).cells if c.verifier_hash not in replaced]
 
 
 def other_verifier_only(baseline_dir: Path, run: str | Path) -> str | None:
@@ -598,21 +579,20 @@ def other_verifier_only(baseline_dir: Path, run: str | Path) -> str | None:
     this run: the main job says so and how to add them), else None."""
     if not (Path(baseline_dir) / BASELINE_FILE).is_file():
         return None
-    cells = read_baseline(Path(baseline_dir)).get("cells", [])  # the reader gate() uses: one format check
-    theirs = {str(c.get("verifier_hash")) for c in cells}
-    mine = {str(r.get("verifier_hash")) for r in read_run(run).rows}
+    cells = read_baseline(Path(baseline_dir)).cells  # the reader gate() uses: one format check
+    theirs = {str(c.verifier_hash) for c in cells}
+    mine = {str(r.verifier_hash) for r in read_run(run).rows}
     return ", ".join(sorted(theirs)) if cells and mine and not theirs & mine else None
 
 
-def cells_for_run_verifiers(baseline: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
+def cells_for_run_verifiers(baseline: BaselineFile, rows: list[CellRow]) -> BaselineFile:
     """A baseline may hold cells for several verifiers (one set per verifier hash: e.g. the CPU
     stand-in pretrained in bf16 where the CPU computes it natively and in float32 where it does
     not, harness/hardware.py). The run is gated against the cells of its own verifiers; a baseline
     with none of them is left whole, so the mismatch is reported as today."""
-    mine = {r.get("verifier_hash") for r in rows}
-    cells = baseline.get("cells", [])
-    ours = [c for c in cells if c.get("verifier_hash") in mine]
-    return {**baseline, "cells": ours} if ours and len(ours) < len(cells) else baseline
+    mine = {r.verifier_hash for r in rows}
+    ours = [c for c in baseline.cells if c.verifier_hash in mine]
+    return replace(baseline, cells=ours) if ours and len(ours) < len(baseline.cells) else baseline
 
 
 def update_baseline(
@@ -632,8 +612,8 @@ def update_baseline(
             f"run {r.label} is {r.status} with {len(r.missing)} planned cells missing; a baseline from "
             "it would gate only part of the matrix: finish it (--resume) or pass --allow-missing"
         )
-    rows = [x for x in r.rows if is_speculative(x) and (draft is None or x.get("draft") == draft)]
-    failed = [describe_setting(setting(x)) for x in rows if x.get("status", "ok") != "ok"]
+    rows = [x for x in r.rows if is_speculative(x) and (draft is None or x.draft == draft)]
+    failed = [describe_setting(setting(x)) for x in rows if not x.ok]
     if failed and not allow_missing:
         raise BadInput(
             f"run {r.label}: failed cells {', '.join(failed)} cannot be a baseline; rerun them "
@@ -646,21 +626,18 @@ def update_baseline(
     if not cells:
         raise BadInput(f"run {r.label} has no finished speculative cell to make a baseline from")
     out = Path(baseline_dir)
-    cells += _other_verifiers_cells(out / BASELINE_FILE, {c.get("verifier_hash") for c in cells})
-    atomic_write_json(out / MANIFEST_FILE, r.manifest)
-    requirement = {} if max_crossover_drop is None else {"max_crossover_drop": max_crossover_drop}
-    atomic_write_json(
-        out / BASELINE_FILE,
-        {
-            "format": FORMAT,
-            "source_run_id": r.manifest.get("run_id"),
-            "tolerance": tolerance,
-            **requirement,
-            "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "cells": cells,
-            "crossovers": gate_load.baseline_crossovers(rows),
-        },
+    cells += _other_verifiers_cells(out / BASELINE_FILE, {c.verifier_hash for c in cells})
+    atomic_write_json(out / MANIFEST_FILE, r.manifest.data)
+    baseline = BaselineFile(
+        format=FORMAT,
+        source_run_id=r.manifest.run_id,
+        tolerance=tolerance,
+        max_crossover_drop=max_crossover_drop,
+        created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        cells=cells,
+        crossovers=gate_load.baseline_crossovers(rows),
     )
+    atomic_write_json(out / BASELINE_FILE, baseline.to_dict())
     return out
 
 

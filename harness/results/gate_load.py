@@ -18,11 +18,12 @@ line is.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 from harness.analysis.load import ABOVE, CROSSES, Cross
 from harness.results import load_view
 from harness.results.checks import Check
+from harness.schema import BaselineCrossover, CellRow
 
 ACROSS = "all"  # a crossover check's concurrency column: it spans the grid
 
@@ -34,33 +35,37 @@ def position(cross: Cross, concurrencies: tuple[int, ...] | list[int]) -> float:
     return float(max(concurrencies)) if cross.where == ABOVE else 0.0
 
 
-def baseline_crossovers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def baseline_crossovers(rows: list[CellRow]) -> list[BaselineCrossover]:
     """The run's crossover lines as baseline.json stores them."""
     out = []
     for line in load_view.crossovers(rows):
         c = line.crossover
         out.append(
-            {
-                "draft": line.draft,
-                "suite": line.suite,
-                "k": line.k,
-                "temperature": line.temperature,
-                "concurrencies": list(line.concurrencies),
-                "where": load_view.ONE_LOAD_POINT if c is None else c.point.where,
-                "crossover": None if c is None else position(c.point, line.concurrencies),
-                "text": line.text(),
-            }
+            BaselineCrossover(
+                draft=line.draft,
+                suite=line.suite,
+                k=line.k,
+                temperature=line.temperature,
+                concurrencies=list(line.concurrencies),
+                where=load_view.ONE_LOAD_POINT if c is None else c.point.where,
+                crossover=None if c is None else position(c.point, line.concurrencies),
+                text=line.text(),
+            )
         )
     return out
 
 
-def _holds_a_crossover(base: dict[str, Any]) -> bool:
+def _holds_a_crossover(base: BaselineCrossover) -> bool:
     """Whether a baseline line has a crossover to regress from (it paid, on two or more concurrencies)."""
-    return base["where"] in (CROSSES, ABOVE) and load_view.enough_load_points(base.get("concurrencies") or [])
+    return (
+        base.where in (CROSSES, ABOVE)
+        and base.crossover is not None
+        and load_view.enough_load_points(base.concurrencies or [])
+    )
 
 
 def crossover_checks(
-    base_lines: list[dict[str, Any]], rows: list[dict[str, Any]], max_drop: float, noise_aware: bool = False
+    base_lines: list[BaselineCrossover], rows: list[CellRow], max_drop: float, noise_aware: bool = False
 ) -> tuple[list[Check], list[str]]:
     """One Check per baseline crossover line the run also has (rows: the gated speculative rows).
     Returns (checks, problems): a baseline line without a run line is a problem, as for cells."""
@@ -69,9 +74,9 @@ def crossover_checks(
     for base in base_lines:
         if not _holds_a_crossover(base):
             continue  # the baseline never paid, or had one load point: nothing to regress from
-        key = (base["suite"], int(base["k"]), float(base["temperature"]))
+        key = (base.suite, int(base.k), float(base.temperature))
         line = lines.get(key)
-        where = f"{base['suite']} k={base['k']} T={base['temperature']:g}"
+        where = f"{base.suite} k={base.k} T={base.temperature:g}"
         if line is None:
             problems.append(f"{where}: no crossover in the run (no speedup measured at these settings)")
             continue
@@ -79,28 +84,28 @@ def crossover_checks(
         if c is None:
             problems.append(
                 f"{where}: no crossover in the run: {line.text()}, a crossover needs "
-                f"{load_view.MIN_CONCURRENCIES} or more concurrencies (baseline: {base['text']})"
+                f"{load_view.MIN_CONCURRENCIES} or more concurrencies (baseline: {base.text})"
             )
             continue
         value = position(c.point, line.concurrencies)
         high = c.high if noise_aware and c.method != "none" else c.point
         compared = position(high, line.concurrencies)
-        bound = base["crossover"] * (1 - max_drop)
+        bound = float(base.crossover or 0.0) * (1 - max_drop)
         passed = compared >= bound
         checks.append(
             Check(
-                suite=base["suite"],
-                k=int(base["k"]),
+                suite=base.suite,
+                k=int(base.k),
                 concurrency=ACROSS,
-                temperature=float(base["temperature"]),
+                temperature=float(base.temperature),
                 metric="crossover concurrency",
-                baseline=base["crossover"],
+                baseline=base.crossover,
                 value=value,
                 bound=bound,
                 passed=passed,
                 compared=compared,
                 draft=line.draft,
-                detail=f"{line.text()} vs baseline {base['text']}: "
+                detail=f"{line.text()} vs baseline {base.text}: "
                 f"{'>=' if passed else '<'} bound {bound:.3g} (baseline × {1 - max_drop:g}"
                 f"{'; run CI upper end' if high is not c.point else ''})",
             )

@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from harness.analysis import load
 from harness.results.runs import BASELINE, is_speculative
+from harness.schema import DYNAMIC_SUFFIX, CellRow
 
-Row = dict[str, Any]
-DYNAMIC_SUFFIX = "-dynamic"  # harness/bench/dynamic.py labels the schedule's arm so
+Row = CellRow
 MIN_CONCURRENCIES = 2  # a crossover or schedule is a trend across load: one point has none
 MIN_KS = 2  # an AL-vs-k line needs two k to be a line
 ONE_LOAD_POINT = "one load point"
@@ -95,13 +94,13 @@ def crossovers(rows: list[Row]) -> list[CrossoverLine]:
     from a single concurrency."""
     groups: dict[tuple, list[Row]] = defaultdict(list)
     for r in rows:
-        if is_speculative(r) and r.get("speedup") is not None:
-            groups[(str(r.get("draft")), str(r["suite"]), int(r["k"]), float(r["temperature"]))].append(r)
+        if is_speculative(r) and r.speedup is not None:
+            groups[(str(r.draft), str(r.suite), int(r.k), float(r.temperature))].append(r)
     out = []
     for (draft, suite, k, t), rs in sorted(groups.items()):
-        rs = sorted(rs, key=lambda r: r["concurrency"])
-        est = [load.Estimate(r["speedup"], r.get("speedup_ci_low"), r.get("speedup_ci_high")) for r in rs]
-        concs = tuple(int(r["concurrency"]) for r in rs)
+        rs = sorted(rs, key=lambda r: r.concurrency)
+        est = [load.Estimate(r.speedup, r.speedup_ci_low, r.speedup_ci_high) for r in rs]
+        concs = tuple(int(r.concurrency) for r in rs)
         cross = load.crossover_from_bounds(concs, est) if enough_load_points(concs) else None
         out.append(CrossoverLine(draft, suite, k, t, concs, cross))
     return out
@@ -112,14 +111,14 @@ def _tok_s_by_k(rows: list[Row]) -> dict[tuple, dict[tuple[int, int], float]]:
     spec: dict[tuple, dict[tuple[int, int], float]] = defaultdict(dict)
     base: dict[tuple, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        v = r.get("output_tok_per_s")
-        if v is None or r.get("status", "ok") != "ok":
+        v = r.output_tok_per_s
+        if v is None or not r.ok:
             continue
-        key = (str(r.get("draft")), str(r["suite"]), float(r["temperature"]))
-        if r.get("mode") == BASELINE:
-            base[key][int(r["concurrency"])].append(v)
+        key = (str(r.draft), str(r.suite), float(r.temperature))
+        if r.mode == BASELINE:
+            base[key][int(r.concurrency)].append(v)
         elif is_speculative(r):
-            spec[key][(int(r["k"]), int(r["concurrency"]))] = v
+            spec[key][(int(r.k), int(r.concurrency))] = v
     for key, per_c in base.items():
         for c, vs in per_c.items():
             spec[key][(0, c)] = sum(vs) / len(vs)
@@ -155,19 +154,19 @@ def schedules(rows: list[Row], source: str) -> list[Schedule]:
 
 
 def _estimate(r: Row) -> load.Estimate:
-    return load.Estimate(r.get("speedup"), r.get("speedup_ci_low"), r.get("speedup_ci_high"))
+    return load.Estimate(r.speedup, r.speedup_ci_low, r.speedup_ci_high)
 
 
 def dynamic_verdicts(rows: list[Row]) -> list[tuple[str, str, float, list[load.DynamicVerdict]]]:
     """Per (draft, suite, T) with a dynamic arm: does it match or beat every fixed k at each
     concurrency within noise (speedup CIs; analysis/load.dynamic_vs_fixed)."""
-    spec = [r for r in rows if is_speculative(r) and r.get("speedup") is not None]
+    spec = [r for r in rows if is_speculative(r) and r.speedup is not None]
     out = []
-    for dyn_draft in sorted({str(r.get("draft")) for r in spec if str(r.get("draft")).endswith(DYNAMIC_SUFFIX)}):
+    for dyn_draft in sorted({str(r.draft) for r in spec if str(r.draft).endswith(DYNAMIC_SUFFIX)}):
         draft = dyn_draft.removesuffix(DYNAMIC_SUFFIX)
-        for suite, t in sorted({(r["suite"], r["temperature"]) for r in spec if r.get("draft") == dyn_draft}):
-            same = [r for r in spec if r["suite"] == suite and r["temperature"] == t]
-            dynamic = {int(r["concurrency"]): _estimate(r) for r in same if r.get("draft") == dyn_draft}
-            fixed = {(int(r["k"]), int(r["concurrency"])): _estimate(r) for r in same if r.get("draft") == draft}
+        for suite, t in sorted({(r.suite, r.temperature) for r in spec if r.draft == dyn_draft}):
+            same = [r for r in spec if r.suite == suite and r.temperature == t]
+            dynamic = {int(r.concurrency): _estimate(r) for r in same if r.draft == dyn_draft}
+            fixed = {(int(r.k), int(r.concurrency)): _estimate(r) for r in same if r.draft == draft}
             out.append((draft, str(suite), float(t), load.dynamic_vs_fixed(dynamic, fixed)))
     return out

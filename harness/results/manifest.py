@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
-
-MANIFEST = "manifest.json"
-RUNNING, INTERRUPTED = "running", "interrupted"
+from harness.schema import CSV_FILE, INTERRUPTED, RUNNING, TABLE_FILE, Manifest
+from harness.schema import MANIFEST_FILE as MANIFEST
 
 
 def owner_fields() -> dict[str, Any]:
@@ -29,40 +28,51 @@ def owner_fields() -> dict[str, Any]:
     return {"owner": {"pid": pid, "pid_start_ticks": start_ticks(pid), "hostname": socket.gethostname()}}
 
 
-def effective_status(manifest: dict[str, Any], pid_alive: Callable[[int, int | None], bool], hostname: str) -> str:
+def effective_status(manifest: Manifest, pid_alive: Callable[[int, int | None], bool], hostname: str) -> str:
     """The recorded status, except that `running` becomes `interrupted` when the recorded owner
     process (on this host) no longer exists. A run of another host, or one that recorded no
     owner, keeps what it says: there is no way to look."""
-    status = str(manifest.get("status", "unknown"))
-    owner = manifest.get("owner") or {}
-    if status != RUNNING or not owner.get("pid") or owner.get("hostname") != hostname:
-        return status
-    return RUNNING if pid_alive(int(owner["pid"]), owner.get("pid_start_ticks")) else INTERRUPTED
+    owner = manifest.owner
+    if manifest.status != RUNNING or owner is None or not owner.pid or owner.hostname != hostname:
+        return manifest.status
+    return RUNNING if pid_alive(int(owner.pid), owner.pid_start_ticks) else INTERRUPTED
 
 
-def read_manifest(folder: Path) -> dict[str, Any]:
-    """manifest.json with its effective status; `recorded_status` keeps what the file says
-    when the two differ."""
-    from harness.engine.ownership import process_alive
-
+def read_manifest_data(folder: Path, missing_ok: bool = False) -> dict[str, Any]:
+    """manifest.json as written (the one parser of the file; {} when it is absent and
+    `missing_ok`). The bench updates it; readers want `read_manifest`'s effective status."""
     path = folder / MANIFEST
+    if missing_ok and not path.is_file():
+        return {}
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise BadInput(f"{path}: unreadable ({e})") from e
     if not isinstance(manifest, dict):
         raise BadInput(f"{path}: unreadable (not a JSON object)")
-    status = effective_status(manifest, process_alive, socket.gethostname())
-    if status != manifest.get("status"):
-        owner = manifest["owner"]
-        manifest = {
-            **manifest,
-            "status": status,
-            "recorded_status": manifest.get("status"),
-            "status_note": f"recorded as {manifest.get('status')}, but its process (pid {owner['pid']} "
-            f"on {owner['hostname']}) is gone: it was killed",
-        }
     return manifest
+
+
+def read_manifest(folder: Path) -> Manifest:
+    """manifest.json with its effective status; `recorded_status` keeps what the file says
+    when the two differ."""
+    from harness.engine.ownership import process_alive
+
+    manifest = Manifest.from_dict(read_manifest_data(folder))
+    status = effective_status(manifest, process_alive, socket.gethostname())
+    if status == manifest.status or manifest.owner is None:
+        return manifest
+    owner = manifest.owner
+    return manifest.with_status(
+        status,
+        f"recorded as {manifest.status}, but its process (pid {owner.pid} on {owner.hostname}) is gone: it was killed",
+    )
+
+
+def _running_note(run_dir: Path, manifest: Manifest, what: str) -> str:
+    owner = manifest.owner
+    pid, host = (owner.pid, owner.hostname) if owner else ("?", "?")
+    return f"{run_dir} is being run right now (pid {pid} on {host}); {what}"
 
 
 def free_unstarted_run(run_dir: Path, finished: set[str]) -> bool:
@@ -79,13 +89,9 @@ def free_unstarted_run(run_dir: Path, finished: set[str]) -> bool:
             "to complete it, or choose another run id"
         )
     manifest = read_manifest(run_dir)
-    if manifest.get("status") == RUNNING:
-        owner = manifest.get("owner") or {}
-        raise BadInput(
-            f"{run_dir} is being run right now (pid {owner.get('pid', '?')} on "
-            f"{owner.get('hostname', '?')}); wait for it or choose another run id"
-        )
-    for name in (MANIFEST, "results.parquet", "results.csv"):
+    if manifest.status == RUNNING:
+        raise BadInput(_running_note(run_dir, manifest, "wait for it or choose another run id"))
+    for name in (MANIFEST, TABLE_FILE, CSV_FILE):
         (run_dir / name).unlink(missing_ok=True)
     return True
 
@@ -98,9 +104,5 @@ def require_resumable(run_dir: Path) -> None:
             "(or drop --resume to start a new run)"
         )
     manifest = read_manifest(run_dir)
-    if manifest.get("status") == RUNNING and manifest.get("owner"):
-        owner = manifest["owner"]
-        raise BadInput(
-            f"{run_dir} is being run right now (pid {owner['pid']} on {owner['hostname']}); "
-            "wait for it to end before resuming"
-        )
+    if manifest.status == RUNNING and manifest.owner is not None:
+        raise BadInput(_running_note(run_dir, manifest, "wait for it to end before resuming"))

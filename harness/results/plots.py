@@ -10,19 +10,24 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from harness.results.load_view import enough_ks, enough_load_points
-from harness.results.runs import BASELINE, buckets, is_speculative
+from harness.results.runs import BASELINE, is_speculative
+from harness.schema import CellRow
 
-Row = dict[str, Any]
+Row = CellRow
+
+
+def _tok_s(row: Row | None) -> float:
+    return (row.output_tok_per_s if row else None) or 0.0
 
 
 # ----------------------------------------------------------------------------- selection (pure)
 
 
 def spec_rows(rows: list[Row]) -> list[Row]:
-    return [r for r in rows if is_speculative(r) and r.get("acceptance_length") is not None]
+    return [r for r in rows if is_speculative(r) and r.acceptance_length is not None]
 
 
 def reference(rows: list[Row]) -> tuple[float | None, int | None]:
@@ -30,30 +35,30 @@ def reference(rows: list[Row]) -> tuple[float | None, int | None]:
     spec = spec_rows(rows)
     if not spec:
         return None, None
-    temps = {r["temperature"] for r in spec}
+    temps = {r.temperature for r in spec}
     t = 0.0 if 0 in temps else min(temps)
-    concs = {r["concurrency"] for r in spec if r["temperature"] == t}
+    concs = {r.concurrency for r in spec if r.temperature == t}
     return t, 1 if 1 in concs else min(concs)
 
 
 def series(rows: list[Row]) -> dict[str, list[Row]]:
     """Rows by line label: the suite, or 'suite · draft' when the run holds several drafts."""
-    multi = len({r.get("draft") for r in rows}) > 1
+    multi = len({r.draft for r in rows}) > 1
     out: dict[str, list[Row]] = defaultdict(list)
     for r in rows:
-        out[f"{r['suite']} · {r.get('draft')}" if multi else str(r["suite"])].append(r)
+        out[f"{r.suite} · {r.draft}" if multi else str(r.suite)].append(r)
     return dict(sorted(out.items()))
 
 
 def by_what(rows: list[Row]) -> str:
-    return "suite and draft" if len({r.get("draft") for r in rows}) > 1 else "suite"
+    return "suite and draft" if len({r.draft for r in rows}) > 1 else "suite"
 
 
 def reference_cells(rows: list[Row]) -> dict[str, Row]:
     """Per line label: the speculative row at the reference T and concurrency with the largest k."""
     t, c = reference(rows)
-    ref = [r for r in spec_rows(rows) if r["temperature"] == t and r["concurrency"] == c]
-    return {label: max(rs, key=lambda r: r["k"]) for label, rs in series(ref).items()}
+    ref = [r for r in spec_rows(rows) if r.temperature == t and r.concurrency == c]
+    return {label: max(rs, key=lambda r: r.k) for label, rs in series(ref).items()}
 
 
 def first_below(points: list[tuple[float, float]], threshold: float = 1.0) -> tuple[float, float] | None:
@@ -62,7 +67,7 @@ def first_below(points: list[tuple[float, float]], threshold: float = 1.0) -> tu
 
 
 def _k_text(cells: dict[str, Row]) -> str:
-    ks = sorted({r["k"] for r in cells.values()})
+    ks = sorted({r.k for r in cells.values()})
     return f"k={ks[0]}" if len(ks) == 1 else "largest k per suite, k=" + "/".join(map(str, ks))
 
 
@@ -105,9 +110,9 @@ def plot_per_position(rows: list[Row], path: Path, note: str | None = None) -> s
         "rate(i) = drafts whose token at position i was accepted / drafts"
     )
     for i, (label, r) in enumerate(cells.items()):
-        rates = r.get("per_position_rates") or []
-        ax.plot(range(1, len(rates) + 1), rates, marker="o", color=_color(i), label=f"{label} (k={r['k']})")
-    ks = [r["k"] for r in cells.values()]
+        rates = r.per_position_rates or []
+        ax.plot(range(1, len(rates) + 1), rates, marker="o", color=_color(i), label=f"{label} (k={r.k})")
+    ks = [r.k for r in cells.values()]
     ax.set_xticks(range(1, max(ks, default=1) + 1))
     ax.set_ylim(0, 1.05)
     ax.set_xlabel("draft position i")
@@ -119,13 +124,13 @@ def plot_per_position(rows: list[Row], path: Path, note: str | None = None) -> s
 
 def plot_al_vs_k(rows: list[Row], path: Path, note: str | None = None) -> str | None:
     t, c = reference(rows)
-    ref = [r for r in spec_rows(rows) if r["temperature"] == t and r["concurrency"] == c]
-    ks = sorted({r["k"] for r in ref})
+    ref = [r for r in spec_rows(rows) if r.temperature == t and r.concurrency == c]
+    ks = sorted({r.k for r in ref})
     if not enough_ks(ks):
         return None  # one k is a point, not a trend; the tables carry it
     fig, ax = _figure()
     for i, (label, rs) in enumerate(series(ref).items()):
-        pts = sorted((r["k"], r["acceptance_length"]) for r in rs)
+        pts = sorted((r.k, r.acceptance_length) for r in rs)
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=_color(i), label=label)
     ax.plot(ks, [k + 1 for k in ks], ls="--", color="0.4", label="ceiling k+1 (every draft token accepted)")
     ax.set_xticks(ks)
@@ -145,23 +150,23 @@ def _speedup_line(ax, krs: list[Row], color, ls, label: str) -> tuple[float, flo
     """One k's speedup line with its CI band; returns the interpolated crossover point, if any."""
     from harness.analysis.load import CROSSES, crossing
 
-    krs = sorted(krs, key=lambda r: r["concurrency"])
-    xs, ys = [r["concurrency"] for r in krs], [r["speedup"] for r in krs]
+    krs = sorted(krs, key=lambda r: r.concurrency)
+    xs, ys = [r.concurrency for r in krs], [r.speedup for r in krs]
     ax.plot(xs, ys, marker="o", color=color, ls=ls, label=label)
-    lows, highs = [r.get("speedup_ci_low") for r in krs], [r.get("speedup_ci_high") for r in krs]
+    lows, highs = [r.speedup_ci_low for r in krs], [r.speedup_ci_high for r in krs]
     if all(v is not None for v in lows + highs):
         ax.fill_between(xs, lows, highs, color=color, alpha=0.15, lw=0)
     if not enough_load_points(xs):
         return None  # one load point has no crossover
-    cross = crossing(xs, ys)
+    cross = crossing(xs, [cast(float, y) for y in ys])  # every row here has a speedup (the caller's filter)
     # a crossing has its concurrency
     return (cast(float, cross.concurrency), 1.0) if cross.where == CROSSES else None
 
 
 def plot_speedup_vs_concurrency(rows: list[Row], path: Path, note: str | None = None) -> str | None:
     t, _ = reference(rows)
-    ref = [r for r in spec_rows(rows) if r["temperature"] == t and r.get("speedup") is not None]
-    concs = sorted({r["concurrency"] for r in ref})
+    ref = [r for r in spec_rows(rows) if r.temperature == t and r.speedup is not None]
+    concs = sorted({r.concurrency for r in ref})
     if not enough_load_points(concs):
         return None  # one concurrency is no axis; the speedups are in the tables and the tok/s plot
     fig, ax = _figure()
@@ -170,7 +175,7 @@ def plot_speedup_vs_concurrency(rows: list[Row], path: Path, note: str | None = 
     for i, (label, rs) in enumerate(series(ref).items()):
         by_k: dict[int, list[Row]] = defaultdict(list)
         for r in rs:
-            by_k[r["k"]].append(r)
+            by_k[r.k].append(r)
         for j, (k, krs) in enumerate(sorted(by_k.items())):
             cross = _speedup_line(ax, krs, _color(i), ["-", ":", "-.", (0, (5, 1))][j % 4], f"{label}, k={k}")
             if cross:
@@ -209,25 +214,25 @@ def _concurrency_axis(ax, concs: list[int]) -> None:
 def plot_al_breakdown(rows: list[Row], path: Path, note: str | None = None) -> str | None:
     """AL by output position, by prompt length and (when outputs think) by thinking/answer
     segment, reference cells; None when no cell has them."""
-    cells = {lab: r for lab, r in reference_cells(rows).items() if buckets(r, "output_position")}
+    cells = {lab: r for lab, r in reference_cells(rows).items() if r.breakdown("output_position")}
     if not cells:
         return None
     from matplotlib.figure import Figure
 
     whats = ["output_position", "prompt_length"] + (
-        ["segment"] if any(buckets(r, "segment") for r in cells.values()) else []
+        ["segment"] if any(r.breakdown("segment") for r in cells.values()) else []
     )
     fig = Figure(figsize=(5 * len(whats), 4.4), dpi=110, layout="constrained")
     axes = fig.subplots(1, len(whats))
     for ax, what in zip(axes, whats):
         for i, (label, r) in enumerate(cells.items()):
-            pts = buckets(r, what)
+            pts = r.breakdown(what)
             ax.plot(
                 [n for n, *_ in pts],
                 [v for _, v, *_ in pts],
                 marker="o",
                 color=_color(i),
-                label=f"{label} (k={r['k']})",
+                label=f"{label} (k={r.k})",
             )
         ax.set_xlabel(
             {
@@ -253,12 +258,12 @@ def plot_throughput(rows: list[Row], path: Path, note: str | None = None) -> str
     cells = reference_cells(rows)
     if not cells:
         return None
-    base = {r.get("cell_id"): r for r in rows if r.get("mode") == BASELINE}
+    base = {r.cell_id: r for r in rows if r.mode == BASELINE}
     t, c = reference(rows)
     fig, ax = _figure()
     labels = list(cells)
-    spec_v = [cells[lab].get("output_tok_per_s") or 0.0 for lab in labels]
-    base_v = [(base.get(cells[lab].get("cell_id")) or {}).get("output_tok_per_s") or 0.0 for lab in labels]
+    spec_v = [cells[lab].output_tok_per_s or 0.0 for lab in labels]
+    base_v = [_tok_s(base.get(cells[lab].cell_id)) for lab in labels]
     x = range(len(labels))
     w = 0.38
     b1 = ax.bar([i - w / 2 for i in x], base_v, w, label="baseline (no speculation)", color="0.6")
@@ -267,7 +272,7 @@ def plot_throughput(rows: list[Row], path: Path, note: str | None = None) -> str
     ax.bar_label(
         b2, labels=[f"{s:.1f}\n({s / b:.2f}x)" if b else f"{s:.1f}" for s, b in zip(spec_v, base_v)], fontsize=8
     )
-    ax.set_xticks(list(x), [f"{lab}\n(k={cells[lab]['k']})" for lab in labels])
+    ax.set_xticks(list(x), [f"{lab}\n(k={cells[lab].k})" for lab in labels])
     ax.set_ylabel("output tokens/s (output tokens ÷ wall s)")
     ax.set_xlabel(by_what(rows))
     ax.margins(y=0.18)

@@ -22,10 +22,10 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness.benchfiles import dataset_of_suite
 from harness.errors import BadInput
+from harness.schema import CellRow, Manifest
 
 FIGURES = Path(__file__).resolve().parents[2] / "docs" / "published_figures.csv"
 COLUMNS = (
@@ -133,12 +133,11 @@ def load_published(path: Path = FIGURES) -> list[Published]:
         return [_row(raw, f"{path}:{i}") for i, raw in enumerate(reader, 2)]
 
 
-def verifier_family(manifest: dict[str, Any]) -> str | None:
+def verifier_family(manifest: Manifest) -> str | None:
     """The run's verifier family: the stand-in's architecture, else the checkpoint's model_type."""
-    ver = (manifest.get("recipe") or {}).get("verifier") or {}
-    if ver.get("standin"):
-        return str(ver["standin"])
-    paths = [ver.get("path")] + list((manifest.get("verifier") or {}).keys())
+    if manifest.standin:
+        return str(manifest.standin)
+    paths = [manifest.recipe_verifier_path, *manifest.verifier_paths]
     for p in filter(None, paths):
         meta, config = Path(p) / "standin.json", Path(p) / "config.json"
         try:
@@ -152,40 +151,37 @@ def verifier_family(manifest: dict[str, Any]) -> str | None:
     return None
 
 
-def matches(
-    rows: list[dict[str, Any]], manifest: dict[str, Any], published: list[Published]
-) -> list[tuple[dict[str, Any], Published]]:
+def matches(rows: list[CellRow], manifest: Manifest, published: list[Published]) -> list[tuple[CellRow, Published]]:
     """(measured speculative row, published figure) pairs whose family, dataset and k agree."""
     family = verifier_family(manifest)
     if family is None:
         return []
-    suites = manifest.get("suites") or {}
+    sources = manifest.suite_sources
     out = []
     for row in rows:
-        if row.get("mode") != "speculative":
+        if not row.is_speculative:
             continue
-        info = suites.get(row.get("suite")) or {}
-        dataset = dataset_of_suite(str(row.get("suite")), str(info.get("source", "")))
+        dataset = dataset_of_suite(str(row.suite), sources.get(str(row.suite), ""))
         out += [
             (row, p)
             for p in published
-            if dataset is not None and p.family == family and p.dataset == dataset and p.k == row.get("k")
+            if dataset is not None and p.family == family and p.dataset == dataset and p.k == row.k
         ]
     return out
 
 
-def table_rows(pairs: list[tuple[dict[str, Any], Published]]) -> list[list[str]]:
+def table_rows(pairs: list[tuple[CellRow, Published]]) -> list[list[str]]:
     def f(v: float | None, d: int = 2) -> str:
         return "—" if v is None else f"{v:.{d}f}"
 
     return [
         [
-            str(r.get("suite")),
-            str(r.get("draft")),
-            str(r.get("k")),
-            str(r.get("concurrency")),
-            f"{r.get('temperature', 0):g}",
-            f(r.get("acceptance_length"), 3),
+            str(r.suite),
+            str(r.draft),
+            str(r.k),
+            str(r.concurrency),
+            f"{r.temperature or 0:g}",
+            f(r.acceptance_length, 3),
             f"{p.acceptance_length:.2f} (published)",
             f(p.speedup),
             f"{p.model} + {p.draft} ({p.draft_format})",
@@ -196,9 +192,7 @@ def table_rows(pairs: list[tuple[dict[str, Any], Published]]) -> list[list[str]]
     ]
 
 
-def for_runs(
-    runs: list[tuple[str, list[dict[str, Any]], dict[str, Any]]], published: list[Published]
-) -> list[list[str]]:
+def for_runs(runs: list[tuple[str, list[CellRow], Manifest]], published: list[Published]) -> list[list[str]]:
     """Table rows (run label first) for several runs given as (label, rows, manifest)."""
     return [[label, *row] for label, rows, manifest in runs for row in table_rows(matches(rows, manifest, published))]
 
@@ -215,9 +209,9 @@ def to_rich(rows: list[list[str]]):
     return t
 
 
-def notes(manifest: dict[str, Any]) -> list[str]:
+def notes(manifest: Manifest) -> list[str]:
     out = [NOTE]
-    if ((manifest.get("recipe") or {}).get("verifier") or {}).get("standin"):
+    if manifest.standin:
         out.append(
             "This run's verifier is a tiny stand-in of the architecture, not the published model: "
             "its acceptance is not expected to reach the published figures."

@@ -15,11 +15,11 @@ import html
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
 
 from harness.results import load_view, plots
 from harness.results import published as pub
-from harness.results.runs import Run, buckets, fmt, read_run
+from harness.results.runs import Run, fmt, read_run
+from harness.schema import BASELINE, CellRow
 
 DEFINITIONS = [
     "acceptance length (AL, τ) = 1 + num_accepted_tokens / num_drafts, pooled over every draft of the cell "
@@ -89,66 +89,58 @@ class GateSummary:
 # ----------------------------------------------------------------------------- content (pure)
 
 
-def _ci(r: dict[str, Any]) -> str:
-    lo, hi = r.get("al_ci_low"), r.get("al_ci_high")
+def _ci(r: CellRow) -> str:
+    lo, hi = r.al_ci_low, r.al_ci_high
     return "—" if lo is None or hi is None else f"{lo:.3f} – {hi:.3f}"
 
 
-def _rates(r: dict[str, Any]) -> str:
-    return " / ".join(f"{x:.2f}" for x in r.get("per_position_rates") or []) or "—"
+def _rates(r: CellRow) -> str:
+    return " / ".join(f"{x:.2f}" for x in r.per_position_rates or []) or "—"
 
 
-def _cell_row(r: dict[str, Any], base: dict[str, Any] | None) -> list[str]:
-    lm = r.get("lossless_match_rate")
-    n, m = r.get("lossless_compared"), r.get("lossless_matches")
+def _cell_row(r: CellRow, base: CellRow | None) -> list[str]:
+    lm = r.lossless_match_rate
+    n, m = r.lossless_compared, r.lossless_matches
     lm_s = "—" if lm is None else f"{lm:.1%} ({int(m)}/{int(n)})" if n is not None and m is not None else f"{lm:.1%}"
     return [
-        str(r["k"]),
-        str(r["concurrency"]),
-        f"{r['temperature']:g}",
-        fmt(r.get("acceptance_length")),
+        str(r.k),
+        str(r.concurrency),
+        f"{r.temperature:g}",
+        fmt(r.acceptance_length),
         _ci(r),
-        fmt(r.get("draft_acceptance_rate")),
+        fmt(r.draft_acceptance_rate),
         _rates(r),
-        fmt(r.get("speedup")) + _speedup_ci(r),
-        fmt(r.get("output_tok_per_s"), 1),
-        fmt((base or {}).get("output_tok_per_s"), 1),
-        fmt(r.get("ttft_ms_median"), 1),
+        fmt(r.speedup) + _speedup_ci(r),
+        fmt(r.output_tok_per_s, 1),
+        fmt(base.output_tok_per_s if base else None, 1),
+        fmt(r.ttft_ms_median, 1),
         lm_s,
-        _pct(r.get("repetition_share")),
+        _pct(r.repetition_share),
     ]
 
 
-def _speedup_ci(r: dict[str, Any]) -> str:
-    lo, hi = r.get("speedup_ci_low"), r.get("speedup_ci_high")
+def _speedup_ci(r: CellRow) -> str:
+    lo, hi = r.speedup_ci_low, r.speedup_ci_high
     return "" if lo is None or hi is None else f" [{lo:.3f}, {hi:.3f}]"
 
 
 def _run_facts(run: Run) -> list[str]:
     m = run.manifest
-    prov = m.get("provenance") or {}
-    hw = prov.get("hardware") or {}
-    pk = prov.get("packages") or {}
+    hw, pk = m.hardware, m.packages
     facts = [
-        f"status: {run.status}; started {m.get('started_at')}, ended {m.get('ended_at') or 'not recorded'}",
-        f"harness git sha: {prov.get('git_sha')}",
-        f"hardware: {hw.get('device', '?')} — {hw.get('gpu') or hw.get('cpu') or hw.get('platform', '?')}",
+        f"status: {run.status}; started {m.started_at}, ended {m.ended_at or 'not recorded'}",
+        f"harness git sha: {m.git_sha}",
+        f"hardware: {hw.describe()}",
         "packages: " + (", ".join(f"{k} {v}" for k, v in pk.items()) or "—"),
     ]
-    ver = m.get("verifier") or {}
-    entries = ver.values() if ver and all(isinstance(v, dict) for v in ver.values()) else [ver]
-    facts += [f"verifier: {v.get('path')} (content hash {v.get('content_hash')})" for v in entries if v]
-    for label, d in (m.get("drafts") or {}).items():
-        h = d.get("content_hash")
-        facts.append(
-            f"draft {label}: {d.get('method', '')} {d.get('path')} (content hash "
-            f"{h.get('sha256') if isinstance(h, dict) else h})"
-        )
+    facts += [f"verifier: {v.path} (content hash {v.content_hash})" for v in m.verifiers]
+    for label, d in m.drafts.items():
+        facts.append(f"draft {label}: {d.method or ''} {d.path} (content hash {d.content_hash})")
     rows = run.rows
     if rows:
         r0 = rows[0]
-        facts.append(f"max tokens {r0.get('max_tokens')}, repeats {r0.get('repeats')}, engine {r0.get('engine')}")
-        suites = sorted({(r.get("suite"), r.get("suite_version"), r.get("suite_sha")) for r in rows})
+        facts.append(f"max tokens {r0.max_tokens}, repeats {r0.repeats}, engine {r0.engine}")
+        suites = sorted({(r.suite, r.suite_version, r.suite_sha) for r in rows})
         facts.append("suites: " + ", ".join(f"{s} (version {v}, sha {h})" for s, v, h in suites))
     return facts
 
@@ -156,9 +148,9 @@ def _run_facts(run: Run) -> list[str]:
 # ----------------------------------------------------------------------------- verdict (pure)
 
 
-def faster_or_not(r: dict[str, Any]) -> str:
+def faster_or_not(r: CellRow) -> str:
     """The verdict on one cell's speed (DEFINITIONS: faster?)."""
-    sp, lo, hi = r.get("speedup"), r.get("speedup_ci_low"), r.get("speedup_ci_high")
+    sp, lo, hi = r.speedup, r.speedup_ci_low, r.speedup_ci_high
     if sp is None:
         return "not measured (no baseline arm)"
     if lo is None or hi is None:
@@ -166,20 +158,20 @@ def faster_or_not(r: dict[str, Any]) -> str:
     return "yes" if lo > 1 else "no, slower" if hi < 1 else "no clear difference (CI spans 1.0x)"
 
 
-def _x_ci(r: dict[str, Any]) -> str:
-    sp, lo, hi = r.get("speedup"), r.get("speedup_ci_low"), r.get("speedup_ci_high")
+def _x_ci(r: CellRow) -> str:
+    sp, lo, hi = r.speedup, r.speedup_ci_low, r.speedup_ci_high
     if sp is None:
         return "—"
     return f"{sp:.2f}x" + ("" if lo is None or hi is None else f" [{lo:.2f}, {hi:.2f}]")
 
 
-def _al_ci(r: dict[str, Any]) -> str:
-    al, lo, hi = r.get("acceptance_length"), r.get("al_ci_low"), r.get("al_ci_high")
+def _al_ci(r: CellRow) -> str:
+    al, lo, hi = r.acceptance_length, r.al_ci_low, r.al_ci_high
     return fmt(al, 2) + ("" if lo is None or hi is None else f" [{lo:.2f}, {hi:.2f}]")
 
 
-def _spread(rs: list[dict[str, Any]]) -> str:
-    sps = [r["speedup"] for r in rs if r.get("speedup") is not None]
+def _spread(rs: list[CellRow]) -> str:
+    sps = [r.speedup for r in rs if r.speedup is not None]
     if not sps:
         return "—"
     if len(sps) == 1:
@@ -188,22 +180,22 @@ def _spread(rs: list[dict[str, Any]]) -> str:
     return f"{min(sps):.2f}–{max(sps):.2f}x over {len(sps)} cells" + (f", {below} below 1.0x" if below else "")
 
 
-def verdict_cell(rs: list[dict[str, Any]], temperature: float | None) -> dict[str, Any]:
+def verdict_cell(rs: list[CellRow], temperature: float | None) -> CellRow:
     """A suite-and-draft's verdict cell: the highest speedup at the reference temperature, else (no
     speedup measured) the largest k there."""
-    at_t = [r for r in rs if r["temperature"] == temperature] or rs
-    timed = [r for r in at_t if r.get("speedup") is not None]
+    at_t = [r for r in rs if r.temperature == temperature] or rs
+    timed = [r for r in at_t if r.speedup is not None]
     if timed:
-        return max(timed, key=lambda r: (r["speedup"], -r["k"], -r["concurrency"]))
-    return max(at_t, key=lambda r: (r["k"], -r["concurrency"]))
+        return max(timed, key=lambda r: (r.speedup, -r.k, -r.concurrency))
+    return max(at_t, key=lambda r: (r.k, -r.concurrency))
 
 
-def verdict_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
+def verdict_rows(rows: list[CellRow]) -> list[list[str]]:
     spec = plots.spec_rows(rows)
     t, _ = plots.reference(rows)
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str], list[CellRow]] = {}
     for r in spec:
-        groups.setdefault((str(r["suite"]), str(r.get("draft"))), []).append(r)
+        groups.setdefault((str(r.suite), str(r.draft)), []).append(r)
     out = []
     for (suite, draft), rs in sorted(groups.items()):
         r = verdict_cell(rs, t)
@@ -214,7 +206,7 @@ def verdict_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
                 faster_or_not(r),
                 _x_ci(r),
                 _al_ci(r),
-                f"k={r['k']}, c={r['concurrency']}, T={r['temperature']:g}",
+                f"k={r.k}, c={r.concurrency}, T={r.temperature:g}",
                 _spread(rs),
             ]
         )
@@ -247,17 +239,17 @@ def distrust(run: Run) -> list[str]:
     """What to distrust, one line each: a killed run, failed cells, and each flag with the cells it hit."""
     out = []
     if run.missing:
-        planned = len(run.manifest.get("planned_cells") or [])
+        planned = len(run.manifest.planned_cells)
         out.append(f"incomplete run ({run.status}): {planned - len(run.missing)} of {planned} planned cells finished")
-    failed = sorted({str(r.get("cell_id")) for r in run.rows if r.get("status", "ok") != "ok"})
+    failed = sorted({str(r.cell_id) for r in run.rows if not r.ok})
     if failed:
         out.append(f"failed requests in {len(failed)} cell{'s' * (len(failed) > 1)}: {_named(failed)}")
     by_flag: dict[str, list[str]] = {}
     for r in run.rows:
-        for f in r.get("flags") or []:
+        for f in r.flags or []:
             cells = by_flag.setdefault(flag_name(f), [])
-            if str(r.get("cell_id")) not in cells:
-                cells.append(str(r.get("cell_id")))
+            if str(r.cell_id) not in cells:
+                cells.append(str(r.cell_id))
     spec = len(plots.spec_rows(run.rows))
     out += [f"{name}: {len(cells)} of {spec} cells ({_named(cells)})" for name, cells in by_flag.items()]
     return out
@@ -286,7 +278,7 @@ def verdict_blocks(run: Run, gate: GateSummary | None) -> list[tuple]:
 
 def _completeness(run: Run) -> list[tuple]:
     out: list[tuple] = []
-    planned = run.manifest.get("planned_cells") or []
+    planned = run.manifest.planned_cells
     if run.missing:
         out += [
             (
@@ -297,13 +289,13 @@ def _completeness(run: Run) -> list[tuple]:
             ),
             ("list", run.missing),
         ]
-    failed = sorted({cast(str, r.get("cell_id")) for r in run.rows if r.get("status", "ok") != "ok"})  # rows have ids
+    failed = sorted({r.cell_id for r in run.rows if not r.ok})  # rows have ids
     if failed:
         out += [
             ("p", "Cells with failed requests (their numbers cover the requests that finished):"),
-            ("list", [f"{c}: {next(r.get('error') for r in run.rows if r.get('cell_id') == c)}" for c in failed]),
+            ("list", [f"{c}: {next(r.error for r in run.rows if r.cell_id == c)}" for c in failed]),
         ]
-    flags = [f"{r.get('cell_id')}: {f}" for r in run.rows for f in (r.get("flags") or [])]
+    flags = [f"{r.cell_id}: {f}" for r in run.rows for f in (r.flags or [])]
     if flags:
         out += [("p", "Flags raised while measuring:"), ("list", flags)]
     return out
@@ -372,11 +364,11 @@ def _pct(v) -> str:
     return "—" if v is None else f"{v:.0%}"
 
 
-def _bucket_text(r: dict[str, Any], what: str) -> str:
+def _bucket_text(r: CellRow, what: str) -> str:
     return (
         "; ".join(
             f"{n}: {v:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else "")
-            for n, v, lo, hi, _ in buckets(r, what)
+            for n, v, lo, hi, _ in r.breakdown(what)
         )
         or "—"
     )
@@ -389,11 +381,11 @@ def _explained_blocks(run: Run) -> list[tuple]:
     rows = [
         [
             label,
-            str(r["k"]),
+            str(r.k),
             _bucket_text(r, "output_position"),
             _bucket_text(r, "prompt_length"),
             _bucket_text(r, "segment"),
-            _pct(r.get("repetition_share")),
+            _pct(r.repetition_share),
             _bucket_text(r, "k"),
         ]
         for label, r in cells.items()
@@ -421,7 +413,7 @@ def build_blocks(
     ("code", text) ("img", file name, title). `published`: figures to show beside matching cells
     (results/published.py); `gate`: the gate's verdict from the run folder (read_gate)."""
     spec = plots.spec_rows(run.rows)
-    base = {r.get("cell_id"): r for r in run.rows if r.get("mode") == "baseline"}
+    base = {r.cell_id: r for r in run.rows if r.mode == BASELINE}
     t, c = plots.reference(run.rows)
     blocks: list[tuple] = [("h", 1, f"Benchmark report: {run.label}"), *verdict_blocks(run, gate)]
     done = _completeness(run)
@@ -437,13 +429,13 @@ def build_blocks(
                 ["suite", "draft", "k", "AL", "AL 95% CI", "draft acceptance rate", "speedup (×)"],
                 [
                     [
-                        str(r["suite"]),
-                        str(r.get("draft")),
-                        str(r["k"]),
-                        fmt(r["acceptance_length"]),
+                        str(r.suite),
+                        str(r.draft),
+                        str(r.k),
+                        fmt(r.acceptance_length),
                         _ci(r),
-                        fmt(r.get("draft_acceptance_rate")),
-                        fmt(r.get("speedup")),
+                        fmt(r.draft_acceptance_rate),
+                        fmt(r.speedup),
                     ]
                     for r in ref.values()
                 ],
@@ -451,8 +443,8 @@ def build_blocks(
         ]
         blocks.append(("h", 2, "Every measured cell, by suite"))
         for label, rs in plots.series(spec).items():
-            rs = sorted(rs, key=lambda r: (r["k"], r["concurrency"], r["temperature"]))
-            blocks += [("h", 3, label), ("table", CELL_HEADERS, [_cell_row(r, base.get(r.get("cell_id"))) for r in rs])]
+            rs = sorted(rs, key=lambda r: (r.k, r.concurrency, r.temperature))
+            blocks += [("h", 3, label), ("table", CELL_HEADERS, [_cell_row(r, base.get(r.cell_id)) for r in rs])]
         blocks += _explained_blocks(run) + _load_blocks(run)
     pairs = pub.matches(run.rows, run.manifest, published or [])
     if pairs:
@@ -551,7 +543,7 @@ def write_report(run: str | Path, out_dir: str | Path | None = None) -> ReportFi
 
     r = read_run(run)
     folder = Path(out_dir) if out_dir is not None else r.path / "report"
-    planned = len(r.manifest.get("planned_cells") or [])
+    planned = len(r.manifest.planned_cells)
     note = (
         f"incomplete run ({r.status}): {planned - len(r.missing)} of {planned} planned cells finished"
         if r.missing

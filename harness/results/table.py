@@ -35,17 +35,38 @@ in harness/metrics.py):
              exact at k' = k, an estimate below)
   workload   repetition_share looping_requests (the baseline arm's outputs, analysis/repetition.py)
              max_prompt_tokens train_context_len
+  T = 0      lossless_verdict lossless_first_position lossless_noise_nats lossless_divergences (each
+             miss located and classified, analysis/lossless.py)
+  T > 0      sampling_p_value sampling_tv sampling_min_detectable_tv sampling_num_tokens
+             sampling_rescore (the distribution test, analysis/lossless_sampling.py)
+  machine    machine_sentinels_baseline machine_sentinels_speculative machine_drift machine_noise
+             machine_baseline_remeasured machine_foreign_cpu (analysis/machine.py)
+  arms       baseline_cell (the cell that measured a shared baseline arm) k_schedule (a dynamic arm's
+             schedule, JSON)
   status     status (ok | failed) error flags
+The typed record of a row is harness/schema.py's CellRow (read back with CellRow.from_dict).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
 from harness.provenance import atomic_path, atomic_write_json
+from harness.schema import (
+    CELLS_DIR,
+    CSV_FILE,
+    DERIVED_FILE,
+    MANIFEST_FILE,
+    REQUESTS_DIR,
+    TABLE_FILE,
+    CellRow,
+    Derived,
+    Manifest,
+)
 
 BREAKDOWNS = ("output_position", "prompt_length", "segment", "k")
 LIST_COLUMNS = (
@@ -66,10 +87,7 @@ LIST_COLUMNS = (
     ),
 )
 CELL_KEY = ("draft", "suite", "k", "concurrency", "temperature")
-MANIFEST = "manifest.json"
-TABLE = "results.parquet"
-CSV = "results.csv"
-DERIVED = "derived.json"  # sha256 of the tables and of the cells they were built from
+MANIFEST, TABLE, CSV, DERIVED = MANIFEST_FILE, TABLE_FILE, CSV_FILE, DERIVED_FILE
 
 
 def cell_id(draft: str, suite: str, k: int, concurrency: int, temperature: float) -> str:
@@ -82,10 +100,10 @@ def write_cell(
     """The cell's per-request side file first, then its rows (the file that marks it finished).
     A cell file already there from another suite (another content hash under the same cell id) is
     never overwritten: that would lose a measurement without a word."""
-    _refuse_foreign_cell(run_dir / "cells" / f"{cid}.json", rows)
+    _refuse_foreign_cell(run_dir / CELLS_DIR / f"{cid}.json", rows)
     if requests is not None:
-        atomic_write_json(run_dir / "cells" / "requests" / f"{cid}.json", requests, compact=True)
-    atomic_write_json(run_dir / "cells" / f"{cid}.json", rows)
+        atomic_write_json(run_dir / CELLS_DIR / REQUESTS_DIR / f"{cid}.json", requests, compact=True)
+    atomic_write_json(run_dir / CELLS_DIR / f"{cid}.json", rows)
     rebuild_table(run_dir)
 
 
@@ -96,8 +114,8 @@ def _refuse_foreign_cell(path: Path, rows: list[dict[str, Any]]) -> None:
         old = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
         return  # a torn file is rewritten
-    had = {(r.get("suite"), r.get("suite_sha")) for r in old if isinstance(r, dict)}
-    new = {(r.get("suite"), r.get("suite_sha")) for r in rows}
+    had = {_suite_of(r) for r in old if isinstance(r, dict)}
+    new = {_suite_of(r) for r in rows}
     if had and had != new:
         raise BadInput(
             f"{path}: holds the cell of suite {sorted(had)[0][0]} (sha {sorted(had)[0][1]}); "
@@ -106,20 +124,25 @@ def _refuse_foreign_cell(path: Path, rows: list[dict[str, Any]]) -> None:
         )
 
 
+def _suite_of(row: dict[str, Any]) -> tuple[str, str]:
+    r = CellRow.from_dict(row)
+    return (r.suite, r.suite_sha)
+
+
 def load_cell_requests(run_dir: Path, cid: str) -> dict[str, list[dict[str, Any]]] | None:
     """A cell's per-request records by arm, or None for cells written without them."""
-    p = run_dir / "cells" / "requests" / f"{cid}.json"
+    p = run_dir / CELLS_DIR / REQUESTS_DIR / f"{cid}.json"
     return json.loads(p.read_text()) if p.is_file() else None
 
 
 def finished_cells(run_dir: Path) -> set[str]:
-    folder = run_dir / "cells"
+    folder = run_dir / CELLS_DIR
     return {p.stem for p in folder.glob("*.json")} if folder.is_dir() else set()
 
 
 def load_rows(run_dir: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    for p in sorted((run_dir / "cells").glob("*.json")) if (run_dir / "cells").is_dir() else []:
+    for p in sorted((run_dir / CELLS_DIR).glob("*.json")) if (run_dir / CELLS_DIR).is_dir() else []:
         try:
             rows += json.loads(p.read_text(encoding="utf-8"))
         except ValueError as e:  # malformed JSON (a truncated file) or not UTF-8
@@ -152,7 +175,7 @@ def cells_digest(run_dir: Path) -> str:
     import hashlib
 
     h = hashlib.sha256()
-    for p in sorted((run_dir / "cells").glob("*.json")) if (run_dir / "cells").is_dir() else []:
+    for p in sorted((run_dir / CELLS_DIR).glob("*.json")) if (run_dir / CELLS_DIR).is_dir() else []:
         h.update(p.name.encode() + b"\0" + _sha256(p).encode() + b"\n")
     return h.hexdigest()
 
@@ -167,12 +190,13 @@ def tables_stale(run_dir: Path) -> str | None:
         recorded = json.loads((run_dir / DERIVED).read_text())
     except (OSError, ValueError):
         return f"no readable {DERIVED}"
-    if recorded.get("cells_sha256") != cells_digest(run_dir):
+    derived = Derived.from_dict(recorded if isinstance(recorded, dict) else {})
+    if derived.cells_sha256 != cells_digest(run_dir):
         return "built from other cells"
     for name in (TABLE, CSV):
         if not (run_dir / name).is_file():
             return f"{name} missing"
-        if (recorded.get("files") or {}).get(name) != _sha256(run_dir / name):
+        if derived.files.get(name) != _sha256(run_dir / name):
             return f"{name} changed since it was written"
     return None
 
@@ -202,9 +226,7 @@ def rebuild_table(run_dir: Path) -> None:
             csv[col] = csv[col].apply(json.dumps)
     with atomic_path(run_dir / CSV) as tmp:
         csv.to_csv(tmp, index=False)
-    atomic_write_json(
-        run_dir / DERIVED, {"cells_sha256": digest, "files": {n: _sha256(run_dir / n) for n in (TABLE, CSV)}}
-    )
+    atomic_write_json(run_dir / DERIVED, asdict(Derived(digest, {n: _sha256(run_dir / n) for n in (TABLE, CSV)})))
 
 
 def resolve_run(run: str | Path, runs_root: Path | None = None) -> Path:
@@ -220,7 +242,7 @@ def resolve_run(run: str | Path, runs_root: Path | None = None) -> Path:
     raise BadInput(f"{run}: not a run folder (no {MANIFEST}); pass a path under results/runs/ or a run id")
 
 
-def load_run(run: str | Path):
+def load_run(run: str | Path) -> tuple[Manifest, Any, list[str]]:
     """(manifest, DataFrame of finished rows, missing cell ids) for a run; works on killed runs."""
     from harness.results.manifest import read_manifest
 
@@ -228,7 +250,7 @@ def load_run(run: str | Path):
     manifest = read_manifest(folder)  # a dead run's stale "running" reads as interrupted
     rows = load_rows(folder)
     df = rows_to_frame(rows) if rows else rows_to_frame([])
-    planned = manifest.get("planned_cells", [])
+    planned = manifest.planned_cells
     done = finished_cells(folder)
     missing = [c for c in planned if c not in done]
     return manifest, df, missing
