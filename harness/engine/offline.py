@@ -29,7 +29,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -49,7 +49,7 @@ from harness.engine.base import (
 from harness.engine.counters import SpecCounters, SpecSummary, counters_from_offline
 from harness.engine.logs import failing_checkpoint, tail
 from harness.engine.ownership import die_with_parent, start_watchdog
-from harness.engine.settings import EnginePlan
+from harness.engine.settings import SINGLE_PROCESS_ENV, EnginePlan, single_process
 from harness.errors import InfraError
 
 
@@ -194,26 +194,6 @@ def _rescore_sampling_whole(
         for (ids, start), raw in zip(sequences, _rescore(llm, sequences, None), strict=True)
     ]
     return SamplingRescore(dists, f"{RESCORE_WHOLE_VOCABULARY} in the engine host ({why[:200]})")
-
-
-SINGLE_PROCESS_ENV = ("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-
-
-def single_process(plan: EnginePlan) -> EnginePlan:
-    """The plan with vLLM's engine core and worker in the host process (see the module's note);
-    its environment says so to the host (SINGLE_PROCESS_ENV)."""
-    if not plan.single_process:
-        return plan
-    return replace(
-        plan,
-        env={**plan.env, SINGLE_PROCESS_ENV[0]: SINGLE_PROCESS_ENV[1]},
-        engine_kwargs={**plan.engine_kwargs, "distributed_executor_backend": "uni"},
-        workarounds=(
-            *plan.workarounds,
-            "VLLM_ENABLE_V1_MULTIPROCESSING=0 + uni executor: the CPU engine "
-            "runs in one process (offline engine only; ~12 s less per start)",
-        ),
-    )
 
 
 def _threads_like_vllms_cpu_worker() -> None:

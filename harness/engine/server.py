@@ -31,7 +31,7 @@ from harness.engine.base import BatchResult, GenOutput, GenRequest, Sampling, tr
 from harness.engine.counters import SpecCounters, SpecSummary, counters_from_prometheus
 from harness.engine.logs import failing_checkpoint, tail
 from harness.engine.ownership import child_preexec, start_watchdog, stop_group
-from harness.engine.settings import EnginePlan
+from harness.engine.settings import EnginePlan, single_process
 from harness.errors import InfraError
 
 _FUNC_NAME = "harness-completions"
@@ -370,6 +370,7 @@ class ServerEngine(_OpenAIServer):
     def __init__(
         self, plan: EnginePlan, log_path: Path, startup_timeout_s: float = 600, request_timeout_s: float = 600
     ):
+        plan = single_process(plan)
         self.plan = plan
         self.log_path = log_path
         port = free_port()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from harness.engine.pipeline_limits import CPU_PIPELINE, pipeline_problems
@@ -275,6 +275,31 @@ def engine_plan(
         speculative=speculative,
         server_flags=tuple(flags),
         single_process=single,
+    )
+
+
+SINGLE_PROCESS_ENV = ("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+
+
+def single_process(plan: EnginePlan) -> EnginePlan:
+    """The plan with vLLM's CPU worker inside its engine-core process (VLLM_ENABLE_V1_MULTIPROCESSING=0
+    and the `uni` executor; vLLM-CPU keeps `uni` only with that switch) when `plan.single_process`.
+    The offline host then runs the whole engine in itself (harness/engine/offline.py); a server
+    keeps its API process and one engine-core process, and loses the worker process: one vLLM
+    import less per start (~10 s of the ~40 s a server takes here), and an idle server (the
+    baseline while the draft's cells run) no longer has a worker polling vLLM's shared-memory
+    queue on the cores the measured engine runs on. Both arms of a cell run the same way."""
+    if not plan.single_process:
+        return plan
+    return replace(
+        plan,
+        env={**plan.env, SINGLE_PROCESS_ENV[0]: SINGLE_PROCESS_ENV[1]},
+        engine_kwargs={**plan.engine_kwargs, "distributed_executor_backend": "uni"},
+        workarounds=(
+            *plan.workarounds,
+            "VLLM_ENABLE_V1_MULTIPROCESSING=0 + uni executor: the CPU worker runs in the engine-core "
+            "process (one vLLM process and import less per engine start)",
+        ),
     )
 
 
