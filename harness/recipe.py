@@ -232,7 +232,11 @@ class BenchSection(_Strict):
     hf_field_map: dict[str, str] = Field(default_factory=dict, description="Field mapping for hf: suites.")
     num_prompts: int | None = Field(None, ge=1, description="First N prompts of each suite (all when unset).")
     max_tokens: int = Field(128, ge=1, description="Output tokens per request.")
-    ignore_eos: bool = Field(False, description="Generate exactly max_tokens.")
+    ignore_eos: bool = Field(
+        False,
+        description="Generate exactly max_tokens, past the model's end of text (each cell is flagged IGNORE EOS: "
+        "acceptance past EOS is not what serving sees).",
+    )
     k: list[int] = Field(default_factory=lambda: [3], description="num_speculative_tokens values.")
     concurrency: list[int] = Field(default_factory=lambda: [1], description="Requests in flight.")
     temperature: list[float] = Field(default_factory=lambda: [0.0], description="Sampling temperatures.")

@@ -45,6 +45,7 @@ class RequestRecord:
     drafted: tuple[int, ...] = ()
     num_spec_tokens: int | None = None
     steps: bool = False
+    finish_reason: str | None = None  # vLLM's ("stop", "length"); None in side files of older runs
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as they are (no deep copy: a production arm holds ~10^5 tokens per request)."""

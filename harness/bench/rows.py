@@ -166,6 +166,17 @@ def _machine(rs: CellRow, reading: MachineReading | None) -> list[str]:
     return [flag]
 
 
+def _content(max_tokens: int, base: ArmResult, spec: ArmResult, ignore_eos: bool) -> list[str]:
+    """Whether the cell measured text serving sees (harness/analysis/content.py): both arms'
+    requests, each once (the first repeat)."""
+    from harness.analysis import content
+
+    finishes = [
+        (r.finish_reason, len(r.output_token_ids)) for arm in (base, spec) for r in arm.requests if r.repeat == 0
+    ]
+    return [f for f in (content.ignore_eos_flag(ignore_eos), content.cut_short_flag(finishes, max_tokens)) if f]
+
+
 def _prediction(row: CellRow, predicted: float | None, temperature: float) -> None:
     row.predicted_acceptance_length = predicted
     if predicted and row.acceptance_length and temperature == 0:
@@ -187,6 +198,7 @@ def cell_rows(
     sampling_samples: tuple[list, list] | None = None,
     machine: MachineReading | None = None,
     k_sweep: bool = False,
+    ignore_eos: bool = False,
 ) -> tuple[CellRow, CellRow]:
     """`sampling_samples`: at T > 0, (baseline, speculative) output tokens with the verifier's
     distribution at each position (harness/analysis/lossless_sampling.py). The (baseline,
@@ -206,6 +218,7 @@ def cell_rows(
     looping, beyond = breakdown.derive(rb, rs, base, spec, ctx)
     flags += breakdown.explained_gap(rs, mismatch_tolerance, looping, beyond)
     flags += _machine(rs, machine)
+    flags += _content(identity.max_tokens, base, spec, ignore_eos)
     if spec.foreign_tokens > 0 or base.foreign_tokens > 0:
         flags.append("FOREIGN TRAFFIC: the server generated tokens for other clients during the cell")
     rs.flags = flags

@@ -287,7 +287,16 @@ def request_record(o: GenOutput, repeat: int) -> RequestRecord:
     spec = o.spec
     if spec is None:  # no speculation (the baseline arm), or a failed request
         return RequestRecord(
-            o.request_id, repeat, o.prompt_len, tuple(o.output_token_ids), o.latency_s, (), (), None, False
+            o.request_id,
+            repeat,
+            o.prompt_len,
+            tuple(o.output_token_ids),
+            o.latency_s,
+            (),
+            (),
+            None,
+            False,
+            o.finish_reason,
         )
     has_steps = bool(spec.per_step_accepted) or not spec.num_spec_steps
     return RequestRecord(
@@ -300,6 +309,7 @@ def request_record(o: GenOutput, repeat: int) -> RequestRecord:
         spec.per_step_drafted,
         spec.num_spec_tokens,
         has_steps,
+        o.finish_reason,
     )
 
 
@@ -417,6 +427,7 @@ def measure_cell(
         sampling_samples=samples,
         machine=arms.machine,
         k_sweep=b.k_from_one_engine and cell.k == max(b.k),
+        ignore_eos=b.ignore_eos,
     )
     for r in rows:
         r.baseline_cell = arms.baseline_cell
