@@ -12,8 +12,10 @@ CONFIG = ROOT / "pyproject.toml"
 
 
 def _mypy(*args: str) -> subprocess.CompletedProcess[str]:
+    # run as `make check` runs it (cwd = the repository, pyproject.toml found there): an explicit
+    # --config-file makes mypy treat the cache `make check` wrote as stale (~20 s instead of ~2)
     return subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(CONFIG), *args],
+        [sys.executable, "-m", "mypy", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -502,7 +502,10 @@ def shutdown_hosts() -> None:
         host = _IDLE.pop()
         try:
             host.conn.send(_Exit())
-            host.proc.join(10)
+            # a ready host exits at once; one still importing vLLM (prespawned for a run that then
+            # refused its input) would read the pipe only after the import: it holds no engine, so
+            # it is killed instead of waited for (a refused bench exits in seconds, not ~20)
+            host.proc.join(0.5)
         except (OSError, BrokenPipeError):
             pass
         host.kill()
