@@ -23,10 +23,12 @@ from tests.torchrun_runs import TWO_PROCS, fit_only_copy, train_cli
 
 pytestmark = pytest.mark.slow
 
-# One tiny cell per parallel layout: 1 suite, 4 prompts, 32 tokens, k=3, T=0.
+# One tiny cell per parallel layout: 1 suite, 8 prompts, 32 tokens, k=3, T=0. (4 prompts left TP=1's
+# AL standard error so wide, once in three runs, that its 2-SE band reached k+1 = 4.)
+NUM_PROMPTS = 8
 CELL = [
     "bench.suites=['code']",
-    "bench.num_prompts=4",
+    f"bench.num_prompts={NUM_PROMPTS}",
     "bench.max_tokens=32",
     "bench.k=[3]",
     "bench.concurrency=[1]",
@@ -119,8 +121,8 @@ def assert_accepts_like_tp1(tp1, row, name: str) -> None:
     lo, hi = tp_band(tp1)
     assert hi < tp1["k"] + 1, (lo, hi)  # the band can fail: a perfect draft (AL = k+1) is outside it
     assert lo <= row["acceptance_length"] <= hi, (name, row["acceptance_length"], (lo, hi))
-    # lossless against its own baseline: every one of the 4 outputs identical (README: "lossless 4/4")
-    assert row["lossless_matches"] == row["lossless_compared"] == 4, (
+    # lossless against its own baseline: every output identical (README: "lossless 8/8")
+    assert row["lossless_matches"] == row["lossless_compared"] == NUM_PROMPTS, (
         name,
         row["lossless_matches"],
         row["lossless_compared"],
@@ -166,7 +168,7 @@ def test_tp2_generates_the_tp1_baseline_tokens_and_pp2_still_fails_on_cpu(parall
     tp1 = _baseline(parallel_cells["tp1"])
     same, n = _token_matches(tp1, _baseline(parallel_cells["tp2"]))
     print(f"tp2 vs tp1 baseline: {same}/{n} token-identical")
-    assert n == 4 and same >= 3, (same, n)
+    assert n == NUM_PROMPTS and same >= NUM_PROMPTS * 3 // 4, (same, n)
     recipe = parallel_cells["tp1"]["recipe"]
     settings = recipe.engine.model_copy(update={"pipeline_parallel_size": 2, "cpu_workarounds": "off"})
     with pytest.raises(InfraError, match="EngineDeadError|died"):
