@@ -338,8 +338,17 @@ class BaselineFile:
         return cls(**known)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in asdict(self).items() if v is not None}
-        out["cells"] = [c.to_dict() for c in self.cells]
+        """The fields set (None: not stored), each cell as its BASELINE_COLUMNS and floors (no deep
+        copy of the cells' other columns on the way)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "cells":
+                value = [c.to_dict() for c in self.cells]
+            elif f.name == "crossovers":
+                value = [asdict(c) for c in self.crossovers]
+            if value is not None:
+                out[f.name] = value
         return out
 
 
