@@ -25,6 +25,7 @@ from harness.errors import Regression
 from harness.paths import RUNS_DIR
 from harness.provenance import atomic_write_json
 from harness.recipe import Recipe
+from harness.results.answer import HEADERS
 from harness.schema import CSV_FILE, TABLE_FILE
 from harness.train.records import TrainReport
 from harness.ui import Reporter, fmt
@@ -42,6 +43,8 @@ class MainJobResult:
     # Where the time went: (stage, seconds) in order, and each bench engine's startup seconds.
     stage_s: list[tuple[str, float]] = field(default_factory=list)
     engine_startup_s: dict[str, float] = field(default_factory=dict)
+    # which arm to deploy per suite and load (harness/results/answer.py HEADERS), text rows
+    deploy: list[list[str]] = field(default_factory=list)
 
 
 def _engine_startups(run_dir: Path) -> dict[str, float]:
@@ -49,6 +52,13 @@ def _engine_startups(run_dir: Path) -> dict[str, float]:
 
     engines = read_manifest(run_dir).get("engines") or {}
     return {name: e["startup_s"] for name, e in engines.items() if e.get("startup_s") is not None}
+
+
+def _deploy_rows(run_dir: Path) -> list[list[str]]:
+    from harness.results.answer import answer_rows
+    from harness.results.runs import read_run
+
+    return answer_rows(read_run(run_dir).rows)
 
 
 def default_run_dir(recipe: Recipe) -> Path:
@@ -220,6 +230,7 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
         trained.report,
         [(n, round(s, 1)) for n, s in reporter.timings],
         _engine_startups(run_dir),
+        _deploy_rows(run_dir),
     )
     atomic_write_json(
         run_dir / "summary.json",
@@ -232,6 +243,7 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
             "train_report": trained.report.to_dict(),
             "stage_s": result.stage_s,
             "engine_startup_s": result.engine_startup_s,
+            "deploy": [dict(zip(HEADERS, r)) for r in result.deploy],
         },
     )
     return result
@@ -283,6 +295,17 @@ def render_summary(res: MainJobResult, console) -> None:
             "[red]FAIL[/]" if gate == "FAIL" else gate,
         )
     console.print(t)
+    if res.deploy:
+        d = Table(
+            title="which arm to deploy, per suite and load (the fastest at its best k, no speculation included; "
+            "margin = its speedup ÷ the runner-up's, clear when their 95% CIs do not overlap)",
+            title_justify="left",
+        )
+        for c in HEADERS:
+            d.add_column(c, justify="right" if c in ("c", "T", "k", "AL") else "left")
+        for row in res.deploy:
+            d.add_row(*row)
+        console.print(d)
     tr = res.train_report
     if tr:
         console.print(

@@ -210,6 +210,23 @@ def test_crossover_table_shows_the_model_texts(model):
     assert _rich_rows(cc.to_rich(model).renderables[1]) == rows
 
 
+def test_deploy_table_names_each_runs_best_arm_per_suite_and_load(model):
+    """Which arm to deploy (harness/results/answer.py), a column per run, in every renderer."""
+    assert model.answers[("chat", 1, 0.0)] == (
+        "eagle (eagle3) k=3 1.80x [1.75, 1.85]; 1.80x, clear",
+        "eagle (eagle3) k=3 1.80x [1.75, 1.85]; 1.80x, clear",
+    )
+    # chat at c=8 is slower with speculation in both runs: no speculation is the answer
+    assert model.answers[("chat", 8, 0.0)][0] == "no speculation 1.00x; 1.25x, clear"
+    assert model.answers[("code", 1, 0.0)][1] == MISSING  # the new run has no code cell
+    md = cc.to_markdown(model).split(cc.ANSWER_TITLE)[1]
+    heads, rows = _md_rows(md, "suite")
+    assert heads == ["suite", "c", "T", "ref: deploy", "new: deploy"]
+    assert rows == [[s, str(n), f"{t:g}", *v] for (s, n, t), v in model.answers.items()]
+    assert cc.to_dict(model)["deploy"][0]["per_run"] == list(model.answers[("chat", 1, 0.0)])
+    assert _rich_rows(cc.to_rich(model).renderables[2]) == rows
+
+
 def test_long_markdown_csv_json_and_rich_show_the_same_lines(model):
     headers, body = _md_rows(compare.to_markdown(model), "suite")
     assert headers[-2:] == ["ref [eagle]", "new [eagle] Δ vs first"] and len(body) == len(model.lines)

@@ -3,6 +3,7 @@ folders."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -94,7 +95,10 @@ def test_report_names_the_crossover_with_a_ci_and_the_best_k_schedule(tmp_path):
 
 
 def test_main_job_summary_prints_repetitiveness_and_the_margin_over_ngram(tmp_path):
-    from harness.main_job import _summary_rows
+    from rich.console import Console
+
+    from harness.main_job import MainJobResult, _deploy_rows, _summary_rows, render_summary
+    from harness.results import answer
 
     folder = make_run(tmp_path, "sum", [])
     for draft, per_pos, c, share in (("draft", GOOD, 1, 0.5), ("draft", GOOD, 4, 0.1), ("ngram", BAD, 1, 0.5)):
@@ -134,6 +138,16 @@ def test_main_job_summary_prints_repetitiveness_and_the_margin_over_ngram(tmp_pa
     for al, lo, hi in seg.values():  # with its bootstrap CI over the three requests
         assert lo <= al <= hi and lo < hi
     assert by_draft["ngram"]["al_by_segment"] == {}
+    # which arm to deploy: at c=1 both arms tie no speculation (1.0x: the cheaper wins), at c=4 the draft
+    deploy = _deploy_rows(folder)
+    assert [r[:6] for r in deploy] == [
+        ["chat", "1", "0", answer.NONE, "—", "1.00x"],
+        ["chat", "4", "0", "draft (eagle3)", "3", "4.00x"],
+    ]
+    assert deploy[1][-1] == "4.00x, no CI"
+    out = io.StringIO()
+    render_summary(MainJobResult(folder, [], {}, 1.0, deploy=deploy), Console(file=out, width=300))
+    assert "which arm to deploy" in out.getvalue() and "draft (eagle3)" in out.getvalue()
 
 
 def test_report_explains_acceptance_per_thinking_and_answer_segment(tmp_path):

@@ -28,7 +28,7 @@ from typing import Any
 
 from harness.analysis import compare_marks as cm
 from harness.errors import BadInput
-from harness.results import load_view
+from harness.results import answer, load_view
 from harness.results import published as pub
 from harness.results.runs import COMPARABILITY, SPECULATIVE, Run, read_run, unique_labels
 from harness.ui import MISSING, fmt
@@ -94,6 +94,8 @@ class Comparison:
     missing: dict[str, str] = field(default_factory=dict)  # run label -> what a killed run lacks
     forced: tuple[str, ...] = ()  # incomparabilities overridden by --force
     published: tuple[tuple[str, ...], ...] = ()  # published figures matching a cell, run label first
+    # (suite, concurrency, T) -> each run's arm to deploy there, its k, speedup and margin (results/answer.py)
+    answers: dict[tuple, tuple[str, ...]] = field(default_factory=dict)
 
     def notes(self) -> list[str]:
         """What the tables leave out: cells of one run only, why no crossover, what killed runs lack,
@@ -215,6 +217,15 @@ def _crossovers(lines: list[list[load_view.CrossoverLine]]) -> dict[tuple, tuple
     return {k: tuple(d.get(k, MISSING) for d in per_run) for k in keys}
 
 
+def _answers(runs: list[Run]) -> dict[tuple, tuple[str, ...]]:
+    """(suite, concurrency, T) -> each run's answer, "arm k=K S.SSx (margin M.MMx, clear)"."""
+    per_run = [
+        {(a.suite, a.concurrency, a.temperature): answer.short_text(a) for a in answer.answers(r.rows)} for r in runs
+    ]
+    keys = sorted({k for d in per_run for k in d})
+    return {k: tuple(d.get(k, MISSING) for d in per_run) for k in keys}
+
+
 def build(
     runs: list[Run], by: list[str] | None = None, force: bool = False, published: list[pub.Published] | None = None
 ) -> Comparison:
@@ -235,6 +246,7 @@ def build(
         missing={lab: note for run, lab in zip(runs, labels) if (note := run.incomplete_note())},
         forced=tuple(problems),
         published=tuple(map(tuple, shown)),
+        answers=_answers(runs),
     )
 
 

@@ -17,6 +17,11 @@ from harness.analysis import compare_marks as cm
 from harness.results import published as pub
 from harness.results.compare import Comparison, compare_runs, md_table, published_dicts, rich_table
 
+ANSWER_TITLE = (
+    "which arm to deploy per suite and load: the fastest at its best k, margin over the runner-up "
+    "(no speculation included; harness/results/answer.py)"
+)
+
 
 def compact_runs(runs: list[Path], by: list[str] | None = None, force: bool = False) -> Comparison:
     """The comparison of run folders (the same model the long form renders)."""
@@ -33,6 +38,9 @@ def to_dict(c: Comparison) -> dict[str, Any]:
         "marked": [{"key": list(k), "metric": m, "run": c.runs[i]} for k, m, i in c.table.marked],
         "only_in": [{"key": list(k), "run": r} for k, r in c.table.only_in],
         "crossovers": [{"cell": list(k), "per_run": list(v)} for k, v in c.crossovers.items()],
+        "deploy": [
+            {"suite": s, "concurrency": n, "temperature": t, "per_run": list(v)} for (s, n, t), v in c.answers.items()
+        ],
         "published": published_dicts(c),
         "notes": c.notes(),
     }
@@ -43,24 +51,38 @@ def _crossover_rows(c: Comparison) -> tuple[list[str], list[list[str]]]:
     return heads, [[d, s, str(k), f"{t:g}", *v] for (d, s, k, t), v in c.crossovers.items()]
 
 
+def _answer_rows(c: Comparison) -> tuple[list[str], list[list[str]]]:
+    heads = ["suite", "c", "T", *(f"{r}: deploy" for r in c.runs)]
+    return heads, [[s, str(n), f"{t:g}", *v] for (s, n, t), v in c.answers.items()]
+
+
 def to_rich(c: Comparison):
     from rich.console import Group
 
     headers, body = cm.table(c.table)
-    t = rich_table(
-        f"compare: {len(c.runs)} run(s), deltas vs {c.runs[0]}",
-        headers,
-        body,
-        left=("suite", "draft"),
-        caption=cm.LEGEND,
-    )
+    parts = [
+        rich_table(
+            f"compare: {len(c.runs)} run(s), deltas vs {c.runs[0]}",
+            headers,
+            body,
+            left=("suite", "draft"),
+            caption=cm.LEGEND,
+        )
+    ]
     heads, rows = _crossover_rows(c)
-    if not rows:
-        return t
-    x = rich_table(
-        "crossover concurrency (speedup falls below 1.0x; interpolated in log2 concurrency)", heads, rows, left=heads
-    )
-    return Group(t, x)
+    if rows:
+        parts.append(
+            rich_table(
+                "crossover concurrency (speedup falls below 1.0x; interpolated in log2 concurrency)",
+                heads,
+                rows,
+                left=heads,
+            )
+        )
+    heads, rows = _answer_rows(c)
+    if rows:
+        parts.append(rich_table(ANSWER_TITLE, heads, rows, left=heads))
+    return parts[0] if len(parts) == 1 else Group(*parts)
 
 
 def to_markdown(c: Comparison) -> str:
@@ -68,6 +90,9 @@ def to_markdown(c: Comparison) -> str:
     heads, rows = _crossover_rows(c)
     if rows:
         out += ["#### Crossover concurrency (speedup falls below 1.0x)", "", *md_table(heads, rows), ""]
+    heads, rows = _answer_rows(c)
+    if rows:
+        out += [f"#### {ANSWER_TITLE}", "", *md_table(heads, rows), ""]
     if c.published:
         out += [
             "#### Published figures for comparison",

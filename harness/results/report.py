@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.results import load_view, plots
+from harness.results import answer, load_view, plots
 from harness.results import published as pub
 from harness.results.runs import Run, fmt, read_run
 from harness.schema import BASELINE, CellRow
@@ -47,6 +47,10 @@ DEFINITIONS = [
     "shown only from at least two concurrencies (from one it would be an extrapolation)",
     "AL by output position / prompt length = the same pooled AL over the verify steps in each bucket, from vLLM's "
     "per-step record (per_request_spec_decode_metrics='detailed'); CI over requests (harness/analysis/steps.py)",
+    "deploy (which arm, per suite and load) = per suite, concurrency and T, the candidate arm at its fastest k; "
+    "candidates: every draft and reference method except oracle (an upper bound) and random (a control), and no "
+    "speculation at exactly 1.0x; margin = its speedup ÷ the runner-up's, clear when their 95% CIs do not overlap "
+    "(harness/results/answer.py)",
     "repetition = share of the verifier's own output tokens inside an 8-gram that repeats one from the previous "
     "1024 tokens (harness/analysis/repetition.py); loops inflate every draft's AL",
 ]
@@ -264,9 +268,15 @@ def verdict_blocks(run: Run, gate: GateSummary | None) -> list[tuple]:
             ("p", gate_line(gate)),
         ]
     worries = distrust(run)
+    deploy = answer.answer_rows(run.rows)
     return [
         ("h", 2, "Verdict"),
         ("table", VERDICT_HEADERS, rows),
+        *(
+            [("p", "Which arm to deploy, per suite and load:"), ("table", list(answer.HEADERS), deploy)]
+            if deploy
+            else []
+        ),
         ("p", gate_line(gate)),
         *(
             [("p", "What to distrust (details below):"), ("list", worries)]
