@@ -277,8 +277,13 @@ class BenchSection(_Strict):
     engine: Literal["offline", "server", "attach"] = Field("server", description="How vLLM is driven.")
     url: str | None = Field(None, description="attach: the speculative server's URL.")
     baseline_url: str | None = Field(None, description="attach: the no-speculation server's URL.")
-    reference_drafts: list[Literal["oracle", "random", "ngram"]] = Field(
-        default_factory=list, description="Also bench these reference drafts (arithmetic checks)."
+    reference_drafts: list[Literal["oracle", "random", "ngram", "suffix"]] = Field(
+        default_factory=list,
+        description=(
+            "Also bench these reference drafts: oracle (an upper bound) and random (a control) check the "
+            "arithmetic; ngram (prompt lookup) and suffix (suffix decoding, arctic-inference) are methods "
+            "without a trained draft, candidates to deploy."
+        ),
     )
     method: Literal["eagle3", "ngram"] = Field("eagle3", description="Speculation method of the draft under test.")
     rejection_sample_method: Literal["standard", "block", "synthetic"] = Field(

@@ -47,11 +47,19 @@ if ! "${INSTALL[@]}" "${FIND_LINKS[@]}" "$TORCH" 2>/dev/null; then
 fi
 "${INSTALL[@]}" --no-deps -c "$CONSTRAINT" -r "$LOCK"
 "${UNINSTALL[@]}" torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+# vLLM's suffix decoding imports arctic-inference, which the registry has as source only: built here
+# (its C++ suffix tree, ~30 s; uv caches the wheel) against this torch, with the build tools the lock
+# pins (cmake, ninja, nanobind, grpcio-tools, setuptools). Kept out of the lock: a plain install of it
+# would build in isolation and pull a CUDA torch (requirements/README.md).
+ARCTIC="arctic-inference==0.3.0"
+PATH="$(cd "$VENV" && pwd)/bin:$PATH" CMAKE_ARGS="-DPython_EXECUTABLE=$(cd "$VENV" && pwd)/bin/python" \
+  "${INSTALL[@]}" --no-deps --no-build-isolation "$ARCTIC"
 "${INSTALL[@]}" --no-deps -e .
 
 # Fail now, with a clear line, rather than deep inside a test.
 "$VENV/bin/python" - <<'EOF'
 import torch, transformers, vllm, speculators  # noqa: F401
+from arctic_inference.suffix_decoding import SuffixDecodingCache  # noqa: F401  (vLLM's suffix method)
 assert torch.__version__ == "2.13.0+cpu", f"torch is {torch.__version__}, expected 2.13.0+cpu"
 EOF
 rm -f "$VENV"/.harness-env-*

@@ -18,7 +18,7 @@ from harness.verifier.layout import VerifierLayout
 @dataclass(frozen=True)
 class DraftUnderTest:
     label: str
-    method: Literal["eagle3", "peagle", "mtp", "ngram"]  # SpeculativeSpec.method
+    method: Literal["eagle3", "peagle", "mtp", "ngram", "suffix"]  # SpeculativeSpec.method
     verifier: VerifierLayout
     path: str | None = None
     held_out_full_acc: tuple[float, ...] = ()
@@ -71,7 +71,22 @@ def _reference_drafts(recipe: Recipe, layout: VerifierLayout, names: Sequence[st
             out.append(DraftUnderTest("oracle", "eagle3", v, str(p), (), content_hash(p), deterministic_verifier=True))
         elif r == "ngram":
             out.append(DraftUnderTest("ngram", "ngram", layout))
+        elif r == "suffix":
+            require_suffix_decoding()
+            out.append(DraftUnderTest("suffix", "suffix", layout))
     return out
+
+
+def require_suffix_decoding() -> None:
+    """vLLM's suffix method imports Arctic Inference inside the engine: refuse before any engine starts."""
+    import importlib.util
+
+    if importlib.util.find_spec("arctic_inference") is None:
+        raise BadInput(
+            "bench.reference_drafts has 'suffix', but arctic-inference (vLLM's suffix decoding) is not installed: "
+            "scripts/setup_env.sh builds it from its source release; elsewhere "
+            "`pip install --no-build-isolation arctic-inference==0.3.0` (needs cmake and a C++ compiler)"
+        )
 
 
 def resolve_drafts(

@@ -40,9 +40,10 @@ class ServedModel(Protocol):
 @dataclass(frozen=True)
 class SpeculativeSpec:
     """What speculates: an EAGLE-3 draft folder (P-EAGLE: drafting in parallel), the verifier's own
-    MTP layers, or vLLM's ngram method; k draft tokens."""
+    MTP layers, vLLM's ngram method or its suffix decoding (Arctic Inference's suffix trees over the
+    prompt and earlier outputs; up to k draft tokens, as many as the tree supports); k draft tokens."""
 
-    method: Literal["eagle3", "peagle", "mtp", "ngram"]
+    method: Literal["eagle3", "peagle", "mtp", "ngram", "suffix"]
     num_speculative_tokens: int
     draft: str | None = None
     rejection_sample_method: str = "standard"
@@ -59,6 +60,7 @@ class SpeculativeSpec:
                 cfg.update(method="eagle3", parallel_drafting=True)
         elif self.method == "ngram":
             cfg.update(prompt_lookup_max=4, prompt_lookup_min=2)
+        # suffix: vLLM's defaults for the tree (depth 24, spec factor 1, min token probability 0.1)
         # mtp: no model; vLLM loads the prediction layers from the verifier checkpoint itself
         if self.rejection_sample_method != "standard":
             cfg["rejection_sample_method"] = self.rejection_sample_method
