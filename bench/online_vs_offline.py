@@ -52,7 +52,8 @@ def main() -> None:
     from harness.results.table import load_run
     from harness.ui import Reporter
     from tests.conftest import CI_TRAIN
-    from tests.test_train_e2e import CI_BENCH, VLLM_ONLINE, VLLM_STATES, retrain
+    from tests.test_train_e2e import CI_BENCH, retrain
+    from tests.torchrun_runs import VLLM_ONLINE, VLLM_STATES
 
     ways = {
         "offline-tf": ["train.hidden_states_source='transformers'"],

@@ -16,7 +16,7 @@ from tests.results_fixtures import runs  # noqa: F401 (the synthetic-runs fixtur
 
 # CI-sized training: small enough for a few minutes on 2 cores, large enough to show learning
 # (the margins it must reach are in tests/test_train_e2e.py). States from vLLM's own extraction, as
-# the production recipe takes them: the online twin (tests/test_train_e2e.py) then trains on the
+# the production recipe takes them: its online twin (tests/torchrun_runs.py) then trains on the
 # same states, streamed instead of stored, and the two drafts compare like for like.
 CI_TRAIN = [
     "train.hidden_states_source='vllm'",
@@ -105,9 +105,10 @@ def kimi_trained_draft(kimi_trained_run):
 
 @pytest.fixture(scope="session")
 def torchrun_killed_and_resumed(tmp_path_factory, kimi_trained_run):
-    """The session's training again as 2-process torchrun (tests/torchrun_runs.py), rank 1 killed
-    after the first epoch and the run resumed to the end: the scale-out tests check the kill and
-    the resume; the end-to-end bench (tests/test_train_e2e.py) serves its draft."""
+    """The session's training again as the production recipe trains: 2-process torchrun, online
+    from a vLLM extraction server (tests/torchrun_runs.py KILLED_RUN), rank 1 killed after the first
+    epoch and the run resumed to the end: the scale-out tests check the kill and the resume; the
+    end-to-end bench (tests/test_train_e2e.py) serves its draft and checks its disk bound."""
     from tests.torchrun_runs import kill_rank_and_rerun
 
     return kill_rank_and_rerun(tmp_path_factory.mktemp("torchrun") / "train", kimi_trained_run)

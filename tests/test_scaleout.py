@@ -19,7 +19,7 @@ import pytest
 from harness.paths import REPO_ROOT
 from harness.recipe import load_recipe
 from tests.conftest import CI_EPOCHS, CI_TRAIN
-from tests.torchrun_runs import TWO_PROCS, fit_only_copy, train_cli
+from tests.torchrun_runs import KILLED_RUN, fit_only_copy, train_cli
 
 pytestmark = pytest.mark.slow
 
@@ -224,7 +224,7 @@ def test_rerun_resumes_and_writes_checkpoints_once(torchrun_killed_and_resumed):
 def test_real_torchrun_command_is_the_dry_run_one(torchrun_killed_and_resumed):
     out = torchrun_killed_and_resumed["out"]
     args = [sys.executable, "-m", "harness", "train", "--out", str(out), "--dry-run", "--json"]
-    for s in ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *TWO_PROCS]:
+    for s in ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *KILLED_RUN]:
         args += ["--set", s]
     p = subprocess.run(args, cwd=REPO_ROOT, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr

@@ -1,8 +1,10 @@
 """torchrun training runs the tests share: a fit-only copy of the session's training (its data
-stages, none of its training), the `harness train` CLI, and a 2-process run whose rank 1 is killed
-after the first epoch's checkpoint and which is then rerun to the end (tests/conftest.py
+stages, none of its training), a copy with its data only (`same_data`), the `harness train` CLI,
+and the session's training again as a 2-process online run whose rank 1 is killed after the first
+epoch's checkpoint and which is then rerun to the end (tests/conftest.py
 `torchrun_killed_and_resumed`: the scale-out tests check the kill and the resume, the end-to-end
-bench serves the resulting draft beside the single-process one)."""
+bench serves the resulting draft beside the single-process offline one, and checks its online
+disk bound)."""
 
 from __future__ import annotations
 
@@ -39,6 +41,19 @@ def fit_only_copy(trained, dest: Path, overrides: list[str]):
             "recipe": recipe.model_dump(mode="json"),
         },
     )
+    return recipe
+
+
+def same_data(run_dir: Path, out: Path, sets: list[str]):
+    """A run folder `out` for the CI-size Kimi training under `sets` (the default recipe, as
+    `harness train` loads it), holding `run_dir`'s prompts and responses (copied, so the data is
+    identical); returns the recipe. The same seed and sizes follow from CI_TRAIN."""
+    from harness.train.pipeline import TRAIN_SECTIONS, prepare_run_dir
+
+    recipe = load_recipe(None, ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *sets])
+    prepare_run_dir(out, recipe, TRAIN_SECTIONS)
+    shutil.copy(run_dir / "prompts.jsonl", out / "prompts.jsonl")
+    shutil.copytree(run_dir / "responses", out / "responses")
     return recipe
 
 
@@ -81,15 +96,22 @@ def wait_for(predicate, proc: subprocess.Popen, timeout_s: float = 600) -> None:
 # CI_TRAIN packs 1024 tokens per process and step; two processes of 512 make the same optimizer
 # step (same data, same epochs, same step count), so the two drafts should serve alike.
 TWO_PROCS = ["train.launcher='torchrun'", "train.nproc_per_node=2", "train.total_seq_len=512"]
+VLLM_STATES = ["train.hidden_states_source='vllm'"]
+# Each sample's states from a live vLLM extraction server as the Trainer reads it (harness/train/online.py)
+VLLM_ONLINE = [*VLLM_STATES, "train.hidden_states_mode='online'"]
+# The production recipe's way (train/kimi-k2.5.toml): torchrun, online. One run shows both the
+# scale-out kill and the online resume, and serves one draft for both 5 % comparisons.
+KILLED_RUN = [*TWO_PROCS, *VLLM_ONLINE]
 
 
 def kill_rank_and_rerun(out: Path, trained) -> dict:
-    """2-process torchrun training (CI_TRAIN's epochs); rank 1 is killed after the first epoch's
-    checkpoint; the rerun trains the others."""
-    fit_only_copy(trained, out, TWO_PROCS)
+    """The session's training again (same prompts and responses, CI_TRAIN's epochs) as KILLED_RUN:
+    2-process torchrun, online; rank 1 is SIGKILLed after the first epoch's checkpoint (torchrun
+    stops rank 0, the harness its extraction server); the rerun resumes from that checkpoint."""
+    same_data(trained.run_dir, out, KILLED_RUN)
     t0 = time.perf_counter()
-    proc = train_cli(out, TWO_PROCS)
-    wait_for(lambda: (out / "checkpoints" / "0" / "training_state.json").is_file(), proc)
+    proc = train_cli(out, KILLED_RUN)
+    wait_for(lambda: (out / "checkpoints" / "0" / "training_state.json").is_file(), proc, timeout_s=900)
     first_epoch = (out / "checkpoints" / "0" / "model.safetensors").stat().st_mtime
     victim = rank_process(proc.pid, 1)
     assert victim is not None
@@ -97,7 +119,7 @@ def kill_rank_and_rerun(out: Path, trained) -> dict:
     _, killed_err = proc.communicate(timeout=300)
     killed = {"returncode": proc.returncode, "stderr": killed_err, "wall_s": time.perf_counter() - t0}
     t1 = time.perf_counter()
-    rerun = train_cli(out, TWO_PROCS)
+    rerun = train_cli(out, KILLED_RUN)
     _, rerun_err = rerun.communicate(timeout=900)
     return {
         "out": out,
