@@ -125,7 +125,13 @@ def _perturbed_verifier(src, out):
 
 
 @pytest.mark.slow
-def test_planted_bug_is_a_spec_bug_with_a_large_margin(tmp_path, kimi_standin):
+@pytest.mark.parametrize("engine", ["offline", "server"])
+def test_planted_bug_is_a_spec_bug_with_a_large_margin_and_fails_the_t_gt_0_test(tmp_path, kimi_standin, engine):
+    """The perturbed verifier as the speculative arm, on each engine (issue 25: the production
+    recipe benches on the server): at T = 0 every miss a SPEC BUG with a large margin; at T = 1 its
+    sampled tokens fail the distribution test (scored by the baseline engine, in its process,
+    harness/bench/rescore.py) while the baseline's pass; and the two engines fill the same test
+    columns."""
     import dataclasses
 
     from harness.bench.run import default_engine_factory, run_bench
@@ -142,11 +148,13 @@ def test_planted_bug_is_a_spec_bug_with_a_large_margin(tmp_path, kimi_standin):
             "bench.num_prompts=3",
             "bench.max_tokens=24",
             "bench.k=[2]",
-            "bench.concurrency=[1]",
+            "bench.concurrency=[3]",
+            "bench.temperature=[0.0, 1.0]",
             "bench.warmup_requests=0",
             "bench.method='ngram'",
             "bench.reference_drafts=[]",
-            "bench.engine='offline'",
+            f"bench.engine='{engine}'",
+            "bench.machine_sentinel=false",  # outputs and distributions only: no speed is asserted here
             # the verifier's top 10, not 2: the bug's token is rarely among them, and its margin is then
             # known only to exceed top-1 minus top-N, which with N = 2 is as small as a near-tie
             "bench.lossless_logprobs=10",
@@ -162,7 +170,17 @@ def test_planted_bug_is_a_spec_bug_with_a_large_margin(tmp_path, kimi_standin):
 
     run_bench(recipe, drafts, tmp_path / "run", Reporter(), engine_factory=factory)
     _, df, _ = load_run(tmp_path / "run")
-    rs = df[df["mode"] == "speculative"].iloc[0]
+    assert set(df["engine"]) == {engine}
+    assert_test_columns_filled(df)
+    hot = df[df["temperature"] > 0]
+    hb, hs = (hot[hot["mode"] == m].iloc[0] for m in ("baseline", "speculative"))
+    print(f"{engine} T=1: baseline p {hb['sampling_p_value']:.3g}, planted bug p {hs['sampling_p_value']:.3g}")
+    assert hb["sampling_p_value"] > 1e-3 and hs["sampling_p_value"] < 1e-6, (
+        hb["sampling_p_value"],
+        hs["sampling_p_value"],
+    )
+    assert any(f.startswith("NOT LOSSLESS AT T>0") for f in hs["flags"])
+    rs = df[(df["mode"] == "speculative") & (df["temperature"] == 0)].iloc[0]
     assert rs["lossless_matches"] < rs["lossless_compared"]
     assert rs["lossless_verdict"] == "SPEC BUG", (rs["lossless_verdict"], rs["lossless_divergences"])
     # every miss (one entry per diverging request), not only the worst, is a SPEC BUG with a
@@ -218,6 +236,7 @@ def test_t_gt_0_distribution_test_fails_vllm_cpus_sampler_and_passes_its_baselin
             "bench.reference_drafts=['random']",
             "bench.lossless_logprobs=5",
             "bench.engine='offline'",
+            "bench.machine_sentinel=false",  # outputs and distributions only: no speed is asserted here
         ],
     )
     layout = resolve_verifier(recipe)
