@@ -277,12 +277,21 @@ class BenchSection(_Strict):
     engine: Literal["offline", "server", "attach"] = Field("server", description="How vLLM is driven.")
     url: str | None = Field(None, description="attach: the speculative server's URL.")
     baseline_url: str | None = Field(None, description="attach: the no-speculation server's URL.")
-    reference_drafts: list[Literal["oracle", "random", "ngram", "suffix"]] = Field(
+    reference_drafts: list[Literal["oracle", "random", "ngram", "suffix", "draft_model"]] = Field(
         default_factory=list,
         description=(
             "Also bench these reference drafts: oracle (an upper bound) and random (a control) check the "
             "arithmetic; ngram (prompt lookup) and suffix (suffix decoding, arctic-inference) are methods "
-            "without a trained draft, candidates to deploy."
+            "without a trained draft, candidates to deploy; draft_model is vLLM's draft_model method with the "
+            "verifier's first bench.draft_model_layers layers as the draft model (an early-exit self-draft)."
+        ),
+    )
+    draft_model_layers: int = Field(
+        2,
+        ge=1,
+        description=(
+            "The draft_model reference arm's size: the verifier's first N decoder layers, with its embeddings, "
+            "final norm and head (cached per verifier; N must be below the verifier's layer count)."
         ),
     )
     method: Literal["eagle3", "ngram"] = Field("eagle3", description="Speculation method of the draft under test.")

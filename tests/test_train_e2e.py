@@ -92,8 +92,9 @@ def _train_and_bench(
 
 
 # Issue 28: methods without a trained draft beside it, in the same engines' run: vLLM's ngram
-# (prompt lookup) and suffix decoding (arctic-inference's suffix trees, built by scripts/setup_env.sh).
-KIMI_REFERENCES = ("random", "ngram", "suffix")
+# (prompt lookup), suffix decoding (arctic-inference's suffix trees, built by scripts/setup_env.sh)
+# and draft_model (the verifier's first 2 layers as a draft model: harness/draft/reference.py).
+KIMI_REFERENCES = ("random", "ngram", "suffix", "draft_model")
 
 
 @pytest.fixture(scope="module")
@@ -186,17 +187,18 @@ def test_online_two_process_draft_serves_within_5_percent_of_the_offline_one(kim
 
 
 def test_every_method_in_one_run_is_lossless_at_t0_and_the_answer_table_weighs_them(kimi_trained):
-    """The trained EAGLE-3 draft, vLLM's ngram and its suffix decoding in one run, on the same cells
-    against the same baselines: every arm's T = 0 outputs are compared with the baseline's (a miss
-    classified, never a SPEC BUG); suffix decoding drafts a variable number of tokens (at most k a
-    step) and its counters keep the AL identity; the answer table (harness/results/answer.py) weighs
-    all three per suite, with no speculation, and the report carries it."""
+    """The trained EAGLE-3 draft, vLLM's ngram, its suffix decoding and its draft_model method (the
+    verifier's first layers) in one run, on the same cells against the same baselines: every arm's
+    T = 0 outputs are compared with the baseline's (a miss classified, never a SPEC BUG); suffix
+    decoding drafts a variable number of tokens (at most k a step) and its counters keep the AL
+    identity; the answer table (harness/results/answer.py) weighs all four per suite, with no
+    speculation, and the report carries it."""
     from harness.results import answer
     from harness.results.report import write_report
     from harness.results.runs import read_run
 
     _, spec, run_dir = kimi_trained
-    for arm in ("draft", "ngram", "suffix"):
+    for arm in ("draft", "ngram", "suffix", "draft_model"):
         rows = spec[spec["draft"] == arm]
         assert len(rows) == 2 and (rows["status"] == "ok").all(), arm
         assert (rows["lossless_compared"] >= 8).all(), arm
@@ -209,7 +211,9 @@ def test_every_method_in_one_run_is_lossless_at_t0_and_the_answer_table_weighs_t
     )
     run = read_run(run_dir)
     arms = {answer.arm_name(r) for r in answer.candidates(run.rows)}
-    assert {"draft (eagle3)", "ngram", "suffix"} <= arms and not arms & set(answer.NOT_CANDIDATES), arms
+    assert {"draft (eagle3)", "ngram", "suffix", "draft_model"} <= arms and not arms & set(answer.NOT_CANDIDATES), arms
+    dm = spec[spec["draft"] == "draft_model"]
+    assert (dm["method"] == "draft_model").all() and (dm["num_accepted_tokens"] > 0).all()
     table = answer.answer_rows(run.rows)
     print("\n".join(" | ".join(r) for r in [list(answer.HEADERS), *table]))
     assert [r[0] for r in table] == ["code", "math"]

@@ -11,6 +11,10 @@
   passes the first aux state through, and zeroed output projections: it proposes T, always.
 - random: an untrained draft of the trained one's shape (AL ~ 1.0).
 - ngram: vLLM's prompt-lookup method (no draft model).
+- draft_model: the verifier's own first N decoder layers, its embeddings, final norm and head: a
+  smaller model with the verifier's tokenizer, served by vLLM's `draft_model` method (an early-exit
+  self-draft: what a team without a trained draft can run today; a smaller sibling model from
+  the same family is the other common choice, and is served the same way).
 Built once per verifier into the cache.
 """
 
@@ -156,3 +160,60 @@ def random_draft(
         out.parent.mkdir(parents=True, exist_ok=True)
         build_reference_draft("random", layout, draft_layer_config, aux_layer_ids, out)
     return out
+
+
+def truncated_verifier(layout: VerifierLayout, num_layers: int, cache: Path) -> Path:
+    """The verifier cut to its first `num_layers` decoder layers (the `draft_model` reference arm,
+    module doc): the same checkpoint layout (prefixes, shards, index, nested config), the later
+    layers' tensors dropped, `num_hidden_layers` lowered. Cached per verifier content and N."""
+    from harness.provenance import content_hash
+
+    if not 1 <= num_layers < layout.num_layers:
+        from harness.errors import BadInput
+
+        raise BadInput(
+            f"bench.draft_model_layers = {num_layers}, but the verifier has {layout.num_layers} decoder layers: "
+            f"the draft_model arm needs fewer; set it between 1 and {layout.num_layers - 1}"
+        )
+    out = cache / "draft-model" / f"{content_hash(layout.path)['sha256']}-{num_layers}"
+    if not (out / "truncated.json").is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_dir(out) as tmp:
+            _write_truncated(layout, Path(layout.path), tmp, num_layers)
+    return out
+
+
+def _later_layer(key: str, decoder_prefix: str, num_layers: int) -> bool:
+    if not key.startswith(decoder_prefix):
+        return False
+    index = key[len(decoder_prefix) :].split(".", 1)[0]
+    return index.isdigit() and int(index) >= num_layers
+
+
+def _write_truncated(layout: VerifierLayout, src: Path, tmp: Path, num_layers: int) -> None:
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    # standin.json names a verifier's identity: the truncated copy is not that verifier
+    shutil.copytree(src, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.safetensors", "standin.json"))
+    weight_map: dict[str, str] = {}
+    total = 0
+    for shard in sorted(p.name for p in src.glob("*.safetensors")):
+        with safe_open(str(src / shard), "pt") as f:
+            kept = {k: f.get_tensor(k) for k in f.keys() if not _later_layer(k, layout.decoder_prefix, num_layers)}
+        if kept:
+            save_file(kept, str(tmp / shard), metadata={"format": "pt"})
+            weight_map.update(dict.fromkeys(kept, shard))
+            total += sum(t.numel() * t.element_size() for t in kept.values())
+    index = tmp / "model.safetensors.index.json"
+    if index.is_file():
+        data = json.loads(index.read_text())
+        meta = {**data.get("metadata", {}), "total_size": total}
+        index.write_text(json.dumps({**data, "metadata": meta, "weight_map": weight_map}, indent=2))
+    cfg = json.loads((tmp / "config.json").read_text())
+    text = cfg.get("text_config", cfg)  # a multimodal verifier's text model sits in text_config
+    text["num_hidden_layers"] = num_layers
+    (tmp / "config.json").write_text(json.dumps(cfg, indent=2))
+    (tmp / "truncated.json").write_text(
+        json.dumps({"derived_from": layout.path, "num_layers": num_layers, "of": layout.num_layers})
+    )

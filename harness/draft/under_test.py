@@ -7,8 +7,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from harness.engine.settings import SpecMethod
 from harness.errors import BadInput
 from harness.provenance import content_hash
 from harness.recipe import Recipe
@@ -18,7 +19,7 @@ from harness.verifier.layout import VerifierLayout
 @dataclass(frozen=True)
 class DraftUnderTest:
     label: str
-    method: Literal["eagle3", "peagle", "mtp", "ngram", "suffix"]  # SpeculativeSpec.method
+    method: SpecMethod
     verifier: VerifierLayout
     path: str | None = None
     held_out_full_acc: tuple[float, ...] = ()
@@ -74,6 +75,9 @@ def _reference_drafts(recipe: Recipe, layout: VerifierLayout, names: Sequence[st
         elif r == "suffix":
             require_suffix_decoding()
             out.append(DraftUnderTest("suffix", "suffix", layout))
+        elif r == "draft_model":
+            p = reference.truncated_verifier(layout, recipe.bench.draft_model_layers, cache_root())
+            out.append(DraftUnderTest("draft_model", "draft_model", layout, str(p), (), content_hash(p)))
     return out
 
 

@@ -37,13 +37,19 @@ class ServedModel(Protocol):
     def text_model_type(self) -> str: ...
 
 
+# vLLM's speculative methods the harness serves (peagle: eagle3 with parallel drafting in vLLM)
+SpecMethod = Literal["eagle3", "peagle", "mtp", "ngram", "suffix", "draft_model"]
+
+
 @dataclass(frozen=True)
 class SpeculativeSpec:
     """What speculates: an EAGLE-3 draft folder (P-EAGLE: drafting in parallel), the verifier's own
     MTP layers, vLLM's ngram method or its suffix decoding (Arctic Inference's suffix trees over the
-    prompt and earlier outputs; up to k draft tokens, as many as the tree supports); k draft tokens."""
+    prompt and earlier outputs; up to k draft tokens, as many as the tree supports), or a smaller
+    model with the verifier's tokenizer (`draft_model`: a whole causal LM run k times a step); k
+    draft tokens."""
 
-    method: Literal["eagle3", "peagle", "mtp", "ngram", "suffix"]
+    method: SpecMethod
     num_speculative_tokens: int
     draft: str | None = None
     rejection_sample_method: str = "standard"
@@ -54,7 +60,7 @@ class SpeculativeSpec:
         cfg: dict[str, Any] = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}
         if self.k_schedule:
             cfg["num_speculative_tokens_per_batch_size"] = [list(r) for r in self.k_schedule]
-        if self.method in ("eagle3", "peagle"):
+        if self.method in ("eagle3", "peagle", "draft_model"):
             cfg["model"] = self.draft
             if self.method == "peagle":  # vLLM serves P-EAGLE as eagle3 with parallel drafting
                 cfg.update(method="eagle3", parallel_drafting=True)
