@@ -201,6 +201,8 @@ def test_killing_one_rank_fails_with_exit_3_naming_the_rank(torchrun_killed_and_
     assert killed["returncode"] == 3, killed["stderr"][-3000:]
     last = killed["stderr"].strip().splitlines()[-1]
     assert "rank 1 (local rank 1) killed by SIGKILL" in last and "rerun" in last, last
+    # the harness stopped what it started: the other rank and its online extraction server
+    assert killed["extraction_server_seen"] and killed["left_running"] == [], killed["left_running"]
 
 
 def test_rerun_resumes_and_writes_checkpoints_once(torchrun_killed_and_resumed):

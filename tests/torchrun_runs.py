@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
+
 from harness.paths import REPO_ROOT
 from harness.recipe import load_recipe
 from tests.conftest import CI_TRAIN
@@ -73,8 +75,6 @@ def train_cli(out: Path, overrides: list[str], env: dict[str, str] | None = None
 
 
 def rank_process(root_pid: int, rank: int):
-    import psutil
-
     for p in psutil.Process(root_pid).children(recursive=True):
         try:
             env = p.environ()
@@ -83,6 +83,33 @@ def rank_process(root_pid: int, rank: int):
         if env.get("RANK") == str(rank) and "harness.train.fit" in " ".join(p.cmdline()):
             return p
     return None
+
+
+def _is_extraction_server(p) -> bool:
+    try:
+        return "vllm.entrypoints.openai.api_server" in " ".join(p.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def _left_running(procs, within_s: float) -> list[int]:
+    """The pids of `procs` still alive `within_s` seconds on (psutil checks pid and start time; an
+    exited, not yet reaped process does not count)."""
+
+    def alive():
+        out = []
+        for p in procs:
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    out.append(p.pid)
+            except psutil.NoSuchProcess:
+                pass
+        return out
+
+    deadline = time.monotonic() + within_s
+    while (left := alive()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left
 
 
 def wait_for(predicate, proc: subprocess.Popen, timeout_s: float = 600) -> None:
@@ -115,9 +142,17 @@ def kill_rank_and_rerun(out: Path, trained) -> dict:
     first_epoch = (out / "checkpoints" / "0" / "model.safetensors").stat().st_mtime
     victim = rank_process(proc.pid, 1)
     assert victim is not None
+    below = psutil.Process(proc.pid).children(recursive=True)  # the ranks and the extraction server
+    server_seen = any(_is_extraction_server(p) for p in below)  # read while they run
     victim.send_signal(signal.SIGKILL)
     _, killed_err = proc.communicate(timeout=300)
-    killed = {"returncode": proc.returncode, "stderr": killed_err, "wall_s": time.perf_counter() - t0}
+    killed = {
+        "returncode": proc.returncode,
+        "stderr": killed_err,
+        "wall_s": time.perf_counter() - t0,
+        "extraction_server_seen": server_seen,
+        "left_running": _left_running(below, within_s=10),
+    }
     t1 = time.perf_counter()
     rerun = train_cli(out, KILLED_RUN)
     _, rerun_err = rerun.communicate(timeout=900)
