@@ -113,6 +113,18 @@ class VerifierSection(_Strict):
 
 
 class DraftSection(_Strict):
+    method: Literal["eagle3", "peagle"] = Field(
+        "eagle3",
+        description="What speculators trains: 'eagle3', or 'peagle' (P-EAGLE: parallel drafting, every draft "
+        "position from one forward; vLLM serves it as eagle3 with parallel_drafting). Same patched loader, "
+        "hidden states, vocab mapping and fit checks.",
+    )
+    mask_token_id: int | None = Field(
+        None,
+        ge=0,
+        description="P-EAGLE only: the token standing in for not-yet-drafted positions. Unset: the "
+        "tokenizer's mask token, else the first embedding row past the tokenizer (unused), else pad/eos.",
+    )
     num_layers: int = Field(1, ge=1, description="Draft decoder layers (EAGLE-3 uses 1).")
     num_attention_heads: int | None = Field(None, ge=1, description="Draft heads (default: the verifier's).")
     num_key_value_heads: int | None = Field(None, ge=1, description="Draft KV heads (default: = heads).")
@@ -180,7 +192,15 @@ class TrainSection(_Strict):
         ge=128,
         description="Tokens packed per batch, per training process (an optimizer step sees total_seq_len x processes).",
     )
-    ttt_steps: int = Field(3, ge=1, description="Test-time-training steps (draft positions trained).")
+    ttt_steps: int = Field(
+        3, ge=1, description="Draft positions trained: EAGLE-3's test-time-training steps, P-EAGLE's depths."
+    )
+    max_anchors: int | None = Field(
+        None,
+        ge=1,
+        description="P-EAGLE only: sampled anchor positions per packed batch (bounds its attention, which "
+        "grows with anchors x depths); unset: every position.",
+    )
     ttt_step_loss_decay: float = Field(1.0, gt=0, description="Loss weight decay across TTT steps.")
     loss: str = Field("kl_div", description="speculators loss name or JSON mix.")
     attn_impl: Literal["sdpa", "eager", "simple_flex_attention"] = Field(
@@ -457,6 +477,13 @@ class Recipe(_Strict):
             )
         if self.train.fsdp and self.train.launcher != "torchrun":
             raise ValueError("train.fsdp needs train.launcher 'torchrun'")
+        if self.draft.method != "peagle":
+            for key, value in (
+                ("draft.mask_token_id", self.draft.mask_token_id),
+                ("train.max_anchors", self.train.max_anchors),
+            ):
+                if value is not None:
+                    raise ValueError(f"{key} is a P-EAGLE setting: set draft.method = 'peagle' or remove it")
         return self
 
 
@@ -513,17 +540,48 @@ def format_validation_error(source: str, err: ValidationError, set_keys: list[st
     return "\n".join(lines)
 
 
+def _read_toml(p: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:  # both ValueErrors with the position
+        raise BadInput(f"{p}: not valid TOML ({e})") from e
+
+
+def merge_tables(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over` on top of `base`: tables merge key by key, any other value (lists too) replaces."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = (
+            merge_tables(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        )
+    return out
+
+
+def _read_with_base(p: Path, seen: list[Path]) -> dict[str, Any]:
+    """The recipe file's values over those of the recipe it `extends` (a path relative to it), each
+    file's relative paths resolved against its own folder: a per-method recipe states only how it
+    differs from the recipe it extends."""
+    if p.resolve() in seen:
+        raise BadInput(f"{p}: `extends` loops back to it ({' -> '.join(str(x) for x in [*seen, p.resolve()])})")
+    data = _read_toml(p)
+    resolve_relative_paths(data, p.parent.resolve())
+    base_name = data.pop("extends", None)
+    if base_name is None:
+        return data
+    base = p.parent / str(base_name)
+    if not base.is_file():
+        raise BadInput(f"{p}: extends {base_name!r}, which is not a file (a path relative to {p.parent})")
+    return merge_tables(_read_with_base(base, [*seen, p.resolve()]), data)
+
+
 def load_recipe(path: str | Path | None = None, overrides: list[str] | None = None) -> Recipe:
     """Load, override and validate a recipe; every problem is reported at once."""
     p = Path(path) if path else DEFAULT_RECIPE
     if not p.is_file():
         raise BadInput(f"{p}: recipe not found")
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:  # both ValueErrors with the position
-        raise BadInput(f"{p}: not valid TOML ({e})") from e
+    data = _read_with_base(p, [])
     data = apply_overrides(data, overrides or [])
-    resolve_relative_paths(data, p.parent.resolve())
+    resolve_relative_paths(data, p.parent.resolve())  # --set values (the file's are absolute by now)
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as e:

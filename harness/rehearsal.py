@@ -195,6 +195,12 @@ def _draft_changes(recipe: Recipe) -> Changes:
             out[f"draft.{field}"] = (value, SHRUNK, draft_why)
     if d.aux_layer_ids is not None:
         out["draft.aux_layer_ids"] = (None, SHRUNK, f"{draft_why}: vLLM's default ids for its layers")
+    if d.mask_token_id is not None:
+        out["draft.mask_token_id"] = (
+            None,
+            SHRUNK,
+            "an id of the production vocabulary: the stand-in's own is resolved",
+        )
     if d.draft_vocab_size > 1024:
         out["draft.draft_vocab_size"] = (1024, SHRUNK, "the stand-in's vocabulary (1,024 draft tokens)")
     if recipe.gate.baseline:  # not a draft setting, but said beside them: the one "as written" with a why

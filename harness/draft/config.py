@@ -46,3 +46,28 @@ def draft_layer_config(recipe: Recipe, layout: VerifierLayout, max_model_len: in
         },
         "tie_word_embeddings": False,
     }
+
+
+def mask_token_id(recipe: Recipe, layout: VerifierLayout, tokenizer: Any) -> int | None:
+    """P-EAGLE's mask token (None for other methods), in speculators' order: the recipe's, the
+    tokenizer's mask token, the first embedding row past the tokenizer (no text maps to it; the draft
+    learns its embedding), else pad, eos. Resolved here because speculators' own resolver loads the
+    verifier's processor, which for Kimi-K2.5's multimodal config wants its image processor too."""
+    if recipe.draft.method != "peagle":
+        return None
+    explicit = recipe.draft.mask_token_id
+    if explicit is not None:
+        if explicit >= layout.vocab_size:
+            raise BadInput(
+                f"draft.mask_token_id {explicit} is outside the verifier's vocabulary ({layout.vocab_size}); "
+                f"use an id below it, or unset it to take the tokenizer's"
+            )
+        return explicit
+    if tokenizer.mask_token_id is not None:
+        return int(tokenizer.mask_token_id)
+    if len(tokenizer) < layout.vocab_size:
+        return len(tokenizer)
+    for tid in (tokenizer.pad_token_id, tokenizer.eos_token_id):
+        if tid is not None:
+            return int(tid)
+    raise BadInput("P-EAGLE needs a mask token: the tokenizer has none to offer; set draft.mask_token_id")

@@ -162,10 +162,12 @@ def _figure(key: str, value: float | None, basis: str, source: str) -> Figure:
     return Figure(key, value, UNITS[key], basis, source)
 
 
-def gpu_defaults(instance_gpus: int, active: int | None, draft_params: int, ttt_steps: int) -> list[Figure]:
-    """Device "cuda" (H200): the default figures, then the inputs they are derived from."""
+def gpu_defaults(instance_gpus: int, active: int | None, draft_params: int, positions: float) -> list[Figure]:
+    """Device "cuda" (H200): the default figures, then the inputs they are derived from. `draft_params`:
+    the draft's matmul parameters (an embedding lookup costs no FLOPs); `positions`: draft positions
+    computed per training token (EAGLE-3: its TTT steps; P-EAGLE: its COD sample's share)."""
     extract = instance_gpus * H200_BF16_FLOPS * MFU / (2 * active) if active else None
-    train = H200_BF16_FLOPS * MFU / (6 * draft_params * ttt_steps)
+    train = H200_BF16_FLOPS * MFU / (6 * draft_params * positions)
     return [
         _figure(
             "engine_start_s",
@@ -200,7 +202,7 @@ def gpu_defaults(instance_gpus: int, active: int | None, draft_params: int, ttt_
             round(train),
             DERIVED,
             f"{H200_BF16_FLOPS / 1e12:g} TFLOP/s (H200 peak) x MFU {MFU} / (6 FLOP x {draft_params / 1e6:,.0f} M "
-            f"trainable draft params x {ttt_steps} TTT steps)",
+            f"draft matmul params x {positions:.3g} draft positions per token)",
         ),
         Figure("gpu_peak_flops", H200_BF16_FLOPS, "FLOP/s per GPU (dense BF16)", CITED, H200_SOURCE),
         Figure("mfu", MFU, "fraction of peak", ASSUMPTION, "not a cited figure: prefill and training at 30 % of peak"),
@@ -212,16 +214,16 @@ def gpu_defaults(instance_gpus: int, active: int | None, draft_params: int, ttt_
             f"from the verifier's config: attention, routed + shared experts, router, LM head (for Kimi-K2.5: "
             f"{KIMI_CARD_ACTIVE})",
         ),
-        Figure("draft_params", draft_params, "trainable params", DERIVED, "the dry run's draft section"),
+        Figure("draft_params", draft_params, "draft matmul params", DERIVED, "the dry run's draft section"),
     ]
 
 
 def default_figures(
-    device: str, instance_gpus: int = 1, active: int | None = None, draft_params: int = 0, ttt_steps: int = 1
+    device: str, instance_gpus: int = 1, active: int | None = None, draft_params: int = 0, positions: float = 1
 ) -> list[Figure]:
     """The device's defaults (the five [cost] figures first, then what they are derived from)."""
     if device == "cuda":
-        return gpu_defaults(instance_gpus, active, draft_params, ttt_steps)
+        return gpu_defaults(instance_gpus, active, draft_params, positions)
     return [_figure(k, v, MEASURED if v is not None else ASSUMPTION, src) for k, (v, src) in CPU_DEFAULTS.items()]
 
 
@@ -389,7 +391,8 @@ def training_work(recipe: Recipe, sample_tokens: int, on_gpus: bool) -> StageWor
     procs = t.nproc_per_node * t.nnodes
     return StageWork(
         "training",
-        f"{sample_tokens:,} tokens x {t.epochs} epochs, {procs} process(es) x {t.ttt_steps} TTT steps",
+        f"{sample_tokens:,} tokens x {t.epochs} epochs, {procs} process(es) x {t.ttt_steps} "
+        + ("P-EAGLE depths" if recipe.draft.method == "peagle" else "TTT steps"),
         "train_tok_s",
         (Part(sample_tokens * t.epochs),),
         gpus=procs if on_gpus else 0,

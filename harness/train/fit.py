@@ -224,6 +224,8 @@ def _draft_for(plan: FitConfig):
         ttt_steps=plan.ttt_steps,
         attn_impl=plan.attn_impl,
         trust_remote_code=plan.trust_remote_code,
+        method=plan.method,
+        mask_token_id=plan.mask_token_id,
     )
     if plan.init_from:  # warm start: an existing draft's weights (harness/draft/warm_start.py)
         from harness.draft.warm_start import warm_start
@@ -255,16 +257,16 @@ def _loaders(plan: FitConfig, hidden_size: int):
 
 def _trainer(plan: FitConfig, model, loaders, cpu: bool, save_path: str, quiet: bool):
     """speculators' Trainer for the plan (the harness's CPU-capable subclass), not yet run."""
-    from speculators.models.eagle3 import Eagle3DraftModel
     from speculators.train.trainer import TrainerConfig
 
-    train_kwargs, val_kwargs = Eagle3DraftModel.get_trainer_kwargs(
-        ttt_steps=plan.ttt_steps,
-        ttt_step_loss_decay=plan.ttt_step_loss_decay,
-        # speculators' fused losses are Triton kernels: eager on the CPU
-        loss_fn=plan.loss,
-        loss_implementation="eager" if cpu else "fused",
-    )
+    # speculators' fused losses are Triton kernels: eager on the CPU
+    common = {"loss_fn": plan.loss, "loss_implementation": "eager" if cpu else "fused"}
+    method_kwargs: dict[str, Any]
+    if plan.method == "peagle":
+        method_kwargs = {"num_depths": plan.ttt_steps, "max_anchors": plan.max_anchors}
+    else:
+        method_kwargs = {"ttt_steps": plan.ttt_steps, "ttt_step_loss_decay": plan.ttt_step_loss_decay}
+    train_kwargs, val_kwargs = type(model).get_trainer_kwargs(**common, **method_kwargs)
     config = TrainerConfig(
         lr=plan.lr,
         num_epochs=plan.epochs,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from harness.draft.config import aux_layer_ids, check_draft_vocab, draft_layer_config
+from harness.draft.config import aux_layer_ids, check_draft_vocab, draft_layer_config, mask_token_id
 from harness.draft.verifier import load_tokenizer, resolve_verifier
 from harness.errors import BadInput
 from harness.provenance import (
@@ -37,7 +37,7 @@ from harness.provenance import (
 )
 from harness.recipe import Recipe
 from harness.train.hidden_states import Sample, StatesFn
-from harness.train.records import FitConfig, TrainReport
+from harness.train.records import FitConfig, TrainReport, held_out_full_acc, position_acc_key
 from harness.ui import Reporter
 from harness.verifier.layout import VerifierLayout
 
@@ -492,6 +492,11 @@ def fit_config(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: l
         init_from=t.init_from,
         device=recipe.engine.device,  # "cpu" trains on the CPU even beside an accelerator
         loader_workers=t.online_loader_workers if t.hidden_states_mode == "online" else 0,
+        method=recipe.draft.method,
+        mask_token_id=mask_token_id(recipe, layout, load_tokenizer(layout, recipe.engine.trust_remote_code))
+        if recipe.draft.method == "peagle"
+        else None,
+        max_anchors=t.max_anchors,
     )
 
 
@@ -569,8 +574,9 @@ def _run_fit(
             curve.append(m)
             fields = {"loss": m.get("loss", float("nan"))}
             for k in range(recipe.train.ttt_steps):
-                if f"full_acc_{k}" in m:
-                    fields[f"acc{k}"] = m[f"full_acc_{k}"]
+                key = position_acc_key(recipe.draft.method, k)
+                if key in m:
+                    fields[f"acc{k}"] = m[key]
             reporter.advance(1, **fields)
 
         result = run_fit(plan, on_train=on_train, on_val=val.append)
@@ -604,7 +610,7 @@ def _init_accuracy(plan: FitConfig, reporter: Reporter) -> list[float]:
 
     reporter.stage("warm start: held-out accuracy at step 0", total=None)
     metrics = evaluate_draft(plan)
-    accs = [metrics[f"full_acc_{k}_epoch"] for k in range(plan.ttt_steps) if f"full_acc_{k}_epoch" in metrics]
+    accs = held_out_full_acc(metrics, plan.method, plan.ttt_steps)
     reporter.done(" ".join(f"{a:.2f}" for a in accs))
     return accs
 
@@ -643,6 +649,7 @@ def stage_draft(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: 
                 "vocab_size": layout.vocab_size,
             },
             "aux_layer_ids": aux_ids,
+            "method": recipe.draft.method,
             "recipe": recipe.name,
             "predicted_acceptance_length": report.predicted_acceptance_length,
             "held_out_full_acc": report.held_out_full_acc,
@@ -664,8 +671,10 @@ def build_report(
     curves = json.loads((run_dir / "train_curve.json").read_text())
     val = curves["val"][-1] if curves["val"] else {}
     steps = range(recipe.train.ttt_steps)
-    accs = [a for a in (val.get(f"full_acc_{k}_epoch") for k in steps) if a is not None]
+    accs = held_out_full_acc(val, recipe.draft.method, recipe.train.ttt_steps)
     cond = [c for c in (val.get(f"cond_acc_{k}_epoch") for k in steps) if c is not None]
+    if recipe.draft.method == "peagle":  # each depth's accuracy alone, from the true context
+        cond = [c for c in (val.get(f"position_{k}_acc_epoch") for k in steps) if c is not None]
     train = curves["train"]
     return TrainReport(
         predicted_acceptance_length=1 + sum(accs) if accs else None,

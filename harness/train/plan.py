@@ -85,6 +85,20 @@ def _draft_params(cfg: dict[str, Any], draft_vocab: int, n_aux: int) -> int:
     return n_aux * h * h + cfg["num_hidden_layers"] * (attn + mlp) + draft_vocab * h
 
 
+# speculators' P-EAGLE COD sampling defaults (PEagleDraftModel.get_trainer_kwargs): depth d keeps a
+# share max(0.7**d, 0.2) of the positions
+COD_RATIO, COD_RATIO_MIN = 0.7, 0.2
+
+
+def positions_per_token(method: str, steps: int) -> float:
+    """Draft positions computed per packed training token: EAGLE-3 runs its `steps` TTT forwards over
+    the whole sequence; P-EAGLE one forward over its COD sample (depth 0 every position, depth d a
+    share max(0.7^d, 0.2))."""
+    if method == "peagle":
+        return 1 + sum(max(COD_RATIO**d, COD_RATIO_MIN) for d in range(1, steps))
+    return float(steps)
+
+
 def _structure_problems(recipe: Recipe, layout: VerifierLayout) -> list[str]:
     """What the real verifier's structure says against this recipe (same checks as a real run)."""
     from harness.draft.config import aux_layer_ids, check_draft_vocab
@@ -228,11 +242,15 @@ def _draft_and_memory_sections(recipe: Recipe, layout: VerifierLayout, aux: list
     e, t, d = recipe.engine, recipe.train, recipe.draft
     dcfg = draft_layer_config(recipe, layout, e.max_model_len)
     params = _draft_params(dcfg, d.draft_vocab_size, len(aux))
-    frozen = (
-        layout.vocab_size * layout.hidden_size * 2 + d.draft_vocab_size * layout.hidden_size
-    )  # embed + verifier head
-    act = t.total_seq_len * t.ttt_steps * (dcfg["intermediate_size"] * 3 + layout.hidden_size * 12) * 4
-    logits = t.total_seq_len * t.ttt_steps * d.draft_vocab_size * 4 * 3
+    embed = layout.vocab_size * layout.hidden_size
+    # P-EAGLE trains its token embedding (the mask token's row is learned) and saves it with the draft
+    lookups = embed + len(aux) * layout.hidden_size if d.method == "peagle" else 0  # + mask_hidden
+    params += lookups
+    # embed + verifier head (P-EAGLE's embed is counted in params instead)
+    frozen = embed * (1 if d.method == "peagle" else 2) + d.draft_vocab_size * layout.hidden_size
+    positions = t.total_seq_len * positions_per_token(d.method, t.ttt_steps)
+    act = int(positions * (dcfg["intermediate_size"] * 3 + layout.hidden_size * 12) * 4)
+    logits = int(positions * d.draft_vocab_size * 4 * 3)
     trainable = params * 16 / (t.nproc_per_node * t.nnodes) if t.fsdp and t.nproc_per_node > 1 else params * 16
     gpu_bytes = trainable + frozen * 2 + act + logits  # fp32 weights+grads+Adam(2) = 16 B/param
     weights_gib = _weights_gib(layout)
@@ -240,7 +258,11 @@ def _draft_and_memory_sections(recipe: Recipe, layout: VerifierLayout, aux: list
     return {
         "draft": {
             "layer_config": dcfg,
+            "method": d.method,
             "trainable_params": params,
+            # what a training token's FLOPs scale with (the cost model): matmul weights, draft positions
+            "matmul_params": params - lookups,
+            "positions_per_token": round(positions_per_token(d.method, t.ttt_steps), 3),
             "draft_vocab_size": d.draft_vocab_size,
             "aux_layer_ids": aux,
             "ttt_steps": t.ttt_steps,
@@ -248,7 +270,8 @@ def _draft_and_memory_sections(recipe: Recipe, layout: VerifierLayout, aux: list
         "memory_estimates": {
             "training_gpu_gib_per_process": round(gpu_bytes / GIB, 1),
             "training_formula": (
-                "trainable x 16 B (fp32 weights, grads, Adam) + frozen embed/head + activations + logits"
+                "trainable x 16 B (fp32 weights, grads, Adam) + frozen embed/head + activations + logits, "
+                f"over {positions_per_token(d.method, t.ttt_steps):.2f} draft positions per packed token"
             ),
             "verifier_weights_gib": weights_gib,
             "verifier_weights_gib_per_gpu": round(weights_gib / gpus, 1) if weights_gib else None,
@@ -378,7 +401,11 @@ def _cost_section(
         suite_requests=suite_requests,
     )
     defaults = default_figures(
-        e.device, gpus, active_params(layout.text_config), plan["draft"]["trainable_params"], recipe.train.ttt_steps
+        e.device,
+        gpus,
+        active_params(layout.text_config),
+        plan["draft"]["matmul_params"],
+        plan["draft"]["positions_per_token"],
     )
     return plan_cost(recipe, numbers, with_recipe(recipe.cost, defaults))
 

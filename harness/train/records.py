@@ -57,6 +57,9 @@ class FitConfig:
     # online mode: the extraction server training asks for each sample's states (pipeline.stage_fit)
     online: OnlineSource | None = None
     loader_workers: int = 0  # DataLoader workers (online: requests ahead of the trainer)
+    method: str = "eagle3"  # draft.method: eagle3 or peagle (P-EAGLE: ttt_steps is its num_depths)
+    mask_token_id: int | None = None  # P-EAGLE's resolved mask token
+    max_anchors: int | None = None  # P-EAGLE: anchors sampled per batch
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -69,15 +72,35 @@ class FitConfig:
 
 PREDICTED_AL_DEFINITION = (
     "1 + sum over TTT steps k of held-out full_acc_k (draft steps 0..k all equal the "
-    "verifier's argmax); equals vLLM's AL at T=0 when train and serve agree"
+    "verifier's argmax); equals vLLM's AL at T=0 when train and serve agree. P-EAGLE measures each "
+    "depth's accuracy alone (position_k_acc): its full_acc_k is their product over 0..k (exact when "
+    "the depths' misses are independent)"
 )
+
+
+def position_acc_key(method: str, k: int) -> str:
+    """The Trainer's per-draft-position accuracy metric: EAGLE-3's full_acc_k, P-EAGLE's position_k_acc."""
+    return f"position_{k}_acc" if method == "peagle" else f"full_acc_{k}"
+
+
+def held_out_full_acc(metrics: dict[str, Any], method: str, steps: int) -> list[float]:
+    """Per draft position k, the held-out share of positions whose draft tokens 0..k all equal the
+    verifier's argmax (see PREDICTED_AL_DEFINITION for P-EAGLE's)."""
+    accs = [a for a in (metrics.get(position_acc_key(method, k) + "_epoch") for k in range(steps)) if a is not None]
+    if method != "peagle":
+        return accs
+    out, run = [], 1.0
+    for a in accs:
+        run *= a
+        out.append(run)
+    return out
 
 
 @dataclass(frozen=True)
 class TrainReport:
     predicted_acceptance_length: float | None
     held_out_full_acc: list[float]
-    held_out_cond_acc: list[float]
+    held_out_cond_acc: list[float]  # EAGLE-3: step k given steps < k right; P-EAGLE: depth k alone
     held_out_loss: float | None
     train_loss_first: float | None
     train_loss_last: float | None

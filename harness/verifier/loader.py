@@ -52,11 +52,21 @@ def read_verifier_tensors(layout: VerifierLayout) -> dict[str, Any]:
     return out
 
 
-def _draft_class():
+def _speculators_class(method: str):
+    if method == "peagle":
+        from speculators.models.peagle import PEagleDraftModel
+
+        return PEagleDraftModel
     from speculators.models.eagle3 import Eagle3DraftModel
 
-    class LayoutEagle3DraftModel(Eagle3DraftModel):
-        """Eagle3DraftModel whose verifier-owned weights come from a VerifierLayout."""
+    return Eagle3DraftModel
+
+
+def _draft_class(method: str):
+    base = _speculators_class(method)
+
+    class LayoutDraftModel(base):  # type: ignore[valid-type,misc]
+        """speculators' draft (EAGLE-3 or P-EAGLE) whose verifier-owned weights come from a VerifierLayout."""
 
         def load_verifier_weights(self) -> None:
             import torch
@@ -88,26 +98,31 @@ def _draft_class():
                 self.verifier_norm.weight,
             ):
                 p.requires_grad_(False)
+            # P-EAGLE trains its embeddings (the mask token's row is learned): its config says so
             self.embed_tokens.weight.requires_grad_(self.config.embed_requires_grad)
 
-    return LayoutEagle3DraftModel
+    LayoutDraftModel.__name__ = LayoutDraftModel.__qualname__ = f"Layout{base.__name__}"
+    return LayoutDraftModel
 
 
-_CLASS = None
+# the methods the harness trains: speculators' registry name -> the harness's registered class
+TRAINED_METHODS = ("eagle3", "peagle")
+_CLASSES: dict[str, Any] = {}
 
 
-def draft_class():
-    """The LayoutEagle3DraftModel class, registered in speculators' model registry (its Trainer
+def draft_class(method: str = "eagle3"):
+    """The Layout draft class for `method`, registered in speculators' model registry (its Trainer
     refuses unregistered classes). Registration is an explicit call, not an import side effect."""
-    global _CLASS
-    if _CLASS is None:
+    if method not in TRAINED_METHODS:
+        raise BadInput(f"draft.method {method!r}: the harness trains {', '.join(TRAINED_METHODS)}")
+    if method not in _CLASSES:
         from speculators.model import SpeculatorModel
 
-        _CLASS = _draft_class()
+        cls = _CLASSES[method] = _draft_class(method)
         registry = SpeculatorModel.registry or {}
-        if "harness-eagle3" not in registry:
-            SpeculatorModel.register_decorator(_CLASS, "harness-eagle3")
-    return _CLASS
+        if f"harness-{method}" not in registry:
+            SpeculatorModel.register_decorator(cls, f"harness-{method}")
+    return _CLASSES[method]
 
 
 def build_draft(
@@ -122,9 +137,12 @@ def build_draft(
     attn_impl: str = "sdpa",
     norm_before_residual: bool = True,
     trust_remote_code: bool = False,
+    method: str = "eagle3",
+    mask_token_id: int | None = None,
 ):
-    """A fresh EAGLE-3 draft for `layout`'s verifier, through speculators' own factory."""
-    cls = draft_class()
+    """A fresh draft (EAGLE-3 or P-EAGLE) for `layout`'s verifier, through speculators' own factory.
+    P-EAGLE drafts `ttt_steps` positions in parallel (its num_depths)."""
+    cls = draft_class(method)
     # from_training_args builds the model and calls load_verifier_weights() on it; the layout
     # is handed over on the class for the duration of that call.
     cls._harness_layout = layout
@@ -140,6 +158,8 @@ def build_draft(
             target_layer_ids=list(aux_layer_ids),
             draft_attn_impl=attn_impl,
             trust_remote_code=trust_remote_code,
+            num_depths=ttt_steps,
+            mask_token_id=mask_token_id,
         )
     finally:
         del cls._harness_layout
