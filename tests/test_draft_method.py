@@ -74,6 +74,9 @@ def test_peagle_dry_run_plans_the_trainable_embedding_and_its_cod_positions():
     assert pe["draft"]["positions_per_token"] == pytest.approx(1 + 0.7 + 0.49 + 0.343 + 0.2401, abs=1e-3)
     assert base["draft"]["positions_per_token"] == 3
     assert pe["checks"]["ok"] and pe["training"]["command"].startswith("torchrun --nproc_per_node=8")
+    served = pe["bench"]["speculative_command_example"]
+    assert '"method": "eagle3"' in served and '"parallel_drafting": true' in served
+    assert "parallel_drafting" not in base["bench"]["speculative_command_example"]
 
 
 def test_peagle_accuracies_map_to_the_harness_prediction():

@@ -322,7 +322,9 @@ def _bench_section(
     from harness.train.cost import bench_count
 
     b = recipe.bench
-    spec = cmds.engine(SpeculativeSpec(b.method, max(b.k), str(run_dir / "draft")))
+    # the trained draft is served by its own method (P-EAGLE: eagle3 with parallel drafting)
+    method = recipe.draft.method if b.method == "eagle3" else b.method
+    spec = cmds.engine(SpeculativeSpec(method, max(b.k), str(run_dir / "draft")))
     count = bench_count(recipe, suite_requests)
     return {
         "suites": b.suites,
