@@ -9,9 +9,9 @@ its spec-decode counters printed. A method that does not start prints the engine
   zero `mask_hidden`), served as eagle3 with parallel drafting. Not a P-EAGLE training: later
   positions are expected to accept nothing; this shows the engine path.
 - draft_model: the Kimi stand-in's first 2 layers (harness/draft/reference.py truncated_verifier).
-- mtp: the DeepSeek-V3 stand-in with one MTP layer appended (`num_nextn_predict_layers = 1`): the
-  last decoder layer copied, enorm/hnorm ones, a seeded random eh_proj, the stand-in's final norm,
-  head and embeddings; untrained, so a low acceptance is expected.
+- mtp: the DeepSeek-V3 stand-in with one MTP layer appended (`num_nextn_predict_layers = 1`:
+  harness/verifier/standins/mtp.py, the last decoder layer, norms and head copied, an eh_proj that
+  passes the hidden state through); untrained, so a low acceptance is expected.
 Builds what it serves under OUT (default: a temporary folder).
 """
 
@@ -43,44 +43,6 @@ def peagle_copy(draft: Path, out: Path) -> Path:
     w = load_file(str(out / "model.safetensors"))
     w["mask_hidden"] = torch.zeros(1, 1, w["fc.weight"].shape[1], dtype=w["fc.weight"].dtype)
     save_file(w, str(out / "model.safetensors"), metadata={"format": "pt"})
-    return out
-
-
-def with_mtp_layer(src: Path, out: Path) -> Path:
-    """A copy of a DeepSeek-V3 text checkpoint (unprefixed keys) with one MTP layer appended."""
-    import torch
-    from safetensors import safe_open
-    from safetensors.torch import save_file
-
-    shutil.copytree(src, out, ignore=shutil.ignore_patterns("standin.json"))
-    cfg = json.loads((out / "config.json").read_text())
-    n, h = cfg["num_hidden_layers"], cfg["hidden_size"]
-    tensors = {}
-    for shard in src.glob("*.safetensors"):
-        with safe_open(str(shard), "pt") as f:
-            tensors.update({k: f.get_tensor(k) for k in f.keys()})
-    last, new_p = f"model.layers.{n - 1}.", f"model.layers.{n}."
-    new = {new_p + k[len(last) :]: t.clone() for k, t in tensors.items() if k.startswith(last)}
-    dt = tensors["model.norm.weight"].dtype
-    g = torch.Generator().manual_seed(0)
-    new.update(
-        {
-            new_p + "enorm.weight": torch.ones(h, dtype=dt),
-            new_p + "hnorm.weight": torch.ones(h, dtype=dt),
-            new_p + "eh_proj.weight": (torch.randn(h, 2 * h, generator=g) * 0.02).to(dt),
-            new_p + "shared_head.norm.weight": tensors["model.norm.weight"].clone(),
-            new_p + "shared_head.head.weight": tensors["lm_head.weight"].clone(),
-            new_p + "embed_tokens.weight": tensors["model.embed_tokens.weight"].clone(),
-        }
-    )
-    save_file(new, str(out / "model-mtp.safetensors"), metadata={"format": "pt"})
-    index = out / "model.safetensors.index.json"
-    if index.is_file():
-        data = json.loads(index.read_text())
-        data["weight_map"].update(dict.fromkeys(new, "model-mtp.safetensors"))
-        index.write_text(json.dumps(data))
-    cfg["num_nextn_predict_layers"] = 1
-    (out / "config.json").write_text(json.dumps(cfg, indent=1))
     return out
 
 
@@ -120,6 +82,7 @@ def main() -> None:
     from harness.recipe import load_recipe
     from harness.verifier.layout import resolve_layout
     from harness.verifier.standins.build import cache_root
+    from harness.verifier.standins.mtp import with_mtp_layer
 
     out = args.out or Path(tempfile.mkdtemp(prefix="methods-on-cpu-"))
     out.mkdir(parents=True, exist_ok=True)

@@ -297,13 +297,14 @@ class BenchSection(_Strict):
     engine: Literal["offline", "server", "attach"] = Field("server", description="How vLLM is driven.")
     url: str | None = Field(None, description="attach: the speculative server's URL.")
     baseline_url: str | None = Field(None, description="attach: the no-speculation server's URL.")
-    reference_drafts: list[Literal["oracle", "random", "ngram", "suffix", "draft_model"]] = Field(
+    reference_drafts: list[Literal["oracle", "random", "ngram", "suffix", "draft_model", "mtp"]] = Field(
         default_factory=list,
         description=(
             "Also bench these reference drafts: oracle (an upper bound) and random (a control) check the "
             "arithmetic; ngram (prompt lookup) and suffix (suffix decoding, arctic-inference) are methods "
             "without a trained draft, candidates to deploy; draft_model is vLLM's draft_model method with the "
-            "verifier's first bench.draft_model_layers layers as the draft model (an early-exit self-draft)."
+            "verifier's first bench.draft_model_layers layers as the draft model (an early-exit self-draft); "
+            "mtp is the verifier's own multi-token-prediction layers (DeepSeek-V3 ships one; Kimi-K2.5 none)."
         ),
     )
     draft_model_layers: int = Field(

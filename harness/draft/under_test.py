@@ -78,7 +78,20 @@ def _reference_drafts(recipe: Recipe, layout: VerifierLayout, names: Sequence[st
         elif r == "draft_model":
             p = reference.truncated_verifier(layout, recipe.bench.draft_model_layers, cache_root())
             out.append(DraftUnderTest("draft_model", "draft_model", layout, str(p), (), content_hash(p)))
+        elif r == "mtp":
+            require_mtp_layers(layout)
+            out.append(DraftUnderTest("mtp", "mtp", layout, layout.path))
     return out
+
+
+def require_mtp_layers(layout: VerifierLayout) -> None:
+    """vLLM's mtp method drafts with the verifier's own MTP layers: refuse one without them before any engine starts."""
+    nextn = layout.text_config.get("num_nextn_predict_layers") or 0
+    if nextn < 1:
+        raise BadInput(
+            f"bench.reference_drafts has 'mtp', but the verifier {layout.path} has no MTP layers "
+            f"(num_nextn_predict_layers = {nextn}; Kimi-K2.5 ships none, DeepSeek-V3 one): remove 'mtp'"
+        )
 
 
 def require_suffix_decoding() -> None:
