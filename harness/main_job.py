@@ -45,6 +45,7 @@ class MainJobResult:
     engine_startup_s: dict[str, float] = field(default_factory=dict)
     # which arm to deploy per suite and load (harness/results/answer.py HEADERS), text rows
     deploy: list[list[str]] = field(default_factory=list)
+    not_weighed: list[str] = field(default_factory=list)  # methods this device cannot serve, with why
 
 
 def _engine_startups(run_dir: Path) -> dict[str, float]:
@@ -59,6 +60,13 @@ def _deploy_rows(run_dir: Path) -> list[list[str]]:
     from harness.results.runs import read_run
 
     return answer_rows(read_run(run_dir).rows)
+
+
+def _not_weighed(run_dir: Path) -> list[str]:
+    from harness.results.answer import not_weighed
+    from harness.results.runs import read_run
+
+    return not_weighed(read_run(run_dir).manifest.hardware.device)
 
 
 def default_run_dir(recipe: Recipe) -> Path:
@@ -231,6 +239,7 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
         [(n, round(s, 1)) for n, s in reporter.timings],
         _engine_startups(run_dir),
         _deploy_rows(run_dir),
+        _not_weighed(run_dir),
     )
     atomic_write_json(
         run_dir / "summary.json",
@@ -306,6 +315,8 @@ def render_summary(res: MainJobResult, console) -> None:
         for row in res.deploy:
             d.add_row(*row)
         console.print(d)
+        for line in res.not_weighed:
+            console.print(f"  not weighed on this device: {line}")
     tr = res.train_report
     if tr:
         console.print(

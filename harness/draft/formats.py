@@ -105,6 +105,11 @@ def detect_format(cfg: dict[str, Any], where: str) -> str:
     if stype is not None:
         if stype in SPECULATORS_TYPES:
             return "speculators"
+        from harness.engine.method_limits import CPU_SERVING_LIMITS, NOT_YET_TRAINED
+
+        if stype in ("dflash", *CPU_SERVING_LIMITS):
+            limit = CPU_SERVING_LIMITS.get(stype, NOT_YET_TRAINED["dflash"])
+            raise BadInput(f"{where}: a speculators {stype} draft, which the harness does not bench yet ({limit})")
         raise BadInput(
             f"{where}: speculators_model_type {stype!r} is not an EAGLE-family draft; "
             f"known formats: {'; '.join(KNOWN_FORMATS)}"

@@ -123,6 +123,14 @@ def short_text(a: Answer) -> str:
     return f"{b.arm}{k} {_x(b)}; {margin_text(a)}"
 
 
+def not_weighed(device: str | None) -> list[str]:
+    """The methods an answer table on this device could not weigh, each with the reason; on GPUs
+    vLLM serves them all (harness/engine/method_limits.py)."""
+    from harness.engine.method_limits import not_weighed_on_cpu
+
+    return not_weighed_on_cpu() if device == "cpu" else []
+
+
 def answer_rows(rows: list[CellRow]) -> list[list[str]]:
     """The answer table's text rows (HEADERS)."""
     out = []

@@ -274,6 +274,11 @@ def verdict_blocks(run: Run, gate: GateSummary | None) -> list[tuple]:
         ("table", VERDICT_HEADERS, rows),
         *(
             [("p", "Which arm to deploy, per suite and load:"), ("table", list(answer.HEADERS), deploy)]
+            + (
+                [("p", "Not weighed on this device:"), ("list", missing)]
+                if (missing := answer.not_weighed(run.manifest.hardware.device))
+                else []
+            )
             if deploy
             else []
         ),
