@@ -93,8 +93,8 @@ def test_mask_token_follows_speculators_order_without_loading_a_processor():
     layout = SimpleNamespace(vocab_size=100)
 
     class Tok:
-        def __init__(self, n, mask=None, pad=None, eos=None):
-            self.n, self.mask_token_id, self.pad_token_id, self.eos_token_id = n, mask, pad, eos
+        def __init__(self, n, mask=None, pad=None, eos=None, bos=None):
+            self.n, self.mask_token_id, self.pad_token_id, self.eos_token_id, self.bos_token_id = n, mask, pad, eos, bos
 
         def __len__(self):
             return self.n
@@ -103,6 +103,7 @@ def test_mask_token_follows_speculators_order_without_loading_a_processor():
     assert mask_token_id(load_recipe(None), layout, Tok(90)) is None  # EAGLE-3 has none
     assert mask_token_id(peagle, layout, Tok(90, mask=7)) == 7
     assert mask_token_id(peagle, layout, Tok(90, pad=0)) == 90  # first unused embedding row
+    assert mask_token_id(peagle, layout, Tok(100, pad=0, eos=2, bos=1)) == 1  # a trained row before pad's
     assert mask_token_id(peagle, layout, Tok(100, pad=0, eos=2)) == 0
     assert mask_token_id(peagle, layout, Tok(100, eos=2)) == 2
     assert mask_token_id(load_recipe(None, ["draft.method='peagle'", "draft.mask_token_id=3"]), layout, Tok(100)) == 3
