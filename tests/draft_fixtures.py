@@ -225,3 +225,27 @@ def mtp_verifier(folder: Path, nextn: int = 1, with_layers: bool = True) -> Path
                 }
             )
     return write_checkpoint(folder, cfg, shapes, num_shards=1)
+
+
+def block_drafter(kind: str, verifier, out, layers: str = "1:0"):
+    """A random-init speculators block drafter (`kind`: dflash, dflash2, dspark; Qwen3 layers; `layers`
+    "N:i,j" = N layers, full attention at i, j, sliding elsewhere) for `verifier`, by speculators itself."""
+    import speculators.models  # noqa: F401 (registers the draft types)
+    import torch
+    from speculators.model import SpeculatorModel
+    from speculators.train.cli import create_transformer_layer_config
+
+    n, full = layers.split(":")
+    layer = create_transformer_layer_config(
+        verifier_name_or_path=str(verifier), num_layers=int(n), draft_arch="qwen3", hidden_act=None,
+        sliding_window=64, full_attention_indices=[int(x) for x in full.split(",") if x], mrope_full_head_hack=False,
+    )  # fmt: skip
+    kw = {"draft_vocab_size": layer.vocab_size, "block_size": 4, "verifier_name_or_path": str(verifier),
+          "mask_token_id": 0, "draft_attn_impl": "sdpa", "target_layer_ids": None}  # fmt: skip
+    extra = {"dspark": {"markov_rank": 16, "enable_confidence_head": True},
+             "dflash2": {"selector_rank": 16, "selector_top_k": 4}}  # fmt: skip
+    kw |= extra.get(kind, {})
+    SpeculatorModel.registry[kind].from_training_args(verifier_config=layer, **kw).to(torch.bfloat16).save_pretrained(
+        out
+    )
+    return out

@@ -3,7 +3,8 @@ serves, recognised from config.json, the safetensors headers and the small d2t/t
 (never the weights themselves).
 
 Formats (docs/draft-formats.md has the detail and what each needs on a CPU):
-  speculators   `speculators_model_type: eagle3` (what the harness trains) or `peagle`
+  speculators   `speculators_model_type: eagle3` or `peagle` (what the harness trains), or `dflash`
+                (a block drafter: vLLM method "dflash"; aux ids in `aux_hidden_state_layer_ids`)
   specforge     SpecForge / EAGLE reference checkpoints: `LlamaForCausalLMEagle3`,
                 `Eagle3LlamaForCausalLM`, `Eagle3Qwen3ForCausalLM` and the Qwen-VL / MiniMax
                 variants vLLM maps to its Llama EAGLE-3 layer; weights `midlayer.*`, aux ids
@@ -36,10 +37,10 @@ LLAMA_EAGLE3_ARCHS = (
 )
 MLA_EAGLE3_ARCHS = ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM")
 PEAGLE_ARCHS = ("PEagleDraftModel", "PeagleLlamaForCausalLM", "PeagleQwen3ForCausalLM")
-SPECULATORS_TYPES = {"eagle3": "eagle3", "peagle": "p-eagle"}
+SPECULATORS_TYPES = {"eagle3": "eagle3", "peagle": "p-eagle", "dflash": "dflash"}
 # What the "unknown format" message lists.
 KNOWN_FORMATS = (
-    "speculators (speculators_model_type: eagle3 | peagle)",
+    "speculators (speculators_model_type: eagle3 | peagle | dflash)",
     f"SpecForge/EAGLE-3 ({' | '.join(LLAMA_EAGLE3_ARCHS)})",
     f"MLA EAGLE-3 ({' | '.join(MLA_EAGLE3_ARCHS)})",
     f"P-EAGLE ({' | '.join(PEAGLE_ARCHS)})",
@@ -53,7 +54,7 @@ class DraftInfo:
 
     path: str
     format: str  # speculators | specforge | mla-eagle3 | p-eagle | mtp
-    vllm_method: Literal["eagle3", "mtp"]  # the speculative_config "method"
+    vllm_method: Literal["eagle3", "mtp", "dflash"]  # the speculative_config "method"
     parallel_drafting: bool  # P-EAGLE: vLLM needs speculative_config.parallel_drafting
     architecture: str
     num_layers: int  # draft decoder layers (MTP: prediction layers)
@@ -75,7 +76,7 @@ class DraftInfo:
     model_type: str = ""  # the draft layer's config model_type
 
     @property
-    def method(self) -> Literal["eagle3", "peagle", "mtp"]:
+    def method(self) -> Literal["eagle3", "peagle", "mtp", "dflash"]:
         """The harness's method name (peagle is eagle3 with parallel drafting in vLLM)."""
         return "peagle" if self.parallel_drafting else self.vllm_method
 
@@ -105,11 +106,13 @@ def detect_format(cfg: dict[str, Any], where: str) -> str:
     if stype is not None:
         if stype in SPECULATORS_TYPES:
             return "speculators"
-        from harness.engine.method_limits import CPU_SERVING_LIMITS, NOT_YET_TRAINED
+        from harness.engine.method_limits import CPU_SERVING_LIMITS
 
-        if stype in ("dflash", *CPU_SERVING_LIMITS):
-            limit = CPU_SERVING_LIMITS.get(stype, NOT_YET_TRAINED["dflash"])
-            raise BadInput(f"{where}: a speculators {stype} draft, which the harness does not bench yet ({limit})")
+        if stype in CPU_SERVING_LIMITS:
+            raise BadInput(
+                f"{where}: a speculators {stype} draft, which the harness does not bench yet "
+                f"({CPU_SERVING_LIMITS[stype]})"
+            )
         raise BadInput(
             f"{where}: speculators_model_type {stype!r} is not an EAGLE-family draft; "
             f"known formats: {'; '.join(KNOWN_FORMATS)}"
@@ -189,15 +192,16 @@ def _eagle_info(folder: Path, cfg: dict[str, Any], fmt: str) -> DraftInfo:
         if not isinstance(layer, dict):
             raise BadInput(f"{where}: transformer_layer_config is not an object; the speculators config is corrupt")
         parallel = cfg["speculators_model_type"] == "peagle"
+        dflash = cfg["speculators_model_type"] == "dflash"
         fmt = "speculators"
         arch = f"speculators:{cfg['speculators_model_type']} ({layer.get('model_type', 'llama')} layer)"
-        ids = cfg.get("eagle_aux_hidden_state_layer_ids") or []
+        ids = cfg.get("aux_hidden_state_layer_ids" if dflash else "eagle_aux_hidden_state_layer_ids") or []
         verifier = dict((cfg.get("speculators_config") or {}).get("verifier") or {})
         nbr_default = not parallel  # vLLM's defaults for a speculators config (eagle3: True, peagle: False)
         nbr = bool(cfg.get("norm_before_residual", nbr_default))
     else:
         layer = cfg
-        parallel = fmt == "p-eagle"
+        parallel, dflash = fmt == "p-eagle", False
         arch = next(a for a in cfg.get("architectures") or [] if isinstance(a, str))
         eagle_cfg = cast("dict[str, Any]", cfg.get("eagle_config")) if isinstance(cfg.get("eagle_config"), dict) else {}
         ids = cfg.get("eagle_aux_hidden_state_layer_ids") or eagle_cfg.get("eagle_aux_hidden_state_layer_ids") or []
@@ -219,7 +223,7 @@ def _eagle_info(folder: Path, cfg: dict[str, Any], fmt: str) -> DraftInfo:
     return DraftInfo(
         path=str(folder.resolve()),
         format=fmt,
-        vllm_method="eagle3",
+        vllm_method="dflash" if dflash else "eagle3",
         parallel_drafting=parallel,
         architecture=arch,
         num_layers=_int(layer, "num_hidden_layers", where, 1),

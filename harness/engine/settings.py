@@ -38,7 +38,7 @@ class ServedModel(Protocol):
 
 
 # vLLM's speculative methods the harness serves (peagle: eagle3 with parallel drafting in vLLM)
-SpecMethod = Literal["eagle3", "peagle", "mtp", "ngram", "suffix", "draft_model"]
+SpecMethod = Literal["eagle3", "peagle", "mtp", "ngram", "suffix", "draft_model", "dflash"]
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class SpeculativeSpec:
         cfg: dict[str, Any] = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}
         if self.k_schedule:
             cfg["num_speculative_tokens_per_batch_size"] = [list(r) for r in self.k_schedule]
-        if self.method in ("eagle3", "peagle", "draft_model"):
+        if self.method in ("eagle3", "peagle", "draft_model", "dflash"):
             cfg["model"] = self.draft
             if self.method == "peagle":  # vLLM serves P-EAGLE as eagle3 with parallel drafting
                 cfg.update(method="eagle3", parallel_drafting=True)
