@@ -239,10 +239,11 @@ def test_every_method_in_one_run_is_lossless_at_t0_and_the_answer_table_weighs_t
     assert "Which arm to deploy" in report
 
 
-# P-EAGLE from the session training's data and states at the same CI size: measured 2 epochs of fit in
-# 34 s, served (vLLM eagle3 + parallel_drafting) AL 2.67 code / 2.42 math against EAGLE-3's ~3.0 / 2.9:
-# one forward drafts all k tokens, so the later positions guess blind (per position 0.89/0.48/0.30).
-MIN_PEAGLE_AL = 2.0
+# P-EAGLE from the session training's data and states at the same CI size (2 epochs, mask token [BOS]):
+# measured served AL 2.39 pooled (predicted 2.58 from its depth accuracies 0.86/0.53/0.54) against
+# EAGLE-3's 2.97: one forward drafts all k tokens, so the later positions guess blind. With [PAD] as
+# the mask token (a never-trained row) it read 2.07: the bound below catches that.
+MIN_PEAGLE_AL = 2.15
 
 
 def test_trained_p_eagle_draft_serves_as_parallel_drafting_and_meets_its_prediction(kimi_trained, kimi_peagle):
