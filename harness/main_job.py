@@ -253,6 +253,7 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
             "stage_s": result.stage_s,
             "engine_startup_s": result.engine_startup_s,
             "deploy": [dict(zip(HEADERS, r)) for r in result.deploy],
+            "not_weighed": result.not_weighed,
         },
     )
     return result
