@@ -55,18 +55,13 @@ def _engine_startups(run_dir: Path) -> dict[str, float]:
     return {name: e["startup_s"] for name, e in engines.items() if e.get("startup_s") is not None}
 
 
-def _deploy_rows(run_dir: Path) -> list[list[str]]:
-    from harness.results.answer import answer_rows
+def _deploy(run_dir: Path) -> tuple[list[list[str]], list[str]]:
+    """The answer table's rows, and the methods it could not weigh on this device (one read of the run)."""
+    from harness.results.answer import answer_rows, not_weighed
     from harness.results.runs import read_run
 
-    return answer_rows(read_run(run_dir).rows)
-
-
-def _not_weighed(run_dir: Path) -> list[str]:
-    from harness.results.answer import not_weighed
-    from harness.results.runs import read_run
-
-    return not_weighed(read_run(run_dir).manifest.hardware.device)
+    run = read_run(run_dir)
+    return answer_rows(run.rows), not_weighed(run.manifest.hardware.device)
 
 
 def default_run_dir(recipe: Recipe) -> Path:
@@ -238,8 +233,7 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
         trained.report,
         [(n, round(s, 1)) for n, s in reporter.timings],
         _engine_startups(run_dir),
-        _deploy_rows(run_dir),
-        _not_weighed(run_dir),
+        *_deploy(run_dir),
     )
     atomic_write_json(
         run_dir / "summary.json",

@@ -123,7 +123,7 @@ class DraftSection(_Strict):
         None,
         ge=0,
         description="P-EAGLE only: the token standing in for not-yet-drafted positions. Unset: the "
-        "tokenizer's mask token, else the first embedding row past the tokenizer (unused), else pad/eos.",
+        "tokenizer's mask token, else the first embedding row past the tokenizer (unused), else bos/pad/eos.",
     )
     num_layers: int = Field(1, ge=1, description="Draft decoder layers (EAGLE-3 uses 1).")
     num_attention_heads: int | None = Field(None, ge=1, description="Draft heads (default: the verifier's).")

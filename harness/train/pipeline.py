@@ -672,9 +672,9 @@ def build_report(
     val = curves["val"][-1] if curves["val"] else {}
     steps = range(recipe.train.ttt_steps)
     accs = held_out_full_acc(val, recipe.draft.method, recipe.train.ttt_steps)
-    cond = [c for c in (val.get(f"cond_acc_{k}_epoch") for k in steps) if c is not None]
-    if recipe.draft.method == "peagle":  # each depth's accuracy alone, from the true context
-        cond = [c for c in (val.get(f"position_{k}_acc_epoch") for k in steps) if c is not None]
+    # EAGLE-3: step k given steps < k right; P-EAGLE: each depth's accuracy alone, from the true context
+    cond_key = "position_{k}_acc_epoch" if recipe.draft.method == "peagle" else "cond_acc_{k}_epoch"
+    cond = [c for c in (val.get(cond_key.format(k=k)) for k in steps) if c is not None]
     train = curves["train"]
     return TrainReport(
         predicted_acceptance_length=1 + sum(accs) if accs else None,

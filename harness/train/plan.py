@@ -248,7 +248,8 @@ def _draft_and_memory_sections(recipe: Recipe, layout: VerifierLayout, aux: list
     params += lookups
     # embed + verifier head (P-EAGLE's embed is counted in params instead)
     frozen = embed * (1 if d.method == "peagle" else 2) + d.draft_vocab_size * layout.hidden_size
-    positions = t.total_seq_len * positions_per_token(d.method, t.ttt_steps)
+    per_token = positions_per_token(d.method, t.ttt_steps)
+    positions = t.total_seq_len * per_token
     act = int(positions * (dcfg["intermediate_size"] * 3 + layout.hidden_size * 12) * 4)
     logits = int(positions * d.draft_vocab_size * 4 * 3)
     trainable = params * 16 / (t.nproc_per_node * t.nnodes) if t.fsdp and t.nproc_per_node > 1 else params * 16
@@ -262,7 +263,7 @@ def _draft_and_memory_sections(recipe: Recipe, layout: VerifierLayout, aux: list
             "trainable_params": params,
             # what a training token's FLOPs scale with (the cost model): matmul weights, draft positions
             "matmul_params": params - lookups,
-            "positions_per_token": round(positions_per_token(d.method, t.ttt_steps), 3),
+            "positions_per_token": round(per_token, 3),
             "draft_vocab_size": d.draft_vocab_size,
             "aux_layer_ids": aux,
             "ttt_steps": t.ttt_steps,
@@ -271,7 +272,7 @@ def _draft_and_memory_sections(recipe: Recipe, layout: VerifierLayout, aux: list
             "training_gpu_gib_per_process": round(gpu_bytes / GIB, 1),
             "training_formula": (
                 "trainable x 16 B (fp32 weights, grads, Adam) + frozen embed/head + activations + logits, "
-                f"over {positions_per_token(d.method, t.ttt_steps):.2f} draft positions per packed token"
+                f"over {per_token:.2f} draft positions per packed token"
             ),
             "verifier_weights_gib": weights_gib,
             "verifier_weights_gib_per_gpu": round(weights_gib / gpus, 1) if weights_gib else None,
