@@ -112,17 +112,22 @@ class VerifierSection(_Strict):
         return self
 
 
+# the trained methods that draft from mask tokens at anchor positions (mask_token_id, max_anchors)
+MASKED_METHODS = ("peagle", "dflash")
+
+
 class DraftSection(_Strict):
-    method: Literal["eagle3", "peagle"] = Field(
+    method: Literal["eagle3", "peagle", "dflash"] = Field(
         "eagle3",
-        description="What speculators trains: 'eagle3', or 'peagle' (P-EAGLE: parallel drafting, every draft "
-        "position from one forward; vLLM serves it as eagle3 with parallel_drafting). Same patched loader, "
-        "hidden states, vocab mapping and fit checks.",
+        description="What speculators trains: 'eagle3', 'peagle' (P-EAGLE: parallel drafting, every draft "
+        "position from one forward; vLLM serves it as eagle3 with parallel_drafting) or 'dflash' (a block "
+        "drafter: Qwen3 layers that fill ttt_steps mask slots after an anchor token in one forward; vLLM's "
+        "dflash method). Same patched loader, hidden states, vocab mapping and fit checks.",
     )
     mask_token_id: int | None = Field(
         None,
         ge=0,
-        description="P-EAGLE only: the token standing in for not-yet-drafted positions. Unset: the "
+        description="P-EAGLE and DFlash only: the token standing in for not-yet-drafted positions. Unset: the "
         "tokenizer's mask token, else the first embedding row past the tokenizer (unused), else bos/pad/eos.",
     )
     num_layers: int = Field(1, ge=1, description="Draft decoder layers (EAGLE-3 uses 1).")
@@ -193,16 +198,24 @@ class TrainSection(_Strict):
         description="Tokens packed per batch, per training process (an optimizer step sees total_seq_len x processes).",
     )
     ttt_steps: int = Field(
-        3, ge=1, description="Draft positions trained: EAGLE-3's test-time-training steps, P-EAGLE's depths."
+        3,
+        ge=1,
+        description="Draft positions trained: EAGLE-3's test-time-training steps, P-EAGLE's depths, DFlash's "
+        "mask slots per block (its block_size is ttt_steps + 1: the anchor and the slots).",
     )
     max_anchors: int | None = Field(
         None,
         ge=1,
-        description="P-EAGLE only: sampled anchor positions per packed batch (bounds its attention, which "
-        "grows with anchors x depths); unset: every position.",
+        description="P-EAGLE and DFlash only: sampled anchor positions per packed batch (bounds their attention, "
+        "which grows with anchors x positions); unset: every position (P-EAGLE), total_seq_len / block_size "
+        "(DFlash).",
     )
     ttt_step_loss_decay: float = Field(1.0, gt=0, description="Loss weight decay across TTT steps.")
-    loss: str = Field("kl_div", description="speculators loss name or JSON mix.")
+    loss: str | None = Field(
+        None,
+        description="speculators loss name or JSON mix; unset: speculators' CLI default for the method "
+        "('ce' for DFlash, 'kl_div' otherwise).",
+    )
     attn_impl: Literal["sdpa", "eager", "simple_flex_attention"] = Field(
         "sdpa", description="Draft attention; flex needs CUDA."
     )
@@ -462,6 +475,13 @@ class Recipe(_Strict):
             data = {s: data[s] for s in sections}
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
+    @property
+    def train_loss(self) -> str:
+        """train.loss, or speculators' CLI default for the draft method: cross-entropy to the verifier's
+        argmax for DFlash (its issue 979 recipe; on the Kimi stand-in's CI training it raised held-out
+        eal from 2.57 to 2.95 against kl_div), KL to the verifier's distribution otherwise."""
+        return self.train.loss or ("ce" if self.draft.method == "dflash" else "kl_div")
+
     @model_validator(mode="after")
     def _cross(self):
         if self.train.hidden_states_mode == "online" and self.train.hidden_states_source != "vllm":
@@ -478,13 +498,15 @@ class Recipe(_Strict):
             )
         if self.train.fsdp and self.train.launcher != "torchrun":
             raise ValueError("train.fsdp needs train.launcher 'torchrun'")
-        if self.draft.method != "peagle":
+        if self.draft.method not in MASKED_METHODS:
             for key, value in (
                 ("draft.mask_token_id", self.draft.mask_token_id),
                 ("train.max_anchors", self.train.max_anchors),
             ):
                 if value is not None:
-                    raise ValueError(f"{key} is a P-EAGLE setting: set draft.method = 'peagle' or remove it")
+                    raise ValueError(
+                        f"{key} is a P-EAGLE and DFlash setting: set draft.method = 'peagle' or 'dflash', or remove it"
+                    )
         return self
 
 

@@ -201,6 +201,15 @@ def _draft_changes(recipe: Recipe) -> Changes:
             SHRUNK,
             "an id of the production vocabulary: the stand-in's own is resolved",
         )
+    t = recipe.train
+    seq = min(t.total_seq_len, CAPS["train.total_seq_len"])
+    if t.max_anchors is not None and t.max_anchors * (t.ttt_steps + 1) > seq:
+        out["train.max_anchors"] = (
+            None,
+            SHRUNK,
+            f"anchors x block positions sized for a {t.total_seq_len:,}-token batch: the method's default "
+            f"for the rehearsal's {seq:,} tokens",
+        )
     if d.draft_vocab_size > 1024:
         out["draft.draft_vocab_size"] = (1024, SHRUNK, "the stand-in's vocabulary (1,024 draft tokens)")
     if recipe.gate.baseline:  # not a draft setting, but said beside them: the one "as written" with a why

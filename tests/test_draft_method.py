@@ -1,6 +1,6 @@
-"""draft.method (issue 28): P-EAGLE beside EAGLE-3 through the same recipe, loader, fit and dry run;
-a per-method recipe states only how it differs from the recipe it extends. The trained P-EAGLE
-draft served by vLLM is tests/test_train_e2e.py's."""
+"""draft.method (issue 28): P-EAGLE and DFlash beside EAGLE-3 through the same recipe, loader, fit and
+dry run; a per-method recipe states only how it differs from the recipe it extends. The trained
+P-EAGLE and DFlash drafts served by vLLM are tests/test_train_e2e.py's."""
 
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ from harness.errors import BadInput
 from harness.paths import REPO_ROOT
 from harness.recipe import load_recipe, merge_tables
 from harness.train.plan import positions_per_token
-from harness.train.records import held_out_full_acc, position_acc_key
+from harness.train.records import held_out_full_acc, position_acc_key, predicted_al
 
-KIMI, KIMI_PEAGLE = (REPO_ROOT / "train" / n for n in ("kimi-k2.5.toml", "kimi-k2.5-peagle.toml"))
+KIMI, KIMI_PEAGLE, KIMI_DFLASH = (
+    REPO_ROOT / "train" / n for n in ("kimi-k2.5.toml", "kimi-k2.5-peagle.toml", "kimi-k2.5-dflash.toml")
+)
 
 
 def _dry_run(recipe) -> dict:
@@ -34,12 +36,17 @@ def _dry_run(recipe) -> dict:
 
 def test_method_specific_fields_are_refused_for_another_method_with_one_line_each():
     for key in ("draft.mask_token_id=5", "train.max_anchors=64"):
-        with pytest.raises(BadInput, match=f"{key.split('=')[0]} is a P-EAGLE setting: set draft.method = 'peagle'"):
+        with pytest.raises(BadInput, match=f"{key.split('=')[0]} is a P-EAGLE and DFlash setting: set draft.method"):
             load_recipe(None, [key])
-    r = load_recipe(None, ["draft.method='peagle'", "draft.mask_token_id=5", "train.max_anchors=64"])
-    assert (r.draft.method, r.draft.mask_token_id, r.train.max_anchors) == ("peagle", 5, 64)
+    for method in ("peagle", "dflash"):
+        r = load_recipe(None, [f"draft.method='{method}'", "draft.mask_token_id=5", "train.max_anchors=64"])
+        assert (r.draft.method, r.draft.mask_token_id, r.train.max_anchors) == (method, 5, 64)
     with pytest.raises(BadInput, match="draft.method"):
-        load_recipe(None, ["draft.method='dflash'"])
+        load_recipe(None, ["draft.method='dspark'"])
+    # the loss follows speculators' CLI default for the method unless the recipe names one
+    assert load_recipe(None, ["draft.method='dflash'"]).train_loss == "ce"
+    assert load_recipe(None).train_loss == "kl_div"
+    assert load_recipe(None, ["draft.method='dflash'", "train.loss='kl_div'"]).train_loss == "kl_div"
 
 
 def test_a_recipe_extends_another_and_states_only_its_differences(tmp_path):
@@ -79,6 +86,19 @@ def test_peagle_dry_run_plans_the_trainable_embedding_and_its_cod_positions():
     assert "parallel_drafting" not in base["bench"]["speculative_command_example"]
 
 
+def test_dflash_dry_run_plans_its_block_and_serves_as_vllms_dflash():
+    """The DFlash recipe's dry run against the real Kimi-K2.5 structure: 5 Qwen3 layers, all full
+    attention, 512 anchors x 16 block positions per 8,192-token batch (+ the context's K/V: 2 positions
+    per token), cross-entropy loss, served as vLLM's dflash method."""
+    base, df = _dry_run(KIMI), _dry_run(KIMI_DFLASH)
+    d = df["draft"]
+    assert d["method"] == "dflash" and d["ttt_steps"] == 15 and d["positions_per_token"] == 2.0
+    assert d["layer_config"]["layer_types"] == ["full_attention"] * 5 and d["layer_config"]["num_hidden_layers"] == 5
+    assert df["training"]["loss"] == "ce" and base["training"]["loss"] == "kl_div"
+    assert df["checks"]["ok"] and df["training"]["command"].startswith("torchrun --nproc_per_node=8")
+    assert '"method": "dflash"' in df["bench"]["speculative_command_example"]
+
+
 def test_peagle_accuracies_map_to_the_harness_prediction():
     """EAGLE-3 logs full_acc_k (steps 0..k all right); P-EAGLE logs each depth alone, and its
     full_acc_k is their running product."""
@@ -87,6 +107,15 @@ def test_peagle_accuracies_map_to_the_harness_prediction():
     assert held_out_full_acc({"full_acc_0_epoch": 0.8, "full_acc_1_epoch": 0.6}, "eagle3", 3) == [0.8, 0.6]
     assert (position_acc_key("peagle", 2), position_acc_key("eagle3", 2)) == ("position_2_acc", "full_acc_2")
     assert positions_per_token("eagle3", 3) == 3 and positions_per_token("peagle", 1) == 1
+    # DFlash: slot k+1 after the anchor; the prediction is speculators' eal where it logged one
+    dval = {"position_1_acc_epoch": 0.8, "position_2_acc_epoch": 0.5}
+    assert position_acc_key("dflash", 0) == "position_1_acc"
+    assert held_out_full_acc(dval, "dflash", 2) == pytest.approx([0.8, 0.4])
+    assert predicted_al(dval, "dflash", 2) == pytest.approx(2.2)
+    assert predicted_al({**dval, "eal_epoch": 2.5}, "dflash", 2) == 2.5
+    assert predicted_al({}, "eagle3", 3) is None
+    assert positions_per_token("dflash", 3, total_seq_len=1024) == 2.0
+    assert positions_per_token("dflash", 3, total_seq_len=1024, max_anchors=64) == 1.25
 
 
 def test_mask_token_follows_speculators_order_without_loading_a_processor():
@@ -111,6 +140,7 @@ def test_mask_token_follows_speculators_order_without_loading_a_processor():
         mask_token_id(load_recipe(None, ["draft.method='peagle'", "draft.mask_token_id=100"]), layout, Tok(100))
     with pytest.raises(BadInput, match="set draft.mask_token_id"):
         mask_token_id(peagle, layout, Tok(100))
+    assert mask_token_id(load_recipe(None, ["draft.method='dflash'"]), layout, Tok(100, pad=0, bos=1)) == 1
 
 
 def test_the_loader_builds_either_method_on_the_kimi_layout(kimi_layout):
@@ -144,5 +174,33 @@ def test_the_loader_builds_either_method_on_the_kimi_layout(kimi_layout):
     assert model.embed_tokens.weight.requires_grad and not model.verifier_lm_head.weight.requires_grad
     w = read_verifier_tensors(kimi_layout)
     assert torch.equal(model.embed_tokens.weight.detach(), w["embed_tokens"].to(model.embed_tokens.weight.dtype))
-    with pytest.raises(BadInput, match="the harness trains eagle3, peagle"):
-        draft_class("dflash")
+    with pytest.raises(BadInput, match="the harness trains eagle3, peagle, dflash"):
+        draft_class("dspark")
+
+
+def test_the_loader_builds_a_dflash_draft_on_the_kimi_layout(kimi_layout):
+    """DFlash through the same patched loader: speculators' DFlashDraftModel with Qwen3 layers, a block
+    of ttt_steps + 1, the verifier's embedding (frozen) and head rows read from the nested, prefixed
+    layout, and the draft config's aux ids and mask token as vLLM's dflash method reads them."""
+    import torch
+    from speculators.models.dflash import DFlashDraftModel
+
+    from harness.draft.config import draft_layer_config
+    from harness.verifier.loader import build_draft, layer_config, read_verifier_tensors
+
+    recipe = load_recipe(None, ["draft.method='dflash'", "draft.num_layers=2"])
+    values = draft_layer_config(recipe, kimi_layout, 512)
+    v = kimi_layout.vocab_size
+    t2d = torch.zeros(v, dtype=torch.bool)
+    t2d[:64] = True
+    model = build_draft(
+        kimi_layout, draft_layer_config=layer_config("dflash", values), aux_layer_ids=[2, 4, 5], draft_vocab_size=64,
+        t2d=t2d, d2t=torch.arange(64), ttt_steps=3, method="dflash", mask_token_id=1,
+    )  # fmt: skip
+    assert isinstance(model, DFlashDraftModel) and model.config.transformer_layer_config.model_type == "qwen3"
+    assert (model.config.block_size, model.config.mask_token_id, model.target_layer_ids) == (4, 1, [2, 4, 5])
+    assert len(model.layers) == 2 and model.config.speculators_config.proposal_methods[0].speculative_tokens == 3
+    w = read_verifier_tensors(kimi_layout)
+    assert torch.equal(model.embed_tokens.weight.detach(), w["embed_tokens"].to(model.embed_tokens.weight.dtype))
+    assert torch.equal(model.lm_head.weight.detach(), w["lm_head"][:64].to(model.lm_head.weight.dtype))
+    assert not model.embed_tokens.weight.requires_grad and not model.lm_head.weight.requires_grad

@@ -56,7 +56,7 @@ def test_vllm_cpu_still_refuses_what_the_harness_says_it_cannot_serve(
 
 
 def test_a_single_attention_dflash_draft_is_accepted_by_vllm_cpu(tmp_path, llama_standin):
-    """The control (served through the bench: tests/test_dflash_bench.py)."""
+    """The control (a trained one is served through the bench: tests/test_train_e2e.py)."""
     draft = block_drafter("dflash", llama_standin, tmp_path / "dflash")
     cfg = _engine_config(llama_standin, draft, "dflash")
     assert cfg.speculative_config.method == "dflash" and cfg.speculative_config.num_speculative_tokens == 3

@@ -112,16 +112,29 @@ def kimi_peagle(tmp_path_factory, kimi_trained_run):
 
 
 @pytest.fixture(scope="module")
-def kimi_trained(tmp_path_factory, kimi_trained_run, torchrun_killed_and_resumed, kimi_peagle):
+def kimi_dflash(tmp_path_factory, kimi_trained_run):
+    """Issue 28: a third trained method, DFlash (draft.method = 'dflash': a block drafter of Qwen3
+    layers), through the same pipeline on the session training's data and vLLM states."""
+    return retrain_on_same_states(
+        kimi_trained_run.run_dir, tmp_path_factory.mktemp("dflash") / "train", ["draft.method='dflash'"]
+    )
+
+
+@pytest.fixture(scope="module")
+def kimi_trained(tmp_path_factory, kimi_trained_run, torchrun_killed_and_resumed, kimi_peagle, kimi_dflash):
     """The session's EAGLE-3 draft with every other arm in one bench run: the 2-process online twin
-    (tests/torchrun_runs.py, killed and resumed), the P-EAGLE draft, the reference methods."""
+    (tests/torchrun_runs.py, killed and resumed), the P-EAGLE and DFlash drafts, the reference methods."""
     return _train_and_bench(
         tmp_path_factory.mktemp("kimi"),
         "kimi-k2.5",
         [f"bench.reference_drafts={list(KIMI_REFERENCES)}"],
         with_perturbed=True,
         trained=kimi_trained_run,
-        others={"two-process": torchrun_killed_and_resumed["out"] / "draft", "peagle": kimi_peagle.draft_dir},
+        others={
+            "two-process": torchrun_killed_and_resumed["out"] / "draft",
+            "peagle": kimi_peagle.draft_dir,
+            "dflash": kimi_dflash.draft_dir,
+        },
     )
 
 
@@ -203,18 +216,18 @@ def test_online_two_process_draft_serves_within_5_percent_of_the_offline_one(kim
 
 
 def test_every_method_in_one_run_is_lossless_at_t0_and_the_answer_table_weighs_them(kimi_trained):
-    """The trained EAGLE-3 and P-EAGLE drafts, vLLM's ngram, its suffix decoding and its draft_model
+    """The trained EAGLE-3, P-EAGLE and DFlash drafts, vLLM's ngram, its suffix decoding and its draft_model
     method (the verifier's first layers) in one run, on the same cells against the same baselines: every arm's
     T = 0 outputs are compared with the baseline's (a miss classified, never a SPEC BUG); suffix
     decoding drafts a variable number of tokens (at most k a step) and its counters keep the AL
-    identity; the answer table (harness/results/answer.py) weighs all four per suite, with no
+    identity; the answer table (harness/results/answer.py) weighs them all per suite, with no
     speculation, and the report carries it."""
     from harness.results import answer
     from harness.results.report import write_report
     from harness.results.runs import read_run
 
     _, spec, run_dir = kimi_trained
-    for arm in ("draft", "peagle", "ngram", "suffix", "draft_model"):
+    for arm in ("draft", "peagle", "dflash", "ngram", "suffix", "draft_model"):
         rows = spec[spec["draft"] == arm]
         assert len(rows) == 2 and (rows["status"] == "ok").all(), arm
         assert (rows["lossless_compared"] >= 8).all(), arm
@@ -227,7 +240,7 @@ def test_every_method_in_one_run_is_lossless_at_t0_and_the_answer_table_weighs_t
     )
     run = read_run(run_dir)
     arms = {answer.arm_name(r) for r in answer.candidates(run.rows)}
-    expected = {"draft (eagle3)", "peagle", "ngram", "suffix", "draft_model"}
+    expected = {"draft (eagle3)", "peagle", "dflash", "ngram", "suffix", "draft_model"}
     assert expected <= arms and not arms & set(answer.NOT_CANDIDATES), arms
     dm = spec[spec["draft"] == "draft_model"]
     assert (dm["method"] == "draft_model").all() and (dm["num_accepted_tokens"] > 0).all()
@@ -451,3 +464,39 @@ def test_specforge_copy_of_trained_draft_benches_identically(kimi_trained):
         for k, v in json.loads((run_dir / "manifest.json").read_text())["drafts"].items()
     }
     assert hashes["draft"] and hashes["specforge"] and hashes["draft"] != hashes["specforge"]
+
+
+# DFlash from the same data and states at the same CI size (2 epochs, 1 layer, block_size 4, mask token
+# [BOS], anchors = blocks per packed batch, speculators' DFlash defaults: cross-entropy loss, D-PACE
+# position weights): measured served AL 2.52 pooled (code 2.38, math 2.67) against a predicted 2.95
+# (held-out eal), fit 27 s; with kl_div and fixed decay it read 2.19 (predicted 2.48): the bound below
+# catches that. EAGLE-3 in the same engines: 2.97. DFlash's first slot serves 0.64 on code where
+# EAGLE-3's first step serves 0.86 (both ~0.85 held out): the gap to the prediction is there.
+MIN_DFLASH_AL = 2.25
+
+
+def test_trained_dflash_draft_serves_as_vllms_dflash_method_near_its_prediction(kimi_trained, kimi_dflash):
+    """draft.method = 'dflash' trains speculators' DFlashDraftModel through the patched loader on the
+    shared states and vocab (no shifted batch: DFlash aligns its block targets itself); its checkpoint
+    is a speculators DFlash config (Qwen3 layers, all full attention, block_size k + 1, its mask token),
+    which vLLM serves as its dflash method; it serves far above an untrained draft, within 20 % of its
+    training prediction (held-out eal), lossless at T = 0."""
+    _, spec, _ = kimi_trained
+    cfg = json.loads((kimi_dflash.draft_dir / "config.json").read_text())
+    meta = json.loads((kimi_dflash.draft_dir / "harness.json").read_text())
+    assert cfg["speculators_model_type"] == "dflash" and meta["method"] == "dflash"
+    assert cfg["block_size"] == 4 and cfg["mask_token_id"] is not None
+    assert cfg["transformer_layer_config"]["model_type"] == "qwen3"
+    assert set(cfg["transformer_layer_config"]["layer_types"]) == {"full_attention"}
+    assert cfg["aux_hidden_state_layer_ids"] == meta["aux_layer_ids"]
+    rows = spec[spec["draft"] == "dflash"]
+    assert (rows["method"] == "dflash").all()
+    served = _pooled_al(rows)
+    rep = kimi_dflash.report
+    print(
+        f"DFlash served AL {served:.3f}, predicted {rep.predicted_acceptance_length:.3f}, "
+        f"slot acc {rep.held_out_cond_acc}, per position served {rows['per_position_rates'].tolist()}"
+    )
+    assert served >= MIN_DFLASH_AL and served - _pooled_al(spec[spec["draft"] == "random"]) >= MIN_MARGIN - 0.3
+    assert abs(served - rep.predicted_acceptance_length) / rep.predicted_acceptance_length <= 0.2
+    assert len(rep.held_out_cond_acc) == 3 and rep.train_loss_last < rep.train_loss_first

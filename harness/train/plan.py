@@ -90,12 +90,18 @@ def _draft_params(cfg: dict[str, Any], draft_vocab: int, n_aux: int) -> int:
 COD_RATIO, COD_RATIO_MIN = 0.7, 0.2
 
 
-def positions_per_token(method: str, steps: int) -> float:
+def positions_per_token(method: str, steps: int, total_seq_len: int = 0, max_anchors: int | None = None) -> float:
     """Draft positions computed per packed training token: EAGLE-3 runs its `steps` TTT forwards over
     the whole sequence; P-EAGLE one forward over its COD sample (depth 0 every position, depth d a
-    share max(0.7^d, 0.2))."""
+    share max(0.7^d, 0.2)); DFlash anchors x (steps + 1) block positions per batch (default anchors:
+    as many blocks as fit, harness/train/fit.py), plus each token's context K/V, counted here as one
+    more position (an upper bound: only K/V are projected for context)."""
     if method == "peagle":
         return 1 + sum(max(COD_RATIO**d, COD_RATIO_MIN) for d in range(1, steps))
+    if method == "dflash":
+        block = steps + 1
+        anchors = max_anchors or max(1, total_seq_len // block)
+        return 1 + anchors * block / max(total_seq_len, 1)
     return float(steps)
 
 
@@ -248,7 +254,7 @@ def _draft_and_memory_sections(recipe: Recipe, layout: VerifierLayout, aux: list
     params += lookups
     # embed + verifier head (P-EAGLE's embed is counted in params instead)
     frozen = embed * (1 if d.method == "peagle" else 2) + d.draft_vocab_size * layout.hidden_size
-    per_token = positions_per_token(d.method, t.ttt_steps)
+    per_token = positions_per_token(d.method, t.ttt_steps, t.total_seq_len, t.max_anchors)
     positions = t.total_seq_len * per_token
     act = int(positions * (dcfg["intermediate_size"] * 3 + layout.hidden_size * 12) * 4)
     logits = int(positions * d.draft_vocab_size * 4 * 3)
@@ -292,7 +298,7 @@ def _training_section(recipe: Recipe, run_dir: Path) -> dict[str, Any]:
         "epochs": t.epochs,
         "lr": t.lr,
         "total_seq_len": t.total_seq_len,
-        "loss": t.loss,
+        "loss": recipe.train_loss,
         # DDP: every process packs its own total_seq_len batch, so a step sees world-size times that
         "tokens_per_optimizer_step": t.total_seq_len * t.nproc_per_node * t.nnodes,
         "trainer": "speculators.train.trainer.Trainer (DDP" + (" + FSDP" if t.fsdp else "") + ")",

@@ -57,9 +57,10 @@ class FitConfig:
     # online mode: the extraction server training asks for each sample's states (pipeline.stage_fit)
     online: OnlineSource | None = None
     loader_workers: int = 0  # DataLoader workers (online: requests ahead of the trainer)
-    method: str = "eagle3"  # draft.method: eagle3 or peagle (P-EAGLE: ttt_steps is its num_depths)
-    mask_token_id: int | None = None  # P-EAGLE's resolved mask token
-    max_anchors: int | None = None  # P-EAGLE: anchors sampled per batch
+    # draft.method: eagle3, peagle (ttt_steps is its num_depths) or dflash (block_size = ttt_steps + 1)
+    method: str = "eagle3"
+    mask_token_id: int | None = None  # P-EAGLE's and DFlash's resolved mask token
+    max_anchors: int | None = None  # P-EAGLE, DFlash: anchors sampled per batch
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -72,22 +73,35 @@ class FitConfig:
 
 PREDICTED_AL_DEFINITION = (
     "1 + sum over TTT steps k of held-out full_acc_k (draft steps 0..k all equal the "
-    "verifier's argmax); equals vLLM's AL at T=0 when train and serve agree. P-EAGLE measures each "
-    "depth's accuracy alone (position_k_acc): its full_acc_k is their product over 0..k (exact when "
-    "the depths' misses are independent)"
+    "verifier's argmax); equals vLLM's AL at T=0 when train and serve agree. P-EAGLE and DFlash "
+    "measure each position's accuracy alone (position_k_acc; DFlash's slot k+1 after its anchor): "
+    "their full_acc_k is the product over 0..k (exact when the positions' misses are independent). "
+    "DFlash's predicted AL is speculators' held-out eal instead: the mean per-block run of correct "
+    "slots + 1, counted block by block (no independence assumed)"
 )
 
 
 def position_acc_key(method: str, k: int) -> str:
-    """The Trainer's per-draft-position accuracy metric: EAGLE-3's full_acc_k, P-EAGLE's position_k_acc."""
+    """The Trainer's per-draft-position accuracy metric: EAGLE-3's full_acc_k, P-EAGLE's position_k_acc,
+    DFlash's position_{k+1}_acc (its slot 0 is the anchor, the verifier's own token)."""
+    if method == "dflash":
+        return f"position_{k + 1}_acc"
     return f"position_{k}_acc" if method == "peagle" else f"full_acc_{k}"
+
+
+def predicted_al(metrics: dict[str, Any], method: str, steps: int) -> float | None:
+    """PREDICTED_AL_DEFINITION from held-out metrics; None before any validation."""
+    if method == "dflash" and metrics.get("eal_epoch") is not None:
+        return float(metrics["eal_epoch"])
+    accs = held_out_full_acc(metrics, method, steps)
+    return 1 + sum(accs) if accs else None
 
 
 def held_out_full_acc(metrics: dict[str, Any], method: str, steps: int) -> list[float]:
     """Per draft position k, the held-out share of positions whose draft tokens 0..k all equal the
     verifier's argmax (see PREDICTED_AL_DEFINITION for P-EAGLE's)."""
     accs = [a for a in (metrics.get(position_acc_key(method, k) + "_epoch") for k in range(steps)) if a is not None]
-    if method != "peagle":
+    if method == "eagle3":
         return accs
     out, run = [], 1.0
     for a in accs:

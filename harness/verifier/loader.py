@@ -57,6 +57,10 @@ def _speculators_class(method: str):
         from speculators.models.peagle import PEagleDraftModel
 
         return PEagleDraftModel
+    if method == "dflash":
+        from speculators.models.dflash import DFlashDraftModel
+
+        return DFlashDraftModel
     from speculators.models.eagle3 import Eagle3DraftModel
 
     return Eagle3DraftModel
@@ -66,7 +70,9 @@ def _draft_class(method: str):
     base = _speculators_class(method)
 
     class LayoutDraftModel(base):  # type: ignore[valid-type,misc]
-        """speculators' draft (EAGLE-3 or P-EAGLE) whose verifier-owned weights come from a VerifierLayout."""
+        """speculators' draft (EAGLE-3, P-EAGLE or DFlash) whose verifier-owned weights come from a
+        VerifierLayout. Embedding and full-vocabulary head are loaded where missing (NaN): DFlash saves
+        neither, so a saved DFlash draft takes them from its verifier again, as vLLM does."""
 
         def load_verifier_weights(self) -> None:
             import torch
@@ -99,14 +105,14 @@ def _draft_class(method: str):
             ):
                 p.requires_grad_(False)
             # P-EAGLE trains its embeddings (the mask token's row is learned): its config says so
-            self.embed_tokens.weight.requires_grad_(self.config.embed_requires_grad)
+            self.embed_tokens.weight.requires_grad_(getattr(self.config, "embed_requires_grad", False))
 
     LayoutDraftModel.__name__ = LayoutDraftModel.__qualname__ = f"Layout{base.__name__}"
     return LayoutDraftModel
 
 
 # the methods the harness trains: speculators' registry name -> the harness's registered class
-TRAINED_METHODS = ("eagle3", "peagle")
+TRAINED_METHODS = ("eagle3", "peagle", "dflash")
 _CLASSES: dict[str, Any] = {}
 
 
@@ -125,6 +131,14 @@ def draft_class(method: str = "eagle3"):
     return _CLASSES[method]
 
 
+def layer_config(method: str, values: dict[str, Any]):
+    """The draft decoder's transformers config: Qwen3Config for DFlash (its layers are Qwen3's),
+    LlamaConfig otherwise (harness/draft/config.py draft_layer_config gives the values)."""
+    from transformers import LlamaConfig, Qwen3Config
+
+    return (Qwen3Config if method == "dflash" else LlamaConfig)(**values)
+
+
 def build_draft(
     layout: VerifierLayout,
     *,
@@ -140,8 +154,9 @@ def build_draft(
     method: str = "eagle3",
     mask_token_id: int | None = None,
 ):
-    """A fresh draft (EAGLE-3 or P-EAGLE) for `layout`'s verifier, through speculators' own factory.
-    P-EAGLE drafts `ttt_steps` positions in parallel (its num_depths)."""
+    """A fresh draft (EAGLE-3, P-EAGLE or DFlash) for `layout`'s verifier, through speculators' own
+    factory. P-EAGLE drafts `ttt_steps` positions in parallel (its num_depths); DFlash fills `ttt_steps`
+    mask slots after an anchor (its block_size is ttt_steps + 1)."""
     cls = draft_class(method)
     # from_training_args builds the model and calls load_verifier_weights() on it; the layout
     # is handed over on the class for the duration of that call.
@@ -159,6 +174,7 @@ def build_draft(
             draft_attn_impl=attn_impl,
             trust_remote_code=trust_remote_code,
             num_depths=ttt_steps,
+            block_size=ttt_steps + 1,
             mask_token_id=mask_token_id,
         )
     finally:
