@@ -471,6 +471,9 @@ class Recipe(_Strict):
     def fingerprint(self, *sections: str) -> str:
         # [cost] only estimates: setting it (or adding the section) keeps every run folder's name
         data = self.model_dump(mode="json", exclude=set() if sections else {"cost"})
+        # the loss that runs, not how it was stated: an unset loss and its method's default are one recipe
+        # (and folders made when the default was written out keep their fingerprints)
+        data["train"]["loss"] = self.train_loss
         if sections:
             data = {s: data[s] for s in sections}
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]

@@ -47,6 +47,8 @@ def test_method_specific_fields_are_refused_for_another_method_with_one_line_eac
     assert load_recipe(None, ["draft.method='dflash'"]).train_loss == "ce"
     assert load_recipe(None).train_loss == "kl_div"
     assert load_recipe(None, ["draft.method='dflash'", "train.loss='kl_div'"]).train_loss == "kl_div"
+    # stating the default is the same recipe: run folders made when it was written out still resume
+    assert load_recipe(None).fingerprint("train") == load_recipe(None, ["train.loss='kl_div'"]).fingerprint("train")
 
 
 def test_a_recipe_extends_another_and_states_only_its_differences(tmp_path):
@@ -200,6 +202,7 @@ def test_the_loader_builds_a_dflash_draft_on_the_kimi_layout(kimi_layout):
     assert isinstance(model, DFlashDraftModel) and model.config.transformer_layer_config.model_type == "qwen3"
     assert (model.config.block_size, model.config.mask_token_id, model.target_layer_ids) == (4, 1, [2, 4, 5])
     assert len(model.layers) == 2 and model.config.speculators_config.proposal_methods[0].speculative_tokens == 3
+    assert model.config.sliding_window_non_causal  # vLLM then serves its full-attention layers non-causal
     w = read_verifier_tensors(kimi_layout)
     assert torch.equal(model.embed_tokens.weight.detach(), w["embed_tokens"].to(model.embed_tokens.weight.dtype))
     assert torch.equal(model.lm_head.weight.detach(), w["lm_head"][:64].to(model.lm_head.weight.dtype))

@@ -489,6 +489,7 @@ def test_trained_dflash_draft_serves_as_vllms_dflash_method_near_its_prediction(
     assert cfg["transformer_layer_config"]["model_type"] == "qwen3"
     assert set(cfg["transformer_layer_config"]["layer_types"]) == {"full_attention"}
     assert cfg["aux_hidden_state_layer_ids"] == meta["aux_layer_ids"]
+    assert cfg["sliding_window_non_causal"] is True  # vLLM serves its layers non-causal, as trained
     rows = spec[spec["draft"] == "dflash"]
     assert (rows["method"] == "dflash").all()
     served = _pooled_al(rows)

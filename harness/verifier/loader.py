@@ -176,6 +176,10 @@ def build_draft(
             num_depths=ttt_steps,
             block_size=ttt_steps + 1,
             mask_token_id=mask_token_id,
+            # speculators trains full-attention DFlash layers non-causally within a block; vLLM reads
+            # causal = not sliding_window_non_causal for every layer, so only True serves them as trained
+            # (the harness's DFlash layers are all full attention: the flag changes nothing in training)
+            sliding_window_non_causal=True,
         )
     finally:
         del cls._harness_layout
