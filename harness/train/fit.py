@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from harness.train.hidden_states import SHARD_GLOB, is_held_out
-from harness.train.records import FitConfig
+from harness.train.records import FitConfig, dflash_anchors
 
 METRICS_LOGGER = "speculators.metrics"
 TORCHRUN_RESULT = "torchrun_result.json"  # rank 0's result and metrics under torchrun, read by the pipeline
@@ -273,11 +273,9 @@ def _trainer(plan: FitConfig, model, loaders, cpu: bool, save_path: str, quiet: 
     if plan.method == "peagle":
         method_kwargs = {"num_depths": plan.ttt_steps, "max_anchors": plan.max_anchors}
     elif plan.method == "dflash":
-        # every packed batch pays anchors x block_size draft positions, padded or not: by default as
-        # many anchors as blocks fit in the batch (speculators' 512 is sized for 8k-token GPU batches)
         # D-PACE position weights: speculators' CLI default for DFlash (its issue 979 recipe)
         method_kwargs = {
-            "max_anchors": plan.max_anchors or max(1, plan.total_seq_len // (plan.ttt_steps + 1)),
+            "max_anchors": dflash_anchors(plan.max_anchors, plan.total_seq_len, plan.ttt_steps),
             "per_position_loss_weight": "dpace",
         }
     else:

@@ -18,6 +18,7 @@ from typing import Any, cast
 from harness.engine.settings import SpeculativeSpec, engine_plan, pipeline_refusals
 from harness.errors import BadInput
 from harness.recipe import Recipe
+from harness.train.records import dflash_anchors
 from harness.verifier.layout import VerifierLayout, resolve_layout
 
 GIB = 1024**3
@@ -93,15 +94,12 @@ COD_RATIO, COD_RATIO_MIN = 0.7, 0.2
 def positions_per_token(method: str, steps: int, total_seq_len: int = 0, max_anchors: int | None = None) -> float:
     """Draft positions computed per packed training token: EAGLE-3 runs its `steps` TTT forwards over
     the whole sequence; P-EAGLE one forward over its COD sample (depth 0 every position, depth d a
-    share max(0.7^d, 0.2)); DFlash anchors x (steps + 1) block positions per batch (default anchors:
-    as many blocks as fit, harness/train/fit.py), plus each token's context K/V, counted here as one
-    more position (an upper bound: only K/V are projected for context)."""
+    share max(0.7^d, 0.2)); DFlash anchors x (steps + 1) block positions per batch, plus each token's
+    context K/V, counted here as one more position (an upper bound: only K/V are projected for context)."""
     if method == "peagle":
         return 1 + sum(max(COD_RATIO**d, COD_RATIO_MIN) for d in range(1, steps))
     if method == "dflash":
-        block = steps + 1
-        anchors = max_anchors or max(1, total_seq_len // block)
-        return 1 + anchors * block / max(total_seq_len, 1)
+        return 1 + dflash_anchors(max_anchors, total_seq_len, steps) * (steps + 1) / max(total_seq_len, 1)
     return float(steps)
 
 

@@ -89,6 +89,13 @@ def position_acc_key(method: str, k: int) -> str:
     return f"position_{k}_acc" if method == "peagle" else f"full_acc_{k}"
 
 
+def dflash_anchors(max_anchors: int | None, total_seq_len: int, steps: int) -> int:
+    """DFlash's anchors per packed batch: the recipe's, else as many blocks (steps + 1) as fit. Every
+    batch pays anchors x block positions, padded anchors included (speculators' 512 is sized for
+    8k-token GPU batches)."""
+    return max_anchors or max(1, total_seq_len // (steps + 1))
+
+
 def predicted_al(metrics: dict[str, Any], method: str, steps: int) -> float | None:
     """PREDICTED_AL_DEFINITION from held-out metrics; None before any validation."""
     if method == "dflash" and metrics.get("eal_epoch") is not None:
