@@ -252,6 +252,29 @@ def test_every_method_in_one_run_is_lossless_at_t0_and_the_answer_table_weighs_t
     assert "Which arm to deploy" in report
 
 
+def _trained_arm_serves_near_its_prediction(kimi_trained, trained, method: str, min_al: float, rel_tol: float):
+    """The method's trained draft (label = method) in the Kimi bench run: its checkpoint and metadata
+    name the method, its cells ran as that vLLM method, its pooled served AL is >= `min_al` and far
+    above the untrained draft's, within `rel_tol` of its training prediction, and its training
+    converged over the 3 draft positions. Returns (config.json, harness.json) for method checks."""
+    _, spec, _ = kimi_trained
+    cfg = json.loads((trained.draft_dir / "config.json").read_text())
+    meta = json.loads((trained.draft_dir / "harness.json").read_text())
+    assert cfg["speculators_model_type"] == method and meta["method"] == method
+    rows = spec[spec["draft"] == method]
+    assert (rows["method"] == method).all()
+    served = _pooled_al(rows)
+    rep = trained.report
+    print(
+        f"{method} served AL {served:.3f}, predicted {rep.predicted_acceptance_length:.3f}, "
+        f"position acc {rep.held_out_cond_acc}, per position served {rows['per_position_rates'].tolist()}"
+    )
+    assert served >= min_al and served - _pooled_al(spec[spec["draft"] == "random"]) >= MIN_MARGIN - 0.3
+    assert abs(served - rep.predicted_acceptance_length) / rep.predicted_acceptance_length <= rel_tol
+    assert len(rep.held_out_cond_acc) == 3 and rep.train_loss_last < rep.train_loss_first
+    return cfg, meta
+
+
 # P-EAGLE from the session training's data and states at the same CI size (2 epochs, mask token [BOS]):
 # measured served AL 2.39 pooled (predicted 2.58 from its depth accuracies 0.86/0.53/0.54) against
 # EAGLE-3's 2.97: one forward drafts all k tokens, so the later positions guess blind. With [PAD] as
@@ -265,24 +288,10 @@ def test_trained_p_eagle_draft_serves_as_parallel_drafting_and_meets_its_predict
     config with its mask token, which the harness serves as vLLM's eagle3 with parallel_drafting; it
     serves far above an untrained draft, within 15 % of its training prediction (the product of its
     per-depth accuracies), lossless at T = 0."""
-    _, spec, _ = kimi_trained
-    cfg = json.loads((kimi_peagle.draft_dir / "config.json").read_text())
-    meta = json.loads((kimi_peagle.draft_dir / "harness.json").read_text())
-    assert cfg["speculators_model_type"] == "peagle" and meta["method"] == "peagle"
+    cfg, _ = _trained_arm_serves_near_its_prediction(kimi_trained, kimi_peagle, "peagle", MIN_PEAGLE_AL, 0.15)
     assert (
         cfg["mask_token_id"] is not None and cfg["speculators_config"]["proposal_methods"][0]["speculative_tokens"] == 3
     )
-    rows = spec[spec["draft"] == "peagle"]
-    assert (rows["method"] == "peagle").all()
-    served = _pooled_al(rows)
-    rep = kimi_peagle.report
-    print(
-        f"P-EAGLE served AL {served:.3f}, predicted {rep.predicted_acceptance_length:.3f}, "
-        f"depth acc {rep.held_out_cond_acc}"
-    )
-    assert served >= MIN_PEAGLE_AL and served - _pooled_al(spec[spec["draft"] == "random"]) >= MIN_MARGIN - 0.3
-    assert abs(served - rep.predicted_acceptance_length) / rep.predicted_acceptance_length <= 0.15
-    assert len(rep.held_out_cond_acc) == 3 and rep.train_loss_last < rep.train_loss_first
 
 
 def test_online_training_held_its_states_within_the_stated_disk_bound(kimi_trained, torchrun_killed_and_resumed):
@@ -481,23 +490,9 @@ def test_trained_dflash_draft_serves_as_vllms_dflash_method_near_its_prediction(
     is a speculators DFlash config (Qwen3 layers, all full attention, block_size k + 1, its mask token),
     which vLLM serves as its dflash method; it serves far above an untrained draft, within 20 % of its
     training prediction (held-out eal), lossless at T = 0."""
-    _, spec, _ = kimi_trained
-    cfg = json.loads((kimi_dflash.draft_dir / "config.json").read_text())
-    meta = json.loads((kimi_dflash.draft_dir / "harness.json").read_text())
-    assert cfg["speculators_model_type"] == "dflash" and meta["method"] == "dflash"
+    cfg, meta = _trained_arm_serves_near_its_prediction(kimi_trained, kimi_dflash, "dflash", MIN_DFLASH_AL, 0.2)
     assert cfg["block_size"] == 4 and cfg["mask_token_id"] is not None
     assert cfg["transformer_layer_config"]["model_type"] == "qwen3"
     assert set(cfg["transformer_layer_config"]["layer_types"]) == {"full_attention"}
     assert cfg["aux_hidden_state_layer_ids"] == meta["aux_layer_ids"]
     assert cfg["sliding_window_non_causal"] is True  # vLLM serves its layers non-causal, as trained
-    rows = spec[spec["draft"] == "dflash"]
-    assert (rows["method"] == "dflash").all()
-    served = _pooled_al(rows)
-    rep = kimi_dflash.report
-    print(
-        f"DFlash served AL {served:.3f}, predicted {rep.predicted_acceptance_length:.3f}, "
-        f"slot acc {rep.held_out_cond_acc}, per position served {rows['per_position_rates'].tolist()}"
-    )
-    assert served >= MIN_DFLASH_AL and served - _pooled_al(spec[spec["draft"] == "random"]) >= MIN_MARGIN - 0.3
-    assert abs(served - rep.predicted_acceptance_length) / rep.predicted_acceptance_length <= 0.2
-    assert len(rep.held_out_cond_acc) == 3 and rep.train_loss_last < rep.train_loss_first

@@ -106,7 +106,7 @@ def predicted_al(metrics: dict[str, Any], method: str, steps: int) -> float | No
 
 def held_out_full_acc(metrics: dict[str, Any], method: str, steps: int) -> list[float]:
     """Per draft position k, the held-out share of positions whose draft tokens 0..k all equal the
-    verifier's argmax (see PREDICTED_AL_DEFINITION for P-EAGLE's)."""
+    verifier's argmax (see PREDICTED_AL_DEFINITION for P-EAGLE's and DFlash's)."""
     accs = [a for a in (metrics.get(position_acc_key(method, k) + "_epoch") for k in range(steps)) if a is not None]
     if method == "eagle3":
         return accs
