@@ -90,15 +90,24 @@ def _summary_rows(run_dir: Path, gate_result, end_think_id: int | None = None) -
             int(g["num_drafts"].sum()), int(g["num_draft_tokens"].sum()), int(g["num_accepted_tokens"].sum())
         )
 
-    # The ngram reference's AL per suite: how much the workload repeats itself (a draft's AL
-    # over it is what the draft adds beyond copying from the context).
+    def per_step(g) -> float | None:
+        """tokens_per_step pooled over cells (each cell's own steps); None for folders without it."""
+        if "num_verify_steps" not in g or g["num_verify_steps"].isna().any():
+            return None
+        steps = g["num_verify_steps"].sum()
+        return float((g["tokens_per_step"] * g["num_verify_steps"]).sum() / steps) if steps else None
+
+    # The ngram reference per suite: how much the workload repeats itself (a draft's figure over
+    # it is what the draft adds beyond copying from the context). Two ratios, because ngram's AL
+    # counts only the steps where it found a match (metrics.tokens_per_step).
     ngram = {
-        suite: metrics.acceptance_length(pooled(g))
+        suite: (metrics.acceptance_length(pooled(g)), per_step(g))
         for suite, g in spec[spec["method"] == "ngram"].groupby("suite", sort=False)
     }
     rows = []
     for (draft, suite), g in spec.groupby(["draft", "suite"], sort=False):
         al, speedups = metrics.acceptance_length(pooled(g)), g["speedup"].dropna()
+        tps, (ngram_al, ngram_tps) = per_step(g), ngram.get(suite, (None, None))
         rep = g[["repetition_share", "num_output_tokens"]].dropna() if "repetition_share" in g else g.iloc[:0]
         rows.append(
             {
@@ -114,14 +123,20 @@ def _summary_rows(run_dir: Path, gate_result, end_think_id: int | None = None) -
                 )
                 if rep["num_output_tokens"].sum()
                 else None,
-                "ngram_al": ngram.get(suite),
+                "tokens_per_step": tps,
+                "ngram_al": ngram_al,
+                "ngram_tokens_per_step": ngram_tps,
                 "al_by_segment": _pooled_segments(run_dir, g, end_think_id),
-                # an ngram AL is None only for a cell without drafts (not narrowed here: kept as it was)
-                "margin_over_ngram": al - ngram[suite] if suite in ngram and al is not None else None,  # type: ignore[operator]
+                "al_over_ngram": _ratio(al, ngram_al),
+                "tokens_per_step_over_ngram": _ratio(tps, ngram_tps),
                 "gate": verdict.get(suite, "-") if draft == "draft" else "-",
             }
         )
     return rows
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
 
 
 def _pooled_segments(run_dir: Path, g, end_think_id: int | None) -> dict[str, list[float | None]]:
@@ -253,24 +268,33 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
     return result
 
 
-def render_summary(res: MainJobResult, console) -> None:
+def _summary_table(summary_rows: list[dict[str, Any]]):
+    """The per (draft, suite) table: AL, tok/step, segments, repetition, vs ngram, speedup, gate."""
     from rich.table import Table
 
-    with_ngram = any(r.get("ngram_al") is not None for r in res.summary_rows)
+    with_ngram = any(r.get("ngram_al") is not None for r in summary_rows)
     t = Table(
         title="train-and-bench summary  (AL = 1 + accepted/drafts incl. bonus token, pooled per suite; "
         "rate = accepted/draft tokens; speedup = spec/baseline output tok/s per cell; repeat = share "
         "of the verifier's output tokens repeating an 8-gram of its context: how much the workload "
-        "loops" + ("; vs ngram = AL − the ngram reference's AL on the suite" if with_ngram else "") + ")",
+        "loops; tok/step = AL over every decode step, undrafted ones included"
+        + (
+            "; vs ngram = AL ÷ the ngram reference's AL · tok/step ÷ its tok/step on the suite (ngram's AL "
+            "counts only the steps where it found a match; tok/step counts them all)"
+            if with_ngram
+            else ""
+        )
+        + ")",
         title_justify="left",
     )
-    with_segments = any(r.get("al_by_segment") for r in res.summary_rows)
+    with_segments = any(r.get("al_by_segment") for r in summary_rows)
     cols = [
         "draft",
         "suite",
         "cells",
         "AL",
         *(["AL think / answer"] if with_segments else []),
+        "tok/step",
         "accept rate",
         "repeat",
         *(["vs ngram"] if with_ngram else []),
@@ -280,9 +304,13 @@ def render_summary(res: MainJobResult, console) -> None:
     ]
     for c in cols:
         t.add_column(c, justify="left" if c in ("draft", "suite", "gate") else "right")
-    for r in res.summary_rows:
+    for r in summary_rows:
         gate = r["gate"]
-        vs = [fmt(r.get("margin_over_ngram"), "{:+.2f}")] if with_ngram else []
+        vs = (
+            [f"{fmt(r.get('al_over_ngram'), '{:.2f}x')} · {fmt(r.get('tokens_per_step_over_ngram'), '{:.2f}x')}"]
+            if with_ngram
+            else []
+        )
         seg = r.get("al_by_segment") or {}
         segs = [" / ".join(_al_ci(seg.get(s)) for s in ("thinking", "answer"))] if with_segments else []
         t.add_row(
@@ -291,6 +319,7 @@ def render_summary(res: MainJobResult, console) -> None:
             str(r["cells"]),
             fmt(r["acceptance_length"], "{:.2f}"),
             *segs,
+            fmt(r.get("tokens_per_step"), "{:.2f}"),
             fmt(r["draft_acceptance_rate"], "{:.2f}"),
             fmt(r.get("repetition_share"), "{:.0%}"),
             *vs,
@@ -298,7 +327,13 @@ def render_summary(res: MainJobResult, console) -> None:
             fmt(r["speedup_min"], "{:.2f}x"),
             "[red]FAIL[/]" if gate == "FAIL" else gate,
         )
-    console.print(t)
+    return t
+
+
+def render_summary(res: MainJobResult, console) -> None:
+    from rich.table import Table
+
+    console.print(_summary_table(res.summary_rows))
     if res.deploy:
         d = Table(
             title="which arm to deploy, per suite and load (the fastest at its best k, no speculation included; "

@@ -15,6 +15,14 @@ Derived, pooled over all drafts of a cell (vLLM's convention; never an average o
   draft_acceptance_rate     = num_accepted_tokens / num_draft_tokens = (AL − 1) / k; a fraction.
   per_position_rate[i]      = accepted_per_pos[i] / num_drafts
       unconditional (position i accepted, which implies 0…i−1 were); non-increasing in i.
+  verify_steps              = max(num_drafts, output tokens − generations − num_accepted_tokens)
+      every decode step of the cell, drafted or not: each emits 1 + its accepted draft tokens, and
+      a generation's first token comes from its prefill.
+  tokens_per_step           = (output tokens − generations) / verify_steps
+      AL over *every* decode step. vLLM counts a draft only on steps that proposed one, so a method
+      that drafts on some steps only (ngram, suffix: where they find a match) reads a high AL over
+      few steps; this is what its verifier forwards yield. Equal to AL for a draft that proposes on
+      every step (EAGLE-3, P-EAGLE, DFlash, draft_model) up to a generation's truncated last step.
   speedup                   = spec output_tok_per_s / baseline output_tok_per_s, the two measured
       on the same prompts, max tokens, sampling, concurrency and parallelism.
   output_tok_per_s          = output tokens of all requests / wall time of the measured batch.
@@ -41,6 +49,18 @@ from harness.engine.counters import SpecCounters
 def acceptance_length(c: SpecCounters) -> float | None:
     """1 + accepted / drafts (includes the bonus token); None when there were no drafts."""
     return 1.0 + c.num_accepted_tokens / c.num_drafts if c.num_drafts else None
+
+
+def verify_steps(num_output_tokens: int, num_generations: int, c: SpecCounters) -> int | None:
+    """Decode steps over a cell's generations, drafted or not; None without decoded tokens."""
+    decoded = num_output_tokens - num_generations
+    return max(c.num_drafts, decoded - c.num_accepted_tokens) if decoded > 0 else None
+
+
+def tokens_per_step(num_output_tokens: int, num_generations: int, c: SpecCounters) -> float | None:
+    """Decoded tokens per decode step, undrafted steps included (1 for no speculation)."""
+    steps = verify_steps(num_output_tokens, num_generations, c)
+    return (num_output_tokens - num_generations) / steps if steps else None
 
 
 def draft_acceptance_rate(c: SpecCounters) -> float | None:

@@ -149,6 +149,8 @@ class CellRow(CellIdentity):
     lossless_match_rate: float | None = None
     predicted_acceptance_length: float | None = None
     al_gap: float | None = None
+    num_verify_steps: int | None = None
+    tokens_per_step: float | None = None
     flags: list[str] = field(default_factory=list)
     # uncertainty and breakdowns (harness/bench/breakdown.py; definitions in harness/analysis/)
     speedup_ci_low: float | None = None

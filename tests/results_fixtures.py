@@ -107,6 +107,8 @@ def rows_for(
         "al_ci_low": ci[0] if ci else None,
         "al_ci_high": ci[1] if ci else None,
         "speedup": measure.speedup(spec_tok_s, base_tok_s),
+        "num_verify_steps": measure.verify_steps(int(spec_tok_s * wall), 8, counters),
+        "tokens_per_step": measure.tokens_per_step(int(spec_tok_s * wall), 8, counters),
         "lossless_matches": 8,
         "lossless_compared": 8,
         "lossless_match_rate": 1.0,

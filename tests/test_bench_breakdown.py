@@ -142,3 +142,27 @@ def test_itl_per_chunk_and_per_token_are_both_reported_and_per_token_averages_to
     row = arm_row(IDENT, "speculative", arm)
     assert row.itl_ms_median == pytest.approx(300) and row.itl_per_token_ms_median == pytest.approx(100)
     assert row.itl_per_token_ms_median == pytest.approx(row.tpot_ms_median)
+
+
+def test_tokens_per_step_counts_the_steps_a_method_did_not_draft_on():
+    from harness import metrics
+
+    # ngram-like: 2 generations of 13 tokens, each the prefill's token + 2 drafted steps that accept
+    # all 3 (4 tokens each) + 4 steps without a match (1 token each): vLLM's AL reads 4.0 over the
+    # 4 drafted steps, the verifier ran 12 decode steps for 24 tokens
+    sparse = SpecCounters(4, 12, 12, (4, 4, 4))
+    assert metrics.acceptance_length(sparse) == 4.0
+    assert metrics.verify_steps(26, 2, sparse) == 12 and metrics.tokens_per_step(26, 2, sparse) == 2.0
+    # a draft on every step (EAGLE-3): the same 24 tokens in 8 drafted steps, tok/step = AL
+    dense = SpecCounters(8, 24, 16, (8, 6, 2))
+    assert metrics.tokens_per_step(26, 2, dense) == metrics.acceptance_length(dense) == 3.0
+    assert metrics.tokens_per_step(2, 2, dense) is None  # nothing decoded past the prefill
+
+
+def test_cell_rows_carry_tokens_per_step_for_the_speculative_arm_only():
+    base, spec = _arms()
+    rb, rs = cell_rows(IDENT, base, spec, predicted_al=None, deterministic_verifier=False, mismatch_tolerance=0.1)
+    assert rb.tokens_per_step is None and rb.num_verify_steps is None
+    # 8 generations, 96 tokens: 88 decoded over max(drafts, 88 − accepted) steps
+    assert rs.num_verify_steps == max(rs.num_drafts, 88 - rs.num_accepted_tokens)
+    assert rs.tokens_per_step == pytest.approx(88 / rs.num_verify_steps)

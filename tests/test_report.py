@@ -130,8 +130,13 @@ def test_main_job_summary_prints_repetitiveness_and_the_margin_over_ngram(tmp_pa
     # draft: cells of 1000 and 4000 output tokens loop 50 % and 10 %: token-weighted 18 %
     assert by_draft["draft"]["repetition_share"] == pytest.approx((0.5 * 1000 + 0.1 * 4000) / 5000)
     assert by_draft["draft"]["ngram_al"] == pytest.approx(2.40)
-    assert by_draft["draft"]["margin_over_ngram"] == pytest.approx(2.85 - 2.40)
-    assert by_draft["ngram"]["margin_over_ngram"] == pytest.approx(0.0)
+    assert by_draft["draft"]["al_over_ngram"] == pytest.approx(2.85 / 2.40)
+    assert by_draft["ngram"]["al_over_ngram"] == pytest.approx(1.0)
+    # per decode step, drafted or not, pooled over the draft's two cells (1,000 and 4,000 output
+    # tokens of 8 generations each) against ngram's one cell (1,000 tokens)
+    draft_tps = (992 + 3992) / ((992 - 185) + (3992 - 185))
+    assert by_draft["draft"]["tokens_per_step"] == pytest.approx(draft_tps)
+    assert by_draft["draft"]["tokens_per_step_over_ngram"] == pytest.approx(draft_tps / (992 / (992 - 140)))
     # pooled over both cells' requests: thinking steps accept 3+3, 3+3, 2+2 of 6 drafts; answer 0+0, 1+1, 0+0
     seg = by_draft["draft"]["al_by_segment"]
     assert seg["thinking"][0] == pytest.approx(1 + 16 / 6) and seg["answer"][0] == pytest.approx(1 + 2 / 6)
@@ -146,8 +151,9 @@ def test_main_job_summary_prints_repetitiveness_and_the_margin_over_ngram(tmp_pa
     ]
     assert deploy[1][-1] == "4.00x, no CI"
     out = io.StringIO()
-    render_summary(MainJobResult(folder, [], {}, 1.0, deploy=deploy), Console(file=out, width=300))
+    render_summary(MainJobResult(folder, list(by_draft.values()), {}, 1.0, deploy=deploy), Console(file=out, width=300))
     assert "which arm to deploy" in out.getvalue() and "draft (eagle3)" in out.getvalue()
+    assert f"1.19x · {draft_tps / (992 / (992 - 140)):.2f}x" in out.getvalue()  # vs ngram: AL · tok/step
 
 
 def test_report_explains_acceptance_per_thinking_and_answer_segment(tmp_path):

@@ -52,6 +52,7 @@ def arm_row(identity: CellIdentity, mode: str, arm: ArmResult) -> CellRow:
     c = arm.counters
     spec = mode == SPECULATIVE
     ci = metrics.bootstrap_ci([a for a, _ in arm.per_request], [d for _, d in arm.per_request]) if spec else None
+    generations = arm.num_requests - len(arm.errors)  # each emits its first token from its prefill
     return CellRow(
         **vars(identity),
         mode=mode,
@@ -81,6 +82,8 @@ def arm_row(identity: CellIdentity, mode: str, arm: ArmResult) -> CellRow:
         itl_per_token_ms_p99=metrics.percentile(arm.itl_per_token, 99),
         status="failed" if arm.errors else "ok",
         error=_error_summary(arm.errors),
+        num_verify_steps=metrics.verify_steps(arm.num_output_tokens, generations, c) if spec else None,
+        tokens_per_step=metrics.tokens_per_step(arm.num_output_tokens, generations, c) if spec else None,
     )
 
 

@@ -35,6 +35,7 @@ from harness.ui import MISSING, fmt
 
 METRICS = (
     "acceptance_length",
+    "tokens_per_step",
     "draft_acceptance_rate",
     "output_tok_per_s",
     "speedup",

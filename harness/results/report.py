@@ -51,6 +51,8 @@ DEFINITIONS = [
     "candidates: every draft and reference method except oracle (an upper bound) and random (a control), and no "
     "speculation at exactly 1.0x; margin = its speedup ÷ the runner-up's, clear when their 95% CIs do not overlap "
     "(harness/results/answer.py)",
+    "tokens per step = decoded tokens ÷ decode steps, steps without a draft included (harness/metrics.py): "
+    "ngram and suffix draft only where they find a match, and vLLM's AL counts only those steps",
     "repetition = share of the verifier's own output tokens inside an 8-gram that repeats one from the previous "
     "1024 tokens (harness/analysis/repetition.py); loops inflate every draft's AL",
 ]
@@ -63,6 +65,7 @@ CELL_HEADERS = [
     "T",
     "AL",
     "AL 95% CI",
+    "tokens per step",
     "draft acceptance rate",
     "per-position rates",
     "speedup (×) [95% CI]",
@@ -112,6 +115,7 @@ def _cell_row(r: CellRow, base: CellRow | None) -> list[str]:
         f"{r.temperature:g}",
         fmt(r.acceptance_length),
         _ci(r),
+        fmt(r.tokens_per_step),
         fmt(r.draft_acceptance_rate),
         _rates(r),
         fmt(r.speedup) + _speedup_ci(r),

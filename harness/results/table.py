@@ -20,8 +20,10 @@ in harness/metrics.py):
              temperature top_p max_tokens repeats engine rejection_sample_method
              verifier_hash draft_hash
   counters   num_requests num_failed num_output_tokens wall_s num_drafts num_draft_tokens
-             num_accepted_tokens accepted_per_pos lossless_matches lossless_compared
+             num_accepted_tokens accepted_per_pos lossless_matches lossless_compared num_verify_steps
   derived    acceptance_length draft_acceptance_rate per_position_rates al_ci_low al_ci_high
+             tokens_per_step (AL over every decode step, undrafted ones included: ngram's and
+             suffix's AL counts only the steps where they found a match)
              per_request_al_mean output_tok_per_s output_tok_per_s_repeats speedup
              lossless_match_rate ttft_ms_median ttft_ms_p99 tpot_ms_median tpot_ms_p99
              itl_ms_median itl_ms_p99 (per streamed chunk: a verify step delivers up to k+1 tokens
