@@ -14,6 +14,10 @@ import pytest
 from harness.verifier.layout import resolve_layout
 from tests.results_fixtures import runs  # noqa: F401 (the synthetic-runs fixture of the results tests)
 
+# The test bed's recipe: the plain Kimi stand-in, no thinking format, the random reference draft
+# (the embedded default, train/tiny-kimi.toml, extends it: thinking stand-in, ngram reference).
+PLAIN_RECIPE = Path(__file__).resolve().parent.parent / "train" / "tiny-kimi-plain.toml"
+
 # CI-sized training: small enough for a few minutes on 2 cores, large enough to show learning
 # (the margins it must reach are in tests/test_train_e2e.py). States from vLLM's own extraction, as
 # the production recipe takes them: its online twin (tests/torchrun_runs.py) then trains on the
@@ -91,7 +95,7 @@ def kimi_trained_run(tmp_path_factory, kimi_standin):
     from harness.train.pipeline import run_train
     from harness.ui import Reporter
 
-    recipe = load_recipe(None, ["verifier.standin='kimi-k2.5'", *CI_TRAIN])
+    recipe = load_recipe(PLAIN_RECIPE, ["verifier.standin='kimi-k2.5'", *CI_TRAIN])
     folder = os.environ.get("HARNESS_TEST_TRAIN_DIR")
     run_dir = Path(folder) if folder else tmp_path_factory.mktemp("kimi-ci") / "train"
     return run_train(recipe, run_dir, Reporter())

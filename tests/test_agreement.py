@@ -21,6 +21,7 @@ from harness.train.agree import check_agreement
 from harness.train.pipeline import run_train
 from harness.ui import Reporter
 from harness.verifier.layout import resolve_layout
+from tests.conftest import PLAIN_RECIPE
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +34,7 @@ def test_deepseek_standin_agrees_with_the_workaround(deepseek_standin):
 
 def test_training_refuses_without_the_workaround(tmp_path, deepseek_standin):
     recipe = load_recipe(
-        None,
+        PLAIN_RECIPE,
         [
             "verifier.standin='deepseek-v3'",
             "engine.cpu_workarounds='off'",

@@ -18,6 +18,7 @@ from harness.recipe import EngineSettings, load_recipe
 from harness.results.table import load_run
 from harness.ui import Reporter
 from harness.verifier.layout import resolve_layout
+from tests.conftest import PLAIN_RECIPE
 from tests.engine_wrappers import WrappedEngine
 
 pytestmark = pytest.mark.slow
@@ -64,7 +65,7 @@ class _TimeoutOnConcurrency(WrappedEngine):
 def test_timed_out_cell_is_marked_failed_and_the_others_continue(tmp_path, kimi_standin):
     from harness.bench.run import default_engine_factory
 
-    recipe = load_recipe(None, SMALL)
+    recipe = load_recipe(PLAIN_RECIPE, SMALL)
     layout = resolve_verifier(recipe)
     drafts = resolve_drafts(recipe, layout, None)
     run_dir = tmp_path / "run"

@@ -14,6 +14,7 @@ from harness.draft.verifier import resolve_verifier
 from harness.recipe import load_recipe
 from harness.results.table import load_run
 from harness.ui import Reporter
+from tests.conftest import PLAIN_RECIPE
 
 pytestmark = pytest.mark.slow
 NUM_K = 2
@@ -37,7 +38,7 @@ MATRIX = [
 
 @pytest.fixture(scope="module")
 def reference_run(tmp_path_factory, kimi_standin):
-    recipe = load_recipe(None, MATRIX)
+    recipe = load_recipe(PLAIN_RECIPE, MATRIX)
     layout = resolve_verifier(recipe)
     drafts = resolve_drafts(recipe, layout, None)
     assert [d.label for d in drafts] == ["oracle", "random", "ngram"]

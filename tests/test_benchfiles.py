@@ -12,6 +12,7 @@ import pytest
 from harness.benchfiles import dataset_of_suite, expand_suite_specs, load_bench_file
 from harness.errors import BadInput
 from harness.suites import load_suite, load_suites
+from tests.conftest import PLAIN_RECIPE
 
 MT_BENCH = [  # FastChat's data/mt_bench/question.jsonl (Spec-Bench's first 80 lines are the same)
     {
@@ -305,7 +306,7 @@ def test_bench_runs_mt_bench_and_gsm8k_files_as_released(tmp_path, kimi_standin)
         "bench.engine='offline'",
         "bench.machine_sentinel=false",  # suites and counters only: no speed is asserted here
     ]
-    args = [sys.executable, "-m", "harness", "bench", "--run-id", run_id]
+    args = [sys.executable, "-m", "harness", "bench", str(PLAIN_RECIPE), "--run-id", run_id]
     for s in sets:
         args += ["--set", s]
     run_dir = REPO_ROOT / "results" / "runs" / run_id

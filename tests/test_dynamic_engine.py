@@ -20,7 +20,7 @@ import time
 import pytest
 
 from harness.recipe import load_recipe
-from tests.conftest import CI_TRAIN
+from tests.conftest import CI_TRAIN, PLAIN_RECIPE
 
 pytestmark = pytest.mark.slow
 
@@ -59,7 +59,7 @@ def dynamic_run(tmp_path_factory, kimi_trained_run):
     from harness.results.table import load_run
     from harness.ui import Reporter
 
-    recipe = load_recipe(None, [*CI_TRAIN, *GRID])
+    recipe = load_recipe(PLAIN_RECIPE, [*CI_TRAIN, *GRID])
     layout = resolve_verifier(recipe)
     drafts = resolve_drafts(recipe, layout, kimi_trained_run.draft_dir)
     run_dir = tmp_path_factory.mktemp("dynamic") / "run"

@@ -32,6 +32,7 @@ from harness.results.manifest import (
 from harness.results.table import ensure_tables, rebuild_table, tables_stale
 from harness.schema import Manifest
 from harness.verifier.safetensors_index import TensorInfo, coverage_problem
+from tests.conftest import PLAIN_RECIPE
 from tests.engine_wrappers import WrappedEngine
 
 PY = sys.executable
@@ -449,7 +450,7 @@ _TINY_SERVER_BENCH = [
 
 
 def _bench(run_id: str, *extra: str, sets: list[str] = _TINY_SERVER_BENCH) -> subprocess.Popen:
-    args = [PY, "-m", "harness", "bench", "--run-id", run_id, *extra]
+    args = [PY, "-m", "harness", "bench", str(PLAIN_RECIPE), "--run-id", run_id, *extra]
     for s in sets:
         args += ["--set", s]
     return subprocess.Popen(args, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

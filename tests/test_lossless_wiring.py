@@ -13,6 +13,7 @@ import pytest
 from harness.bench.rows import ArmResult, CellIdentity, cell_rows
 from harness.results.gate import lossless_check
 from harness.schema import CellRow
+from tests.conftest import PLAIN_RECIPE
 from tests.engine_parity import assert_test_columns_filled
 
 IDENT = CellIdentity(
@@ -142,7 +143,7 @@ def test_planted_bug_is_a_spec_bug_with_a_large_margin_and_fails_the_t_gt_0_test
     from harness.ui import Reporter
 
     recipe = load_recipe(
-        None,
+        PLAIN_RECIPE,
         [
             "bench.suites=['code']",
             "bench.num_prompts=3",
@@ -224,7 +225,7 @@ def test_t_gt_0_distribution_test_fails_vllm_cpus_sampler_and_passes_its_baselin
     from harness.ui import Reporter
 
     recipe = load_recipe(
-        None,
+        PLAIN_RECIPE,
         [
             "bench.suites=['code']",
             "bench.num_prompts=6",

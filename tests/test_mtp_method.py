@@ -16,6 +16,7 @@ from harness.results.table import load_run
 from harness.ui import Reporter
 from harness.verifier.layout import resolve_layout
 from harness.verifier.standins.mtp import with_mtp_layer
+from tests.conftest import PLAIN_RECIPE
 
 BENCH = [
     "bench.engine='offline'",
@@ -32,7 +33,7 @@ BENCH = [
 
 
 def test_a_verifier_without_mtp_layers_is_refused_in_one_line(kimi_layout):
-    recipe = load_recipe(None, ["bench.reference_drafts=['mtp']"])
+    recipe = load_recipe(PLAIN_RECIPE, ["bench.reference_drafts=['mtp']"])
     with pytest.raises(BadInput) as e:
         resolve_drafts(recipe, kimi_layout, None)
     assert "has no MTP layers (num_nextn_predict_layers = 0" in e.value.message and "\n" not in e.value.message
@@ -43,7 +44,7 @@ def test_mtp_arm_drafts_from_the_verifiers_own_layer_losslessly(tmp_path, deepse
     """The MTP arm starts, drafts and verifies: its counters keep the AL identity, every T = 0 output
     is compared with the baseline's (a miss classified, never a SPEC BUG)."""
     verifier = with_mtp_layer(deepseek_standin, tmp_path / "deepseek-mtp")
-    recipe = load_recipe(None, BENCH)
+    recipe = load_recipe(PLAIN_RECIPE, BENCH)
     recipe = recipe.model_copy(
         update={"verifier": recipe.verifier.model_copy(update={"path": str(verifier), "standin": None})}
     )

@@ -11,6 +11,7 @@ from harness.recipe import load_recipe
 from harness.train.fit import split_indices
 from harness.train.hidden_states import Sample, extract_to_shards
 from harness.train.online import DirPeak, cache_bound_bytes, write_sample_tables
+from tests.conftest import PLAIN_RECIPE
 
 
 def _samples(n: int) -> list[Sample]:
@@ -76,7 +77,7 @@ def test_disk_bound_counts_one_sample_per_loader_worker_of_every_rank(workers, i
     from harness.train.online import disk_bound
 
     recipe = load_recipe(
-        None,
+        PLAIN_RECIPE,
         [
             "train.hidden_states_mode='online'",
             "train.hidden_states_source='vllm'",
@@ -116,8 +117,8 @@ def test_dir_peak_sees_the_largest_size(tmp_path):
 
 def test_online_states_need_a_vllm_source():
     with pytest.raises(BadInput, match="hidden_states_mode 'online' streams states from a vLLM extraction server"):
-        load_recipe(None, ["train.hidden_states_mode='online'"])
-    load_recipe(None, ["train.hidden_states_mode='online'", "train.hidden_states_source='vllm'"])
+        load_recipe(PLAIN_RECIPE, ["train.hidden_states_mode='online'"])
+    load_recipe(PLAIN_RECIPE, ["train.hidden_states_mode='online'", "train.hidden_states_source='vllm'"])
 
 
 def test_a_half_written_checkpoint_is_dropped_before_resuming(tmp_path):
@@ -142,7 +143,7 @@ def test_a_run_folder_from_before_a_setting_was_added_resumes(tmp_path):
 
     from harness.train.pipeline import TRAIN_SECTIONS, prepare_run_dir
 
-    recipe = load_recipe(None)
+    recipe = load_recipe(PLAIN_RECIPE)
     run = tmp_path / "run"
     prepare_run_dir(run, recipe, TRAIN_SECTIONS)
     marker = json.loads((run / "recipe.json").read_text())
@@ -152,7 +153,7 @@ def test_a_run_folder_from_before_a_setting_was_added_resumes(tmp_path):
     prepare_run_dir(run, recipe, TRAIN_SECTIONS)  # resumes
     assert json.loads((run / "recipe.json").read_text())["fingerprint"] == recipe.fingerprint(*TRAIN_SECTIONS)
     with pytest.raises(BadInput, match="was made by a different recipe \\(differs in train.epochs\\)"):
-        prepare_run_dir(run, load_recipe(None, ["train.epochs=9"]), TRAIN_SECTIONS)
+        prepare_run_dir(run, load_recipe(PLAIN_RECIPE, ["train.epochs=9"]), TRAIN_SECTIONS)
 
 
 def test_online_states_are_rounded_as_the_offline_shards_store_them():

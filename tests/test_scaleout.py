@@ -18,7 +18,7 @@ import pytest
 
 from harness.paths import REPO_ROOT
 from harness.recipe import load_recipe
-from tests.conftest import CI_EPOCHS, CI_TRAIN
+from tests.conftest import CI_EPOCHS, CI_TRAIN, PLAIN_RECIPE
 from tests.torchrun_runs import KILLED_RUN, fit_only_copy, train_cli
 
 pytestmark = pytest.mark.slow
@@ -71,7 +71,7 @@ def _bench_cell(trained, run_dir: Path, extra: list[str]):
     from harness.results.table import load_run
     from harness.ui import Reporter
 
-    recipe = load_recipe(None, ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *CELL, *extra])
+    recipe = load_recipe(PLAIN_RECIPE, ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *CELL, *extra])
     layout = resolve_verifier(recipe)
     outputs: dict[str, dict] = {}
     make = default_engine_factory(recipe, run_dir)

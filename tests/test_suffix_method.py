@@ -13,6 +13,7 @@ from harness.draft.verifier import resolve_verifier
 from harness.engine.settings import SpeculativeSpec
 from harness.errors import BadInput
 from harness.recipe import load_recipe
+from tests.conftest import PLAIN_RECIPE
 
 
 def test_suffix_config_is_one_vllm_accepts_with_its_tree_defaults():
@@ -25,7 +26,7 @@ def test_suffix_config_is_one_vllm_accepts_with_its_tree_defaults():
 
 
 def test_suffix_reference_without_arctic_inference_is_refused_in_one_line(monkeypatch, kimi_standin):
-    recipe = load_recipe(None, ["bench.reference_drafts=['ngram','suffix']", "bench.engine='offline'"])
+    recipe = load_recipe(PLAIN_RECIPE, ["bench.reference_drafts=['ngram','suffix']", "bench.engine='offline'"])
     layout = resolve_verifier(recipe)
     assert [d.method for d in resolve_drafts(recipe, layout, None)][-2:] == ["ngram", "suffix"]
     real = importlib.util.find_spec

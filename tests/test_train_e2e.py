@@ -17,7 +17,7 @@ from harness.recipe import load_recipe
 from harness.results.table import load_run
 from harness.train.pipeline import run_train
 from harness.ui import Reporter
-from tests.conftest import CI_TRAIN
+from tests.conftest import CI_TRAIN, PLAIN_RECIPE
 from tests.torchrun_runs import same_data
 
 pytestmark = pytest.mark.slow
@@ -77,9 +77,7 @@ def _train_and_bench(tmp: Path, arch: str, extra: list[str], with_perturbed: boo
 
     from harness.draft.convert import to_specforge
 
-    recipe = load_recipe(
-        REPO_ROOT / "train" / "tiny-kimi.toml", [f"verifier.standin='{arch}'", *CI_TRAIN, *CI_BENCH, *extra]
-    )
+    recipe = load_recipe(PLAIN_RECIPE, [f"verifier.standin='{arch}'", *CI_TRAIN, *CI_BENCH, *extra])
     trained = trained or run_train(recipe, tmp / "train", Reporter())
     layout = resolve_verifier(recipe)
     drafts = resolve_drafts(recipe, layout, trained.draft_dir)
@@ -367,6 +365,7 @@ def _cli(run_dir: Path, baseline: Path, *extra: str):
         "-m",
         "harness",
         "train-and-bench",
+        str(PLAIN_RECIPE),
         "--run-dir",
         str(run_dir),
         "--set",

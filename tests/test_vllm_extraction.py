@@ -16,6 +16,7 @@ from harness.train.hidden_states import Sample, forward_states
 from harness.train.pipeline import stage_hidden
 from harness.ui import Reporter
 from harness.verifier.hf_text import load_text_model
+from tests.conftest import PLAIN_RECIPE
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +43,7 @@ def test_vllm_extracted_states_equal_the_transformers_forward_at_every_aux_id(tm
     ]
     aux = list(range(1, kimi_layout.num_layers))  # every layer's input, not only the default three
     recipe = load_recipe(
-        None,
+        PLAIN_RECIPE,
         [
             "verifier.standin='kimi-k2.5'",
             "train.hidden_states_source='vllm'",

@@ -20,7 +20,7 @@ import psutil
 
 from harness.paths import REPO_ROOT
 from harness.recipe import load_recipe
-from tests.conftest import CI_TRAIN
+from tests.conftest import CI_TRAIN, PLAIN_RECIPE
 
 
 def fit_only_copy(trained, dest: Path, overrides: list[str]):
@@ -29,7 +29,7 @@ def fit_only_copy(trained, dest: Path, overrides: list[str]):
     from harness.provenance import atomic_write_json
     from harness.train.pipeline import TRAIN_SECTIONS
 
-    recipe = load_recipe(None, ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *overrides])
+    recipe = load_recipe(PLAIN_RECIPE, ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *overrides])
     dest.mkdir(parents=True)
     for name in ("prompts.jsonl", "agreement.json", "vocab.pt", "vocab.json"):
         shutil.copy2(trained.run_dir / name, dest / name)
@@ -52,7 +52,7 @@ def same_data(run_dir: Path, out: Path, sets: list[str]):
     identical); returns the recipe. The same seed and sizes follow from CI_TRAIN."""
     from harness.train.pipeline import TRAIN_SECTIONS, prepare_run_dir
 
-    recipe = load_recipe(None, ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *sets])
+    recipe = load_recipe(PLAIN_RECIPE, ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *sets])
     prepare_run_dir(out, recipe, TRAIN_SECTIONS)
     shutil.copy(run_dir / "prompts.jsonl", out / "prompts.jsonl")
     shutil.copytree(run_dir / "responses", out / "responses")
