@@ -68,7 +68,7 @@ def main() -> None:
     }
 
     sets = [*CI_TRAIN, *CI_BENCH, "bench.reference_drafts=[]", "bench.machine_sentinel=false"]
-    recipe = load_recipe(REPO_ROOT / "train" / "tiny-kimi.toml", ["verifier.standin='kimi-k2.5'", *sets])
+    recipe = load_recipe(REPO_ROOT / "train" / "tiny-kimi-plain.toml", ["verifier.standin='kimi-k2.5'", *sets])
     layout = resolve_verifier(recipe)
     drafts = [d for label, run in runs.items() for d in resolve_drafts(recipe, layout, run / "draft", label)[:1]]
     run_bench(recipe, drafts, args.out / "bench", Reporter())

@@ -210,6 +210,13 @@ def make_standin(
     num_layers: Annotated[int | None, typer.Option(help="Decoder layers (default per arch).")] = None,
     pretrain_steps: Annotated[int | None, typer.Option(help="Pretraining steps (default per arch).")] = None,
     rope: Annotated[str | None, typer.Option(help="yarn | default (default per arch).")] = None,
+    thinking: Annotated[
+        bool,
+        typer.Option(
+            help="Kimi-K2.5's thinking format (<think> tokens, a template that takes `thinking`, pretrained "
+            "to think first): the default recipe's stand-in is this with --pretrain-steps 300."
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ):
     """Build a tiny, architecture-faithful verifier locally (no hub); cached per spec."""
@@ -218,7 +225,7 @@ def make_standin(
     from harness.verifier.standins.build import ensure_standin
     from harness.verifier.standins.specs import spec_for
 
-    spec = spec_for(arch, num_layers=num_layers, pretrain_steps=pretrain_steps, rope=rope)
+    spec = spec_for(arch, num_layers=num_layers, pretrain_steps=pretrain_steps, rope=rope, thinking=thinking or None)
     err = _stderr()
     cached = ensure_standin(spec, log=lambda s: err.print(f"[dim]{s}[/]"))
     if out.exists() and any(out.iterdir()):

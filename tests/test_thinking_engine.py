@@ -67,6 +67,19 @@ def test_thinking_on_splits_al_at_real_think_spans(thinking_run):
     assert sum(on["drafts_by_segment"]) == on["num_drafts"]
 
 
+def test_the_default_stand_in_does_not_loop_with_thinking_on(thinking_run):
+    """Issue 26: the embedded default's verifier (this stand-in, thinking on) writes without loops:
+    at most 25 % of its greedy output tokens repeat an 8-gram of their context (the plain 150-step
+    stand-in: 58-76 %), so no cell carries LOOPING OUTPUTS."""
+    from harness.analysis.repetition import LOOPING
+
+    _, df, _ = thinking_run
+    on = df[(df["mode"] == "speculative") & (df["suite"] == "chat@think")].iloc[0]
+    print(f"chat@think: {on['repetition_share']:.1%} of output tokens repeat an 8-gram")
+    assert on["repetition_share"] <= 0.25
+    assert not any(f.startswith(LOOPING) for f in on["flags"]), on["flags"]
+
+
 def test_thinking_off_has_no_thinking_segment(thinking_run):
     run_dir, df, _ = thinking_run
     off = df[(df["mode"] == "speculative") & (df["suite"] == "chat@nothink")].iloc[0]
