@@ -19,7 +19,7 @@ import pytest
 from harness.paths import REPO_ROOT
 from harness.recipe import load_recipe
 from tests.conftest import CI_EPOCHS, CI_TRAIN, PLAIN_RECIPE
-from tests.torchrun_runs import KILLED_RUN, fit_only_copy, train_cli
+from tests.torchrun_runs import KILLED_RUN, fit_only_copy, train_args, train_cli
 
 pytestmark = pytest.mark.slow
 
@@ -225,10 +225,9 @@ def test_rerun_resumes_and_writes_checkpoints_once(torchrun_killed_and_resumed):
 
 def test_real_torchrun_command_is_the_dry_run_one(torchrun_killed_and_resumed):
     out = torchrun_killed_and_resumed["out"]
-    args = [sys.executable, "-m", "harness", "train", "--out", str(out), "--dry-run", "--json"]
-    for s in ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *KILLED_RUN]:
-        args += ["--set", s]
-    p = subprocess.run(args, cwd=REPO_ROOT, capture_output=True, text=True)
+    p = subprocess.run(
+        train_args(out, KILLED_RUN, "--dry-run", "--json"), cwd=REPO_ROOT, capture_output=True, text=True
+    )
     assert p.returncode == 0, p.stderr
     printed = json.loads(p.stdout)["training"]["command"]
     launch = json.loads((out / "launch.json").read_text())
@@ -251,9 +250,7 @@ def test_two_local_nodes_rendezvous_and_train_to_a_checkpoint(tmp_path, kimi_tra
     ]
     out = tmp_path / "train"
     fit_only_copy(kimi_trained_run, out, nodes)
-    args = [sys.executable, "-m", "harness", "train", "--out", str(out), "--dry-run", "--json"]
-    for s in ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *nodes]:
-        args += ["--set", s]
+    args = train_args(out, nodes, "--dry-run", "--json")
     printed = json.loads(subprocess.run(args, cwd=REPO_ROOT, capture_output=True, text=True).stdout)["training"][
         "command"
     ]

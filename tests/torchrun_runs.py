@@ -59,12 +59,17 @@ def same_data(run_dir: Path, out: Path, sets: list[str]):
     return recipe
 
 
-def train_cli(out: Path, overrides: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
-    args = [sys.executable, "-m", "harness", "train", "--out", str(out)]
+def train_args(out: Path, overrides: list[str], *flags: str) -> list[str]:
+    """`harness train` on the test bed's recipe at CI size, as a command line."""
+    args = [sys.executable, "-m", "harness", "train", str(PLAIN_RECIPE), "--out", str(out), *flags]
     for s in ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *overrides]:
         args += ["--set", s]
+    return args
+
+
+def train_cli(out: Path, overrides: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
     return subprocess.Popen(
-        args,
+        train_args(out, overrides),
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
