@@ -257,6 +257,20 @@ class ExtraCell(_Strict):
     temperature: float = Field(ge=0, description="Sampling temperature.")
 
 
+class SloSection(_Strict):
+    """A latency SLO (per request, vLLM's definitions: harness/analysis/slo.py). Unset bounds are not held."""
+
+    ttft_ms: float | None = Field(None, gt=0, description="Time to first token, ms.")
+    tpot_ms: float | None = Field(None, gt=0, description="Time per output token after the first, ms.")
+    e2e_ms: float | None = Field(None, gt=0, description="End-to-end latency, ms.")
+
+    @model_validator(mode="after")
+    def _some(self):
+        if self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None:
+            raise ValueError("bench.slo states no bound; give ttft_ms, tpot_ms or e2e_ms")
+        return self
+
+
 class BenchSection(_Strict):
     suites: list[str] = Field(
         default_factory=lambda: ["chat", "code", "math"],
@@ -273,6 +287,22 @@ class BenchSection(_Strict):
     k: list[int] = Field(default_factory=lambda: [3], description="num_speculative_tokens values.")
     concurrency: list[int] = Field(default_factory=lambda: [1], description="Requests in flight.")
     temperature: list[float] = Field(default_factory=lambda: [0.0], description="Sampling temperatures.")
+    request_rate: list[float] = Field(
+        default_factory=list,
+        description=(
+            "Offered request rates (requests/s) as a matrix dimension beside concurrency, which stays the cap on "
+            "requests in flight: open-loop arrivals, Poisson (bench.burstiness = 1) or gamma, drawn by vLLM's "
+            "benchmark client from bench.arrival_seed, the same schedule for both arms. Empty: closed loop only "
+            "(every request sent at once); a 0 in the list adds the closed-loop cell. Server and attach engines."
+        ),
+    )
+    burstiness: float = Field(
+        1.0, gt=0, description="Arrival burstiness (gamma shape): 1 Poisson, < 1 burstier, > 1 more even."
+    )
+    arrival_seed: int = Field(0, description="Seed of the arrival schedule (numpy's, as vLLM draws it).")
+    slo: SloSection | None = Field(
+        None, description="Latency SLO: each arm's goodput, and the highest rate each serves within it at p99."
+    )
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling for T > 0.")
     extra_cells: list[ExtraCell] = Field(
         default_factory=list, description="Cells outside the product, e.g. one T>0 cell."
@@ -361,6 +391,11 @@ class BenchSection(_Strict):
     )
 
     @property
+    def rates(self) -> list[float]:
+        """The offered request rates the grid runs (0.0: the closed loop), each once."""
+        return [float(r) for r in dict.fromkeys(self.request_rate)] or [0.0]
+
+    @property
     def engine_ks(self) -> list[int]:
         """The ks the grid starts engines for: every bench.k, or the largest with k_from_one_engine."""
         return [max(self.k)] if self.k_from_one_engine else list(self.k)
@@ -377,6 +412,13 @@ class BenchSection(_Strict):
             raise ValueError(f"concurrency values must be >= 1, got {self.concurrency}")
         if any(t < 0 for t in self.temperature):
             raise ValueError(f"temperature values must be >= 0, got {self.temperature}")
+        if any(r < 0 for r in self.request_rate):
+            raise ValueError(f"request_rate values must be >= 0 (0: closed loop), got {self.request_rate}")
+        if any(self.request_rate) and self.engine == "offline":
+            raise ValueError(
+                "bench.request_rate needs arrival times, which only a server has: set bench.engine = 'server' "
+                "(or 'attach'), or remove request_rate"
+            )
         if self.engine == "attach" and not (self.url and self.baseline_url):
             raise ValueError("engine 'attach' needs bench.url (speculative server) and bench.baseline_url")
         if self.engine == "attach" and (len(self.k) != 1 or self.reference_drafts):
@@ -408,6 +450,12 @@ class GateSection(_Strict):
     tolerance: float = Field(0.05, ge=0, lt=1, description="Allowed relative drop of acceptance length.")
     min_speedup: float | None = Field(None, gt=0, description="Fail cells whose speedup is below this.")
     noise_aware: bool = Field(False, description="Fail only when the AL confidence interval lies below the bound.")
+    min_slo_rate_ratio: float | None = Field(
+        None,
+        gt=0,
+        description="Fail when the draft's SLO rate over its baseline's (bench.slo, bench.request_rate) is below "
+        "this; noise-aware: the ratio's CI upper end is held.",
+    )
     max_crossover_drop: float | None = Field(
         None,
         ge=0,

@@ -30,8 +30,8 @@ DYNAMIC_SUFFIX = "-dynamic"  # harness/bench/dynamic.py labels a draft's k-sched
 BASELINE, SPECULATIVE = "baseline", "speculative"  # a row's `mode`
 
 # What identifies a measured setting across runs (the draft label may differ between runs).
-SETTING = ("suite", "k", "concurrency", "temperature")
-Setting = tuple[str, int, int, float]
+SETTING = ("suite", "k", "concurrency", "temperature", "request_rate")
+Setting = tuple[str, int, int, float, float]
 # Cells that differ in any of these measured different things: never aligned by accident.
 COMPARABILITY = ("verifier_hash", "max_tokens", "suite_version", "suite_sha")
 # A row's breakdowns: the bucket names' column per breakdown (harness/bench/breakdown.py)
@@ -109,6 +109,9 @@ class CellIdentity:
     rejection_sample_method: str
     verifier_hash: str
     draft_hash: str | None
+    # Offered requests/s with Poisson/gamma arrivals (bench.request_rate); 0: closed loop, every
+    # request sent at once under the concurrency limit (what rows of older versions measured).
+    request_rate: float = field(default=0.0, kw_only=True)
 
 
 @dataclass
@@ -151,6 +154,19 @@ class CellRow(CellIdentity):
     al_gap: float | None = None
     num_verify_steps: int | None = None
     tokens_per_step: float | None = None
+    # open-loop load (harness/analysis/slo.py): p90s beside the median and p99 above, e2e latency,
+    # (open-loop cells) sends/s and finishes/s as realised, with bench.slo the requests/s that met it
+    # and their share
+    ttft_ms_p90: float | None = None
+    tpot_ms_p90: float | None = None
+    itl_per_token_ms_p90: float | None = None
+    e2e_ms_median: float | None = None
+    e2e_ms_p90: float | None = None
+    e2e_ms_p99: float | None = None
+    arrival_rate: float | None = None
+    achieved_rate: float | None = None
+    goodput: float | None = None
+    slo_attainment: float | None = None
     flags: list[str] = field(default_factory=list)
     # uncertainty and breakdowns (harness/bench/breakdown.py; definitions in harness/analysis/)
     speedup_ci_low: float | None = None
@@ -230,7 +246,7 @@ class CellRow(CellIdentity):
 
     @property
     def setting(self) -> Setting:
-        return (self.suite, self.k, self.concurrency, self.temperature)
+        return (self.suite, self.k, self.concurrency, self.temperature, float(self.request_rate or 0.0))
 
     def breakdown(self, what: str) -> list[Bucket]:
         """(bucket, AL, CI low, CI high, drafts) of one breakdown (`what`: a BUCKET_NAMES key),
@@ -266,6 +282,7 @@ BASELINE_COLUMNS = (
     "k",
     "concurrency",
     "temperature",
+    "request_rate",
     "max_tokens",
     "verifier_hash",
     "acceptance_length",
@@ -290,7 +307,8 @@ class BaselineCell(CellRow):
     segment_floors: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = {c: getattr(self, c) for c in BASELINE_COLUMNS}
+        # a closed-loop cell (rate 0) is written as baselines were before open-loop cells existed
+        out = {c: getattr(self, c) for c in BASELINE_COLUMNS if c != "request_rate" or self.request_rate}
         out["per_position_floors"] = self.per_position_floors
         if self.segment_floors is not None:
             out["segment_floors"] = self.segment_floors
@@ -454,6 +472,12 @@ class Manifest:
     def standin(self) -> str | None:
         """The built-in stand-in the run's recipe named (None: a real checkpoint)."""
         return self._recipe_verifier().get("standin")
+
+    @property
+    def slo(self) -> dict[str, Any] | None:
+        """The run's bench.slo ({ttft_ms, tpot_ms, e2e_ms}), None when it stated none."""
+        slo = ((self.data.get("recipe") or {}).get("bench") or {}).get("slo")
+        return dict(slo) if slo else None
 
     def _recipe_verifier(self) -> dict[str, Any]:
         return dict((self.data.get("recipe") or {}).get("verifier") or {})

@@ -59,7 +59,10 @@ def test_a_baseline_cell_keeps_only_its_columns_and_floors():
     cell = BaselineFile.from_dict(
         {"format": 1, "cells": [{**rows_for("r", c=4)[1], "per_position_floors": [0.5], "extra": 2}]}
     ).cells[0]
-    assert set(cell.to_dict()) == {*BASELINE_COLUMNS, "per_position_floors"}
+    # a closed-loop cell is written without request_rate, as before open-loop cells; an open-loop one with it
+    assert set(cell.to_dict()) == {*BASELINE_COLUMNS, "per_position_floors"} - {"request_rate"}
+    cell.request_rate = 4.0
+    assert cell.to_dict()["request_rate"] == 4.0
 
 
 def test_manifest_fields_and_facts():

@@ -20,10 +20,11 @@ class CellSpec:
     k: int
     concurrency: int
     temperature: float
+    request_rate: float = 0.0  # offered requests/s; 0: closed loop
 
     @property
     def id(self) -> str:
-        return cell_id(self.draft, self.suite, self.k, self.concurrency, self.temperature)
+        return cell_id(self.draft, self.suite, self.k, self.concurrency, self.temperature, self.request_rate)
 
 
 def suite_aliases(
@@ -55,16 +56,18 @@ def recipe_suite_aliases(b: BenchSection, names: Sequence[str]) -> dict[str, lis
 def plan_grid(
     b: BenchSection, drafts: Sequence[str], suites: Sequence[str], aliases: dict[str, list[str]]
 ) -> list[CellSpec]:
-    """The product suites x k x concurrency x temperature per draft (k: only the largest with
-    bench.k_from_one_engine, whose cells estimate the smaller ks), then bench.extra_cells (each on
-    every suite its `suite` stands for, `aliases`), then the dynamic-k arm's cells."""
+    """The product suites x k x concurrency x temperature x request rate per draft (k: only the
+    largest with bench.k_from_one_engine, whose cells estimate the smaller ks), then
+    bench.extra_cells (closed loop, each on every suite its `suite` stands for, `aliases`), then the
+    dynamic-k arm's cells."""
     cells = [
-        CellSpec(d, s, k, c, t)
+        CellSpec(d, s, k, c, t, r)
         for d in drafts
         for k in b.engine_ks
         for s in suites
         for c in b.concurrency
         for t in b.temperature
+        for r in b.rates
     ]
     seen = set(cells)
     for d in drafts:
@@ -76,10 +79,11 @@ def plan_grid(
                     seen.add(cell)
     if b.dynamic_k:  # the derived schedule, benched after the fixed ks (harness/bench/dynamic.py)
         cells += [
-            CellSpec(dynamic_label(d), s, max(b.k), c, t)
+            CellSpec(dynamic_label(d), s, max(b.k), c, t, r)
             for d in drafts
             for s in suites
             for c in b.concurrency
             for t in b.temperature
+            for r in b.rates
         ]
     return cells

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from harness import metrics
+from harness.analysis import slo
 from harness.analysis.machine import MachineReading
 from harness.bench import breakdown
 from harness.bench.breakdown import RepeatRecord, RequestRecord
@@ -30,6 +31,7 @@ class ArmResult:
     tpot: list[float] = field(default_factory=list)
     itl: list[float] = field(default_factory=list)  # per chunk
     itl_per_token: list[float] = field(default_factory=list)
+    e2e: list[float] = field(default_factory=list)  # ms, per finished request
     per_request: list[tuple[int, int]] = field(default_factory=list)  # (accepted, drafts)
     per_request_al: list[float] = field(default_factory=list)
     num_requests: int = 0
@@ -46,6 +48,17 @@ def _error_summary(errors: list[str]) -> str | None:
         return None
     more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
     return "; ".join(errors[:3]) + more
+
+
+def arm_timings(arm: ArmResult) -> list[slo.Timing]:
+    return slo.timings_from_records([r.to_dict() for r in arm.requests], len(arm.errors))
+
+
+def fill_goodput(row: CellRow, arm: ArmResult, bounds: dict[str, float]) -> None:
+    """Goodput (requests/s meeting every bound) and the share of requests that met them."""
+    timings = arm_timings(arm)
+    row.goodput = slo.goodput(timings, bounds, arm.wall_s)
+    row.slo_attainment = sum(slo.meets(t, bounds) for t in timings) / len(timings) if timings else None
 
 
 def arm_row(identity: CellIdentity, mode: str, arm: ArmResult) -> CellRow:
@@ -80,6 +93,14 @@ def arm_row(identity: CellIdentity, mode: str, arm: ArmResult) -> CellRow:
         itl_ms_p99=metrics.percentile(arm.itl, 99),
         itl_per_token_ms_median=metrics.median(arm.itl_per_token),
         itl_per_token_ms_p99=metrics.percentile(arm.itl_per_token, 99),
+        ttft_ms_p90=metrics.percentile(arm.ttft, 90),
+        tpot_ms_p90=metrics.percentile(arm.tpot, 90),
+        itl_per_token_ms_p90=metrics.percentile(arm.itl_per_token, 90),
+        e2e_ms_median=metrics.median(arm.e2e),
+        e2e_ms_p90=metrics.percentile(arm.e2e, 90),
+        e2e_ms_p99=metrics.percentile(arm.e2e, 99),
+        arrival_rate=slo.arrival_rate(arm_timings(arm)) if identity.request_rate else None,
+        achieved_rate=slo.achieved_rate(arm_timings(arm)) if identity.request_rate else None,
         status="failed" if arm.errors else "ok",
         error=_error_summary(arm.errors),
         num_verify_steps=metrics.verify_steps(arm.num_output_tokens, generations, c) if spec else None,
@@ -202,12 +223,16 @@ def cell_rows(
     machine: MachineReading | None = None,
     k_sweep: bool = False,
     ignore_eos: bool = False,
+    slo_bounds: dict[str, float] | None = None,
 ) -> tuple[CellRow, CellRow]:
     """`sampling_samples`: at T > 0, (baseline, speculative) output tokens with the verifier's
     distribution at each position (harness/analysis/lossless_sampling.py). The (baseline,
     speculative) rows of one cell, with the speculative row's flags."""
     rb, rs = arm_row(identity, BASELINE, base), arm_row(identity, SPECULATIVE, spec)
     rs.speedup = metrics.speedup(rs.output_tok_per_s, rb.output_tok_per_s)
+    if slo_bounds:
+        fill_goodput(rb, base, slo_bounds)
+        fill_goodput(rs, spec, slo_bounds)
     t = identity.temperature
     flags: list[str] = []
     if t == 0 or deterministic_verifier:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from harness import interrupts, metrics
+from harness.analysis import slo
 from harness.analysis.machine import FOREIGN_CPU_LIMIT, MachineReading, foreign_cpu, spread, tolerance
 from harness.bench.breakdown import END_THINK, RepeatRecord, RequestRecord
 from harness.bench.cpu_ticks import read_ticks
@@ -41,7 +42,7 @@ from harness.bench.rows import ArmResult, CellIdentity, CellRow, cell_rows
 from harness.draft.under_test import DraftUnderTest, verifier_identity
 from harness.draft.verifier import load_tokenizer
 from harness.engine.background_start import BackgroundStart
-from harness.engine.base import BatchResult, Engine, GenOutput, GenRequest, Rescorer, Sampling
+from harness.engine.base import Arrivals, BatchResult, Engine, GenOutput, GenRequest, Rescorer, Sampling
 from harness.engine.settings import (
     EnginePlan,
     SpeculativeSpec,
@@ -93,9 +94,9 @@ class BenchRun:
     # The baseline engine's numeric noise per (verifier, suite, concurrency): a property of the
     # engine, prompts and batch shape, not of the draft, so measured once and shared by cells.
     noise_nats: dict[tuple[str, str, int], float | None] = field(default_factory=dict)
-    # The baseline arm per (verifier, suite, concurrency, temperature) and the cell it was
+    # The baseline arm per (verifier, suite, concurrency, temperature, request rate) and the cell it was
     # measured in, when bench.shared_baseline: every draft and k of the run pairs with it.
-    baselines: dict[tuple[str, str, int, float], SharedBaseline] = field(default_factory=dict)
+    baselines: dict[tuple[str, str, int, float, float], SharedBaseline] = field(default_factory=dict)
     # per verifier path: the machine's sentinel job and calibrated noise (bench.machine_sentinel)
     clocks: dict[str, Clock] = field(default_factory=dict)
     # per verifier path: its tokenizer and every suite's rendered prompts (render_all: checked
@@ -246,8 +247,10 @@ def run_arm(
     concurrency: int,
     max_prompt: int,
     acc: ArmResult,
+    arrivals: Arrivals | None = None,
 ) -> None:
-    """One repeat of one arm: all prompts, multi-turn records in rounds (answers fed back)."""
+    """One repeat of one arm: all prompts, multi-turn records in rounds (answers fed back); with
+    `arrivals`, each round sent open-loop on the same seeded schedule (both arms alike)."""
     histories: dict[str, list[dict[str, str]]] = {}
     wall, tokens = 0.0, 0
     repeat, done = len(acc.repeats), []
@@ -255,7 +258,12 @@ def run_arm(
         reqs, sent = _turn_requests(tokenizer, prompts, turn, histories, max_tokens, max_prompt)
         if not reqs:
             break
-        res: BatchResult = engine.generate(reqs, sampling, concurrency)
+        # arrivals only when open-loop: engines and test wrappers without the parameter keep working
+        res: BatchResult = (
+            engine.generate(reqs, sampling, concurrency, arrivals=arrivals)
+            if arrivals
+            else engine.generate(reqs, sampling, concurrency)
+        )
         wall += res.wall_s
         tokens += res.num_output_tokens
         acc.counters = acc.counters + res.counters
@@ -297,6 +305,8 @@ def request_record(o: GenOutput, repeat: int) -> RequestRecord:
             None,
             False,
             o.finish_reason,
+            o.ttft_s,
+            o.sent_s,
         )
     has_steps = bool(spec.per_step_accepted) or not spec.num_spec_steps
     return RequestRecord(
@@ -310,6 +320,8 @@ def request_record(o: GenOutput, repeat: int) -> RequestRecord:
         spec.num_spec_tokens,
         has_steps,
         o.finish_reason,
+        o.ttft_s,
+        o.sent_s,
     )
 
 
@@ -327,6 +339,8 @@ def collect_output(acc: ArmResult, o: GenOutput, repeat: int = 0) -> None:
     if o.itl_s:
         acc.itl += [x * 1000 for x in o.itl_s]
         acc.itl_per_token += [x * 1000 for x in metrics.per_token_itl(o.itl_s, o.itl_tokens)]
+    if o.latency_s:
+        acc.e2e.append(o.latency_s * 1000)
     if o.latency_s and o.ttft_s is not None and len(o.output_token_ids) > 1:
         acc.tpot.append((o.latency_s - o.ttft_s) * 1000 / (len(o.output_token_ids) - 1))
     if o.spec is not None:
@@ -428,6 +442,7 @@ def measure_cell(
         machine=arms.machine,
         k_sweep=b.k_from_one_engine and cell.k == max(b.k),
         ignore_eos=b.ignore_eos,
+        slo_bounds=slo.bounds_s(b.slo.model_dump()) if b.slo else None,
     )
     for r in rows:
         r.baseline_cell = arms.baseline_cell
@@ -445,7 +460,7 @@ def _measure_arms(
     this (verifier, suite, concurrency, temperature): then only the speculative arm, and the
     baseline again beside it when the sentinels say the machine's speed moved since it was measured."""
     b = run.recipe.bench
-    key = (draft.verifier.path, cell.suite, cell.concurrency, cell.temperature)
+    key = (draft.verifier.path, cell.suite, cell.concurrency, cell.temperature, cell.request_rate)
     clock = run.clocks.get(draft.verifier.path)
     timeline = [sentinel_tok_s(engines[0], clock)] if clock else []
     brackets: dict[str, list[float]] = {"baseline": [], "speculative": []}
@@ -464,6 +479,7 @@ def _measure_arms(
             cell.concurrency,
             inputs.max_prompt,
             arm,
+            Arrivals(cell.request_rate, b.burstiness, b.arrival_seed) if cell.request_rate else None,
         )
         if clock:  # the sentinels before and after this arm, and the CPU others took while it ran
             after = read_ticks()
@@ -582,6 +598,7 @@ def cell_identity(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engine_k
         k=cell.k,
         concurrency=cell.concurrency,
         temperature=cell.temperature,
+        request_rate=cell.request_rate,
         top_p=b.top_p,
         max_tokens=b.max_tokens,
         repeats=b.repeats,

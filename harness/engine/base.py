@@ -60,6 +60,17 @@ class Sampling:
     logprobs: int | None = None
 
 
+@dataclass(frozen=True)
+class Arrivals:
+    """An open-loop arrival schedule (bench.request_rate): `rate` requests/s, gamma-distributed gaps
+    of shape `burstiness` (1: Poisson), drawn by vLLM's benchmark client from numpy's global
+    generator seeded with `seed` right before the batch, so every arm gets the same schedule."""
+
+    rate: float
+    burstiness: float = 1.0
+    seed: int = 0
+
+
 @dataclass
 class GenOutput:
     request_id: str
@@ -70,6 +81,7 @@ class GenOutput:
     itl_s: list[float] = field(default_factory=list)  # per streamed chunk after the first (vLLM's ITL)
     itl_tokens: list[int] = field(default_factory=list)  # tokens each of those chunks carried
     latency_s: float | None = None
+    sent_s: float | None = None  # when the request was sent, from the batch's first send (open-loop arrivals)
     error: str | None = None
     # vLLM's per-request speculative-decoding summary; None without speculation
     spec: SpecSummary | None = None
@@ -97,7 +109,12 @@ class Engine(Protocol):
     kind: str
 
     def generate(
-        self, requests: list[GenRequest], sampling: Sampling, concurrency: int, timeout_s: float | None = None
+        self,
+        requests: list[GenRequest],
+        sampling: Sampling,
+        concurrency: int,
+        timeout_s: float | None = None,
+        arrivals: Arrivals | None = None,
     ) -> BatchResult: ...
 
     def counters(self) -> tuple[SpecCounters, dict[str, float]]: ...

@@ -36,6 +36,7 @@ from typing import Any, ClassVar, cast
 from harness.engine.base import (
     RESCORE_IN_ENGINE,
     RESCORE_WHOLE_VOCABULARY,
+    Arrivals,
     BatchResult,
     GenOutput,
     GenRequest,
@@ -50,7 +51,7 @@ from harness.engine.counters import SpecCounters, SpecSummary, counters_from_off
 from harness.engine.logs import failing_checkpoint, tail
 from harness.engine.ownership import die_with_parent, start_watchdog
 from harness.engine.settings import SINGLE_PROCESS_ENV, EnginePlan, single_process
-from harness.errors import InfraError
+from harness.errors import BadInput, InfraError
 
 
 def _plain_logprobs(positions: Any) -> list[dict[int, float]]:
@@ -618,8 +619,15 @@ class OfflineEngine(Rescorer, SamplingRescorer, LayerStateReader):
         return self._call(_LayerStates(list(token_ids), list(layer_ids)))
 
     def generate(
-        self, requests: list[GenRequest], sampling: Sampling, concurrency: int, timeout_s: float | None = None
+        self,
+        requests: list[GenRequest],
+        sampling: Sampling,
+        concurrency: int,
+        timeout_s: float | None = None,
+        arrivals: Arrivals | None = None,
     ) -> BatchResult:
+        if arrivals is not None:  # the recipe refuses request_rate with the offline engine
+            raise BadInput("open-loop arrivals need a server engine (bench.engine = 'server')")
         before, tb = self.counters()
         t0 = time.perf_counter()
         outputs = self._call(_Generate(requests, sampling, concurrency, timeout_s))

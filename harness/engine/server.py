@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.engine.base import BatchResult, GenOutput, GenRequest, Sampling, track
+from harness.engine.base import Arrivals, BatchResult, GenOutput, GenRequest, Sampling, track
 from harness.engine.counters import SpecCounters, SpecSummary, counters_from_prometheus
 from harness.engine.logs import failing_checkpoint, tail
 from harness.engine.ownership import child_preexec, start_watchdog, stop_group
@@ -178,6 +178,50 @@ def _capturing_request_func(store: dict[str, _Captured], timeout_s: float):
     return request_func
 
 
+def _extra_body(sampling: Sampling) -> dict[str, Any]:
+    """The sampling settings vLLM's client sends in each request's body."""
+    extra: dict[str, Any] = {
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "skip_special_tokens": False,
+    }
+    if sampling.seed is not None:
+        extra["seed"] = sampling.seed
+    if sampling.stop_token_ids:
+        extra["stop_token_ids"] = list(sampling.stop_token_ids)
+    if sampling.logprobs is not None:
+        extra.update(logprobs=sampling.logprobs, return_tokens_as_token_ids=True)
+    return extra
+
+
+def _outputs(requests: list[GenRequest], result: dict[str, Any], store: dict[str, _Captured]) -> list[GenOutput]:
+    """vLLM's benchmark result per request (timings, in request order), joined with what the
+    capturing request function kept (tokens, finish reason, acceptance); send times from the
+    batch's first send."""
+    starts = [t for t in result["start_times"] if t]
+    first = min(starts, default=0.0)
+    outputs = []
+    for i, r in enumerate(requests):
+        cap = store.get(r.request_id, _Captured())
+        err = result["errors"][i] or None
+        o = GenOutput(
+            r.request_id,
+            len(r.prompt_token_ids),
+            output_token_ids=cap.token_ids,
+            finish_reason=cap.finish_reason,
+            ttft_s=result["ttfts"][i] or None,
+            itl_s=list(result["itls"][i]),
+            itl_tokens=cap.itl_tokens,
+            latency_s=result["latencies"][i],
+            sent_s=result["start_times"][i] - first if result["start_times"][i] else None,
+            error=err,
+            spec=cap.spec,
+            logprobs=cap.logprobs,
+        )
+        outputs.append(o)
+    return outputs
+
+
 class _OpenAIServer:
     """What the started and the attached server have in common: load, counters, health."""
 
@@ -236,7 +280,12 @@ class _OpenAIServer:
         return out
 
     def generate(
-        self, requests: list[GenRequest], sampling: Sampling, concurrency: int, timeout_s: float | None = None
+        self,
+        requests: list[GenRequest],
+        sampling: Sampling,
+        concurrency: int,
+        timeout_s: float | None = None,
+        arrivals: Arrivals | None = None,
     ) -> BatchResult:
         from vllm.benchmarks.datasets import SampleRequest
         from vllm.benchmarks.lib import endpoint_request_func as erf
@@ -253,19 +302,13 @@ class _OpenAIServer:
             )
             for r in requests
         ]
-        extra: dict[str, Any] = {
-            "temperature": sampling.temperature,
-            "top_p": sampling.top_p,
-            "skip_special_tokens": False,
-        }
-        if sampling.seed is not None:
-            extra["seed"] = sampling.seed
-        if sampling.stop_token_ids:
-            extra["stop_token_ids"] = list(sampling.stop_token_ids)
-        if sampling.logprobs is not None:
-            extra.update(logprobs=sampling.logprobs, return_tokens_as_token_ids=True)
+        extra = _extra_body(sampling)
         before, tb = self.counters()
         log = io.StringIO()
+        if arrivals is not None:  # vLLM draws the gaps from numpy's global generator
+            import numpy as np
+
+            np.random.seed(arrivals.seed)
         try:
             with contextlib.redirect_stdout(log):  # vLLM's benchmark prints its own report
                 result = asyncio.run(
@@ -279,8 +322,8 @@ class _OpenAIServer:
                         tokenizer=None,
                         input_requests=samples,
                         logprobs=None,
-                        request_rate=float("inf"),
-                        burstiness=1.0,
+                        request_rate=arrivals.rate if arrivals else float("inf"),
+                        burstiness=arrivals.burstiness if arrivals else 1.0,
                         disable_tqdm=True,
                         num_warmups=0,
                         profile=False,
@@ -303,24 +346,7 @@ class _OpenAIServer:
             erf.ASYNC_REQUEST_FUNCS.pop(_FUNC_NAME, None)
         after, ta = self.counters()
         self.last_benchmark = {k: v for k, v in result.items() if not isinstance(v, list)}
-        outputs = []
-        for i, r in enumerate(requests):
-            cap = store.get(r.request_id, _Captured())
-            err = result["errors"][i] or None
-            o = GenOutput(
-                r.request_id,
-                len(r.prompt_token_ids),
-                output_token_ids=cap.token_ids,
-                finish_reason=cap.finish_reason,
-                ttft_s=result["ttfts"][i] or None,
-                itl_s=list(result["itls"][i]),
-                itl_tokens=cap.itl_tokens,
-                latency_s=result["latencies"][i],
-                error=err,
-                spec=cap.spec,
-                logprobs=cap.logprobs,
-            )
-            outputs.append(o)
+        outputs = _outputs(requests, result, store)
         gen = ta.get("generation_tokens", 0) - tb.get("generation_tokens", 0) if "generation_tokens" in ta else None
         return BatchResult(outputs, float(result["duration"]), after - before, gen)
 

@@ -23,10 +23,11 @@ class Check:
     min_detectable_drop: float | None = None  # relative; AL checks only (module docstring: Power)
     power_warning: str | None = None
     detail: str | None = None  # a non-numeric check's own sentence (lossless)
+    request_rate: float = 0.0  # the cell's offered rate (0: closed loop)
 
     @property
     def where(self) -> str:
-        return describe_setting((self.suite, self.k, self.concurrency, self.temperature))
+        return describe_setting((self.suite, self.k, self.concurrency, self.temperature, self.request_rate))
 
     def message(self) -> str:
         if self.detail:

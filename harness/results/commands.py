@@ -109,6 +109,8 @@ def _check_gate_options(options) -> None:
         raise BadInput(f"--tolerance {tolerance:g}: must be a fraction in [0, 1), e.g. 0.05 for a 5 % drop")
     if min_speedup is not None and min_speedup <= 0:
         raise BadInput(f"--min-speedup {min_speedup:g}: must be positive, e.g. 1.0")
+    if options.min_slo_rate_ratio is not None and options.min_slo_rate_ratio <= 0:
+        raise BadInput(f"--min-slo-rate-ratio {options.min_slo_rate_ratio:g}: must be positive, e.g. 1.1")
     if max_crossover_drop is not None and not 0 <= max_crossover_drop < 1:
         raise BadInput(
             f"--max-crossover-drop {max_crossover_drop:g}: must be a fraction in [0, 1), "
@@ -153,6 +155,13 @@ def gate(
             "p-value below this, e.g. 0.01."
         ),
     ] = None,
+    min_slo_rate_ratio: Annotated[
+        float | None,
+        typer.Option(
+            help="Fail open-loop lines (bench.request_rate with bench.slo) whose draft serves less than this times "
+            "the baseline's highest request rate within the SLO at p99, e.g. 1.1."
+        ),
+    ] = None,
 ):
     """Check a run against a baseline: exit 0 pass, 1 regression, 2 unusable input."""
     from dataclasses import replace
@@ -169,6 +178,7 @@ def gate(
         lossless=lossless,
         max_crossover_drop=max_crossover_drop,
         sampling_p_floor=sampling_p_floor,
+        min_slo_rate_ratio=min_slo_rate_ratio,
         strict_power=strict_power,
     )
     _check_gate_options(options)

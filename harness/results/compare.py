@@ -30,7 +30,7 @@ from harness.analysis import compare_marks as cm
 from harness.errors import BadInput
 from harness.results import answer, load_view
 from harness.results import published as pub
-from harness.results.runs import COMPARABILITY, SPECULATIVE, Run, read_run, unique_labels
+from harness.results.runs import COMPARABILITY, SETTING, SPECULATIVE, Run, read_run, unique_labels
 from harness.ui import MISSING, fmt
 
 METRICS = (
@@ -42,12 +42,9 @@ METRICS = (
     "lossless_match_rate",
     "ttft_ms_median",
 )
-DEFAULT_BY = ("suite", "k", "concurrency", "temperature")
+DEFAULT_BY = SETTING[:4]  # request_rate joins when a run has open-loop cells (key_columns)
 KEY_CHOICES = (
-    "suite",
-    "k",
-    "concurrency",
-    "temperature",
+    *SETTING,
     "draft",
     "method",
     "top_p",
@@ -140,6 +137,8 @@ def key_columns(runs: list[Run], by: list[str]) -> tuple[str, ...]:
     cols = list(dict.fromkeys(by))
     if "draft" not in cols and any(len({r.draft for r in run.rows}) > 1 for run in runs):
         cols.append("draft")  # a run with several drafts: the label is needed to tell its cells apart
+    if "request_rate" not in cols and any(r.request_rate for run in runs for r in run.rows):
+        cols.append("request_rate")  # open-loop cells: one setting per offered rate
     return (*cols, "mode")
 
 

@@ -16,7 +16,7 @@ Baseline folder, results/baselines/<name>/ (committed; what CI gates against):
                  different runs (an update killed midway) is refused.
 
 Checks, per speculative cell of the run matched to a baseline cell on (suite, k, concurrency,
-temperature) — the draft label may differ between runs:
+temperature, request rate) — the draft label may differ between runs:
   acceptance_length     >= baseline AL × (1 − tolerance)
   per_position_rate[i]  >= floor[i], i = 1..k (unconditional rates, harness/metrics.py)
   acceptance_length[s]  >= segment floor, s = thinking / answer when the baseline's outputs think
@@ -25,6 +25,9 @@ temperature) — the draft label may differ between runs:
   speedup               >= min_speedup (only when given)
   crossover concurrency >= baseline crossover × (1 − max_crossover_drop), per (suite, k, T), when
                         the baseline or the argument sets max_crossover_drop (harness/results/gate_load.py)
+  SLO rate ratio        >= min_slo_rate_ratio, per open-loop line (bench.request_rate, bench.slo), when given:
+                        the draft's highest rate within the SLO at p99 over its baseline's, from this run
+                        alone (harness/analysis/slo.py; noise-aware: the ratio's CI upper end)
   lossless (T = 0)      the cell's worst miss meets the requirement (harness/analysis/lossless.py):
                         "exact" no miss · "numerics-only" every miss within engine noise ·
                         "no-spec-bug" (default) no miss with a large margin · "none" not checked
@@ -60,7 +63,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.analysis import power as pw
 from harness.errors import BadInput
-from harness.results import gate_load
+from harness.results import gate_load, slo_view
 from harness.results.checks import Check
 from harness.results.runs import Run, describe_setting, fmt, is_speculative, read_run, setting
 from harness.schema import (
@@ -99,6 +102,7 @@ class GateOptions:
     lossless: str | None = None  # T = 0 requirement; None: the baseline's, else "no-spec-bug"
     max_crossover_drop: float | None = None  # None: the baseline's requirement, if any
     sampling_p_floor: float | None = None  # None: the baseline's, if any
+    min_slo_rate_ratio: float | None = None  # open-loop cells: SLO rate ratio >= this
     strict_power: bool = False  # a power warning is unusable input (applied by the caller: the CLI)
 
     def __post_init__(self):
@@ -116,6 +120,7 @@ class GateOptions:
             lossless=section.lossless,
             max_crossover_drop=section.max_crossover_drop,
             sampling_p_floor=section.sampling_p_floor,
+            min_slo_rate_ratio=section.min_slo_rate_ratio,
         )
 
 
@@ -186,6 +191,7 @@ def _check(base: CellRow, row: CellRow, **fields: Any) -> Check:
         concurrency=base.concurrency,
         temperature=base.temperature,
         draft=str(row.draft),
+        request_rate=float(base.request_rate or 0.0),
         **fields,
     )
 
@@ -458,6 +464,10 @@ def evaluate(run: Run, baseline: BaselineFile, baseline_name: str, options: Gate
         )
         checks += load_checks
         problems += load_problems
+    if o.min_slo_rate_ratio is not None:
+        slo_checks, slo_problems = slo_view.slo_ratio_checks(run, o.min_slo_rate_ratio, o.noise_aware)
+        checks += slo_checks
+        problems += slo_problems
     if problems and not o.allow_missing:
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
         killed = (

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from harness.analysis import load
-from harness.results.runs import BASELINE, is_speculative
+from harness.results.runs import BASELINE, closed_loop, is_speculative
 from harness.schema import DYNAMIC_SUFFIX, CellRow
 
 Row = CellRow
@@ -93,7 +93,7 @@ def crossovers(rows: list[Row]) -> list[CrossoverLine]:
     """One line per (draft, suite, k, T) with a speedup at >= 1 concurrency; its crossover is None
     from a single concurrency."""
     groups: dict[tuple, list[Row]] = defaultdict(list)
-    for r in rows:
+    for r in closed_loop(rows):
         if is_speculative(r) and r.speedup is not None:
             groups[(str(r.draft), str(r.suite), int(r.k), float(r.temperature))].append(r)
     out = []
@@ -110,7 +110,7 @@ def _tok_s_by_k(rows: list[Row]) -> dict[tuple, dict[tuple[int, int], float]]:
     """(draft, suite, T) -> {(k, concurrency): output tok/s}; k = 0 is the baseline arm (mean of its cells)."""
     spec: dict[tuple, dict[tuple[int, int], float]] = defaultdict(dict)
     base: dict[tuple, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in rows:
+    for r in closed_loop(rows):
         v = r.output_tok_per_s
         if v is None or not r.ok:
             continue
@@ -160,7 +160,7 @@ def _estimate(r: Row) -> load.Estimate:
 def dynamic_verdicts(rows: list[Row]) -> list[tuple[str, str, float, list[load.DynamicVerdict]]]:
     """Per (draft, suite, T) with a dynamic arm: does it match or beat every fixed k at each
     concurrency within noise (speedup CIs; analysis/load.dynamic_vs_fixed)."""
-    spec = [r for r in rows if is_speculative(r) and r.speedup is not None]
+    spec = [r for r in closed_loop(rows) if is_speculative(r) and r.speedup is not None]
     out = []
     for dyn_draft in sorted({str(r.draft) for r in spec if str(r.draft).endswith(DYNAMIC_SUFFIX)}):
         draft = dyn_draft.removesuffix(DYNAMIC_SUFFIX)

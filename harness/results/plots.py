@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import cast
 
 from harness.results.load_view import enough_ks, enough_load_points
-from harness.results.runs import BASELINE, is_speculative
+from harness.results.runs import BASELINE, closed_loop, is_speculative
 from harness.schema import CellRow
 
 Row = CellRow
@@ -27,7 +27,7 @@ def _tok_s(row: Row | None) -> float:
 
 
 def spec_rows(rows: list[Row]) -> list[Row]:
-    return [r for r in rows if is_speculative(r) and r.acceptance_length is not None]
+    return [r for r in closed_loop(rows) if is_speculative(r) and r.acceptance_length is not None]
 
 
 def reference(rows: list[Row]) -> tuple[float | None, int | None]:
@@ -295,3 +295,36 @@ def write_plots(rows: list[Row], folder: Path, note: str | None = None) -> list[
     joins every title."""
     made = [(folder / name, fn(rows, folder / name, note)) for name, fn in PLOTS]
     return [(path, title) for path, title in made if title]
+
+
+def plot_rate_sweep(line, bounds: dict[str, float], path: Path, note: str | None = None) -> str:
+    """One open-loop line (harness/results/slo_view.RateLine): achieved vs offered rate per arm
+    (the saturation point is where an arm leaves the diagonal), and beside it each arm's worst
+    p99 / SLO bound (bench.slo; <= 1 meets, the SLO rate is where it crosses 1) or, without an
+    SLO, its p99 TPOT."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 4.4), dpi=110, layout="constrained")
+    left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    rates = list(line.rates)
+    arms = (("baseline (no speculation)", line.baseline, "0.45"), ("speculative", line.speculative, _color(0)))
+    left.plot(rates, rates, ls=":", color="0.7", label="offered = achieved")
+    for i, (label, rows, color) in enumerate(arms):
+        left.plot(rates, [r.achieved_rate or 0.0 for r in rows], "o-", color=color, label=label)
+        if line.slo is not None:
+            scores = (line.slo.baseline, line.slo.speculative)[i].scores
+            right.plot(rates, list(scores), "o-", color=color, label=label)
+        else:
+            right.plot(rates, [r.tpot_ms_p99 or 0.0 for r in rows], "o-", color=color, label=label)
+    left.set_xlabel("offered rate (requests/s)")
+    left.set_ylabel("achieved rate (finished requests ÷ wall s)")
+    left.legend(fontsize=8)
+    right.set_xlabel("offered rate (requests/s)")
+    if line.slo is not None:
+        right.axhline(1.0, ls="--", color="0.3", lw=1)
+        right.set_ylabel("worst p99 ÷ SLO bound (≤ 1 meets)")
+    else:
+        right.set_ylabel("p99 TPOT (ms)")
+    right.legend(fontsize=8)
+    slo_part = ", ".join(f"{m.upper()} ≤ {v * 1000:g} ms" for m, v in bounds.items()) or "no SLO stated"
+    return _save(fig, left, path, f"Open-loop load, {line.key} ({slo_part})", note)

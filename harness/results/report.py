@@ -16,7 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.results import answer, load_view, plots
+from harness.analysis import slo
+from harness.results import answer, load_view, plots, slo_view
 from harness.results import published as pub
 from harness.results.runs import Run, fmt, read_run
 from harness.schema import BASELINE, CellRow
@@ -353,6 +354,82 @@ def _load_blocks(run: Run) -> list[tuple]:
     return out + _dynamic_blocks(run)
 
 
+MAX_RATE_PLOTS = 6  # one figure per open-loop line, the first few
+RATE_HEADERS = [
+    "offered /s",
+    "arm",
+    "arrived /s",
+    "achieved /s",
+    "goodput /s",
+    "TTFT p50/p90/p99 ms",
+    "TPOT p50/p90/p99 ms",
+    "ITL per token p99 ms",
+    "e2e p50/p90/p99 ms",
+    "AL",
+]
+
+
+def _three(a, b, c) -> str:
+    return "/".join(fmt(v, 1) for v in (a, b, c))
+
+
+def _rate_row(rate: float, arm: str, r: CellRow) -> list[str]:
+    return [
+        f"{rate:g}",
+        arm,
+        fmt(r.arrival_rate),
+        fmt(r.achieved_rate),
+        fmt(r.goodput),
+        _three(r.ttft_ms_median, r.ttft_ms_p90, r.ttft_ms_p99),
+        _three(r.tpot_ms_median, r.tpot_ms_p90, r.tpot_ms_p99),
+        fmt(r.itl_per_token_ms_p99, 1),
+        _three(r.e2e_ms_median, r.e2e_ms_p90, r.e2e_ms_p99),
+        fmt(r.acceptance_length if r.is_speculative else None),
+    ]
+
+
+def rate_blocks(run: Run, lines: list[slo_view.RateLine]) -> list[tuple]:
+    """The open-loop cells: per line a table per rate and arm, the saturation points and, with
+    bench.slo, each arm's SLO rate and their ratio (definitions: harness/analysis/slo.py)."""
+    if not lines:
+        return []
+    bounds = slo.bounds_s(run.manifest.slo or {})
+    out: list[tuple] = [
+        ("h", 2, "Open-loop load: latency, goodput and the rate each arm serves within its SLO"),
+        (
+            "p",
+            "Requests arrive open-loop at the offered rate (bench.request_rate, vLLM's Poisson/gamma arrivals, the "
+            "same seeded schedule for both arms); concurrency caps the requests in flight. "
+            + (f"SLO: {slo_view.slo_text(bounds)}." if bounds else "No SLO stated (bench.slo): no goodput."),
+        ),
+    ]
+    for x in lines:
+        rows = [
+            _rate_row(rate, arm, r)
+            for rate, b, s in zip(x.rates, x.baseline, x.speculative)
+            for arm, r in (("baseline", b), ("speculative", s))
+        ]
+        facts = [
+            f"saturation (first offered rate whose finishes/s fall below {1 - slo.SATURATION_TOLERANCE:.0%} of its "
+            f"arrivals/s): baseline "
+            f"{_sat(x.saturation_baseline)}, speculative {_sat(x.saturation_speculative)}"
+        ]
+        if x.slo is not None:
+            top = max(x.rates)
+            facts += [
+                f"highest rate within the SLO at p99 [95% CI]: baseline {slo_view.rate_text(x.slo.baseline, top)}, "
+                f"speculative {slo_view.rate_text(x.slo.speculative, top)}",
+                f"SLO rate ratio (speculative ÷ baseline: how much more traffic the same hardware carries within "
+                f"the SLO): {slo_view.ratio_text(x.slo)}",
+            ]
+        out += [("h", 3, x.key), ("table", RATE_HEADERS, rows), ("list", facts)]
+    return out
+
+
+def _sat(v: float | None) -> str:
+    return "none on the grid" if v is None else f"{v:g}/s"
+
+
 def _dynamic_blocks(run: Run) -> list[tuple]:
     rows = []
     for draft, suite, t, verdicts in load_view.dynamic_verdicts(run.rows):
@@ -426,7 +503,11 @@ def _explained_blocks(run: Run) -> list[tuple]:
 
 
 def build_blocks(
-    run: Run, images: list[tuple[str, str]], published: list | None = None, gate: GateSummary | None = None
+    run: Run,
+    images: list[tuple[str, str]],
+    published: list | None = None,
+    gate: GateSummary | None = None,
+    rate_lines: list[slo_view.RateLine] | None = None,
 ) -> list[tuple]:
     """The report as blocks: ("h", level, text) ("p", text) ("list", items) ("table", headers, rows)
     ("code", text) ("img", file name, title). `published`: figures to show beside matching cells
@@ -465,6 +546,7 @@ def build_blocks(
             rs = sorted(rs, key=lambda r: (r.k, r.concurrency, r.temperature))
             blocks += [("h", 3, label), ("table", CELL_HEADERS, [_cell_row(r, base.get(r.cell_id)) for r in rs])]
         blocks += _explained_blocks(run) + _load_blocks(run)
+    blocks += rate_blocks(run, slo_view.rate_lines(run) if rate_lines is None else rate_lines)
     pairs = pub.matches(run.rows, run.manifest, published or [])
     if pairs:
         blocks += [
@@ -569,7 +651,14 @@ def write_report(run: str | Path, out_dir: str | Path | None = None) -> ReportFi
         else None
     )
     made = plots.write_plots(r.rows, folder, note)
-    blocks = build_blocks(r, [(p.name, title) for p, title in made], pub.load_published(), read_gate(r.path))
+    lines = slo_view.rate_lines(r)
+    bounds = slo.bounds_s(r.manifest.slo or {})
+    for i, line in enumerate(lines[:MAX_RATE_PLOTS]):
+        png = folder / f"rate_sweep_{i + 1}.png"
+        made.append((png, plots.plot_rate_sweep(line, bounds, png, note)))
+    blocks = build_blocks(
+        r, [(p.name, title) for p, title in made], pub.load_published(), read_gate(r.path), rate_lines=lines
+    )
     atomic_write_text(folder / "report.md", to_markdown(blocks))
     atomic_write_text(folder / "report.html", to_html(blocks, folder))
     return ReportFiles(folder / "report.md", folder / "report.html", tuple(p for p, _ in made))

@@ -58,9 +58,18 @@ def setting(row: CellRow) -> Setting:
 
 
 def describe_setting(key: tuple) -> str:
-    suite, k, c, t = key
-    return f"{suite} k={k} c={c} T={t:g}" if isinstance(t, int | float) else f"{suite} k={k} c={c} T={t}"
+    """`suite k= c= T=` and, for an open-loop cell (request rate > 0), `rate=N/s`."""
+    suite, k, c, t, *rest = key
+    text = f"{suite} k={k} c={c} T={t:g}" if isinstance(t, int | float) else f"{suite} k={k} c={c} T={t}"
+    rate = rest[0] if rest else 0.0
+    return f"{text} rate={rate:g}/s" if rate else text
 
 
 def is_speculative(row: CellRow) -> bool:
     return row.is_speculative
+
+
+def closed_loop(rows: list[CellRow]) -> list[CellRow]:
+    """The rows measured closed-loop (request rate 0): what the concurrency views (crossover, best
+    k, summaries) compare; open-loop rows have their own view (harness/results/slo_view.py)."""
+    return [r for r in rows if not r.request_rate]

@@ -5,7 +5,8 @@ On disk, under results/runs/<run-id>/:
   cells/<cell>.json  the rows of one finished cell, written atomically when the cell ends
   cells/requests/<cell>.json  the cell's per-request records by arm ({"baseline": [...],
                      "speculative": [...]}: request id, repeat, prompt tokens, output token ids,
-                     latency, vLLM's per-step accepted/drafted arrays); written just before the cell
+                     latency, TTFT, send time, vLLM's per-step accepted/drafted arrays); written
+                     just before the cell
   results.parquet    every finished cell's rows, typed (rebuilt atomically after each cell)
   results.csv        the same, for spreadsheets and pull requests
   derived.json       sha256 of both tables and of the cells they came from (stale tables are
@@ -18,7 +19,8 @@ Columns (raw counters are kept so any other definition can be recomputed; the fo
 in harness/metrics.py):
   identity   run_id cell_id draft method mode suite suite_version suite_sha k concurrency
              temperature top_p max_tokens repeats engine rejection_sample_method
-             verifier_hash draft_hash
+             verifier_hash draft_hash request_rate (offered requests/s, open-loop arrivals; 0: closed
+             loop, every request sent at once under the concurrency cap)
   counters   num_requests num_failed num_output_tokens wall_s num_drafts num_draft_tokens
              num_accepted_tokens accepted_per_pos lossless_matches lossless_compared num_verify_steps
   derived    acceptance_length draft_acceptance_rate per_position_rates al_ci_low al_ci_high
@@ -30,6 +32,10 @@ in harness/metrics.py):
              in one) itl_per_token_ms_median itl_per_token_ms_p99 (each chunk's gap spread over its
              tokens, metrics.per_token_itl; averages to TPOT) predicted_acceptance_length al_gap
              speedup_ci_low speedup_ci_high (analysis/load.py) al_se num_prompts (analysis/power.py)
+  latency    ttft_ms_p90 tpot_ms_p90 itl_per_token_ms_p90 e2e_ms_median e2e_ms_p90 e2e_ms_p99 (per
+             finished request, ms); open-loop cells: arrival_rate achieved_rate (sends/s and
+             finishes/s within each arrival schedule), with bench.slo goodput (requests/s meeting
+             every bound) slo_attainment (their share) (analysis/slo.py)
   breakdowns <what>_buckets / segments, al_by_<what>, al_by_<what>_ci_low/_ci_high, drafts_by_<what>
              for what in output_position, prompt_length, segment (analysis/steps.py; lists, one
              entry per bucket; empty when vLLM gave no per-step record); k_sweep / al_by_k*: AL at
@@ -88,12 +94,13 @@ LIST_COLUMNS = (
         for c, e in (("al", ""), ("al", "_ci_low"), ("al", "_ci_high"), ("drafts", ""))
     ),
 )
-CELL_KEY = ("draft", "suite", "k", "concurrency", "temperature")
 MANIFEST, TABLE, CSV, DERIVED = MANIFEST_FILE, TABLE_FILE, CSV_FILE, DERIVED_FILE
 
 
-def cell_id(draft: str, suite: str, k: int, concurrency: int, temperature: float) -> str:
-    return f"{draft}__{suite}__k{k}__c{concurrency}__t{temperature:g}"
+def cell_id(draft: str, suite: str, k: int, concurrency: int, temperature: float, request_rate: float = 0.0) -> str:
+    """The cell's file name; an open-loop cell's ends in its offered rate (closed-loop ids as before)."""
+    base = f"{draft}__{suite}__k{k}__c{concurrency}__t{temperature:g}"
+    return f"{base}__r{request_rate:g}" if request_rate else base
 
 
 def write_cell(

@@ -422,14 +422,15 @@ def _verifier_groups(recipe: Recipe) -> list[int]:
 
 def _cells(
     recipe: Recipe, drafts: int, names: Sequence[str], aliases: dict[str, list[str]]
-) -> list[tuple[int, int, float]]:
-    """(suite index, concurrency, temperature) of each cell harness/bench/grid.py plans over the
-    suites `names` (one per bench_count suite request)."""
+) -> list[tuple[int, int, tuple[float, float]]]:
+    """(suite index, concurrency, (temperature, request rate)) of each cell harness/bench/grid.py
+    plans over the suites `names` (one per bench_count suite request): a baseline arm is shared
+    per distinct triple."""
     from harness.bench.grid import plan_grid
 
     index = {n: i for i, n in enumerate(names)}
     cells = plan_grid(recipe.bench, [str(d) for d in range(drafts)], names, aliases)
-    return [(index.get(c.suite, 0), c.concurrency, c.temperature) for c in cells]
+    return [(index.get(c.suite, 0), c.concurrency, (c.temperature, c.request_rate)) for c in cells]
 
 
 def bench_count(recipe: Recipe, suite_requests: Sequence[tuple[str, int | None]]) -> BenchCount:
@@ -444,7 +445,7 @@ def bench_count(recipe: Recipe, suite_requests: Sequence[tuple[str, int | None]]
     tokens: dict[int, int] = {}
     for drafts in _verifier_groups(recipe):
         cells = _cells(recipe, drafts, names, aliases)
-        # the baseline arm: once per (suite, concurrency, temperature) when shared, else beside every cell
+        # the baseline arm: once per (suite, concurrency, temperature, rate) when shared, else beside every cell
         keys = [(s, c, t, i if not b.shared_baseline else 0) for i, (s, c, t) in enumerate(cells)]
         bases = sorted(set(keys))
         for s, c in [(s, c) for s, c, _ in cells] + [(s, c) for s, c, _, _ in bases]:
@@ -497,7 +498,8 @@ MODEL = (
 )
 NOT_COUNTED = (
     "the agreement gate, vocabulary, report and gate (minutes); loading the transformers forward and "
-    "starting torchrun; the T > 0 re-scoring of bench outputs (one prefill per output); prompt prefill "
+    "starting torchrun; the T > 0 re-scoring of bench outputs (one prefill per output); open-loop arms' "
+    "arrival time (an arm at bench.request_rate R lasts at least its requests / R); prompt prefill "
     "beyond what generate_tok_s includes"
 )
 

@@ -1,0 +1,145 @@
+"""Open-loop load on the real server (issue 27): a request-rate sweep of the session's trained
+draft and its baseline, on one seeded arrival schedule per rate; per-arm latency percentiles,
+realised rates, the saturation point, goodput under the recipe's SLO, the report's table and plot,
+the SLO-rate ratio from the run's own per-request timings, and the gate holding it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness.analysis import slo
+from harness.paths import REPO_ROOT
+from tests.conftest import PLAIN_RECIPE
+
+pytestmark = pytest.mark.slow
+
+RATES = (2.0, 8.0, 64.0)
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory, kimi_trained_run):
+    from harness.bench.run import run_bench
+    from harness.draft.under_test import resolve_drafts
+    from harness.draft.verifier import resolve_verifier
+    from harness.recipe import load_recipe
+    from harness.ui import Reporter
+
+    recipe = load_recipe(
+        PLAIN_RECIPE,
+        [
+            "bench.suites=['chat']",
+            "bench.num_prompts=12",
+            "bench.max_tokens=32",
+            "bench.k=[3]",
+            "bench.concurrency=[12]",
+            "bench.temperature=[0.0]",
+            f"bench.request_rate={list(RATES)}",
+            "bench.slo={e2e_ms=600000}",  # generous: every request meets it (the tight ones below, post hoc)
+            "bench.engine='server'",
+            "bench.machine_sentinel=false",
+            "bench.reference_drafts=[]",
+            "bench.warmup_requests=2",
+        ],
+    )
+    layout = resolve_verifier(recipe)
+    drafts = resolve_drafts(recipe, layout, kimi_trained_run.draft_dir)
+    run_dir = run_bench(recipe, drafts, tmp_path_factory.mktemp("open-loop") / "run", Reporter())
+    return run_dir
+
+
+def _rows(run_dir):
+    from harness.results.runs import read_run
+
+    return read_run(run_dir)
+
+
+def test_each_rate_is_a_cell_whose_arms_ran_on_the_same_arrival_schedule(sweep):
+    run = _rows(sweep)
+    spec = sorted((r for r in run.rows if r.is_speculative), key=lambda r: r.request_rate)
+    assert [r.request_rate for r in spec] == list(RATES) and all(r.ok for r in run.rows), [r.error for r in run.rows]
+    assert len({r.cell_id for r in spec}) == len(RATES)
+    sides = json.loads((sweep / "cells" / "requests" / f"{spec[0].cell_id}.json").read_text())
+    sent = {arm: {r["request_id"]: r["sent_s"] for r in sides[arm]} for arm in ("baseline", "speculative")}
+    assert sent["baseline"].keys() == sent["speculative"].keys()
+    gaps = [abs(sent["baseline"][k] - sent["speculative"][k]) for k in sent["baseline"]]
+    span = max(sent["baseline"].values())
+    print(f"rate {RATES[0]}/s: schedule span {span:.2f} s, arms' send times differ by <= {max(gaps) * 1000:.0f} ms")
+    # vLLM spreads 12 requests over 12 / rate s; both arms send each request at the same offset
+    assert 0.5 * 12 / RATES[0] < span <= 12 / RATES[0] + 0.5
+    assert max(gaps) < 0.2, gaps
+
+
+def test_each_arm_has_latency_percentiles_realised_rates_goodput_and_saturates_at_the_top_rate(sweep):
+    from harness.results.slo_view import rate_lines
+
+    run = _rows(sweep)
+    for r in run.rows:
+        for name in ("ttft", "tpot", "e2e"):
+            p50 = r.e2e_ms_median if name == "e2e" else getattr(r, f"{name}_ms_median")
+            p90, p99 = getattr(r, f"{name}_ms_p90"), getattr(r, f"{name}_ms_p99")
+            assert p50 is not None and p50 <= p90 <= p99, (r.cell_id, r.mode, name, p50, p90, p99)
+        assert r.arrival_rate and r.achieved_rate and r.goodput is not None
+        assert r.slo_attainment == 1.0  # the recipe's SLO is generous
+        assert r.goodput <= r.num_requests / r.wall_s + 1e-9
+    (line,) = rate_lines(run)
+    print(
+        "saturation: baseline",
+        line.saturation_baseline,
+        "speculative",
+        line.saturation_speculative,
+        "| achieved/s:",
+        [(r.request_rate, round(r.arrival_rate, 2), round(r.achieved_rate, 2)) for r in line.speculative],
+    )
+    # 12 requests arriving within 0.2 s outrun a 2-core CPU server: both arms saturate by the top rate
+    assert line.saturation_baseline is not None and line.saturation_speculative is not None
+    assert line.slo is not None and line.slo.ratio == pytest.approx(1.0)  # both meet it at every rate
+
+
+def test_a_tight_slo_on_the_runs_timings_gives_each_arm_an_slo_rate_with_a_ci(sweep):
+    """The SLO-rate math on the run's own per-request timings: an e2e bound between the
+    baseline's p99 at the lowest and the top rate, so the baseline crosses it on the grid."""
+    from harness.results.slo_view import _timings
+
+    run = _rows(sweep)
+    spec = sorted((r for r in run.rows if r.is_speculative), key=lambda r: r.request_rate)
+    base = {r.cell_id: r for r in run.rows if not r.is_speculative}
+    lo, hi = base[spec[0].cell_id].e2e_ms_p99, base[spec[-1].cell_id].e2e_ms_p99
+    assert hi > lo  # queueing at 64/s
+    bounds = {"e2e": (lo * hi) ** 0.5 / 1000}
+    cmp = slo.compare_slo_rates(
+        RATES,
+        [_timings(sweep, base[r.cell_id], "baseline") for r in spec],
+        [_timings(sweep, r, "speculative") for r in spec],
+        bounds,
+        num_resamples=500,
+    )
+    print(
+        f"e2e SLO {bounds['e2e'] * 1000:.0f} ms: baseline {cmp.baseline}, "
+        f"speculative {cmp.speculative}, ratio {cmp.ratio}"
+    )
+    assert cmp.baseline.point.where == slo.CROSSES
+    assert RATES[0] <= cmp.baseline.point.concurrency <= RATES[-1]
+    assert cmp.baseline.low <= cmp.baseline.point.concurrency <= cmp.baseline.high
+    assert cmp.ratio is not None and cmp.ratio_low is not None and cmp.ratio_low <= cmp.ratio
+
+
+def test_the_report_shows_the_sweep_and_the_gate_holds_the_slo_rate_ratio(sweep, tmp_path):
+    def cli(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "harness", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600
+        )
+
+    p = cli("report", str(sweep))
+    assert p.returncode == 0, p.stderr[-2000:]
+    md = (sweep / "report" / "report.md").read_text()
+    assert "Open-loop load" in md and "SLO rate ratio" in md and "saturation" in md
+    assert (sweep / "report" / "rate_sweep_1.png").stat().st_size > 10_000
+    assert cli("gate", str(sweep), "--baseline", str(tmp_path / "b"), "--update-baseline").returncode == 0
+    ok = cli("gate", str(sweep), "--baseline", str(tmp_path / "b"), "--min-slo-rate-ratio", "0.5")
+    bad = cli("gate", str(sweep), "--baseline", str(tmp_path / "b"), "--min-slo-rate-ratio", "1.5")
+    assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
+    assert bad.returncode == 1 and "SLO rate ratio" in bad.stdout, bad.stdout[-2000:] + bad.stderr[-2000:]
