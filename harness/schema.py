@@ -39,6 +39,7 @@ BUCKET_NAMES = {
     "output_position": "output_position_buckets",
     "prompt_length": "prompt_length_buckets",
     "segment": "segments",
+    "turn": "turns",
     "k": "k_sweep",
 }
 Bucket = tuple[str, float, float | None, float | None, int | None]
@@ -188,6 +189,11 @@ class CellRow(CellIdentity):
     al_by_segment_ci_low: list[float | None] = field(default_factory=list)
     al_by_segment_ci_high: list[float | None] = field(default_factory=list)
     drafts_by_segment: list[int] = field(default_factory=list)
+    turns: list[str] = field(default_factory=list)  # multi-turn suites: "turn 1", "turn 2", ...
+    al_by_turn: list[float | None] = field(default_factory=list)
+    al_by_turn_ci_low: list[float | None] = field(default_factory=list)
+    al_by_turn_ci_high: list[float | None] = field(default_factory=list)
+    drafts_by_turn: list[int] = field(default_factory=list)
     k_sweep: list[str] = field(default_factory=list)  # bench.k_from_one_engine: "k=1" ... "k=<this cell's k>"
     al_by_k: list[float | None] = field(default_factory=list)
     al_by_k_ci_low: list[float | None] = field(default_factory=list)

@@ -135,3 +135,15 @@ def test_reads_vllms_metrics_object_too():
     from_obj, from_dict = steps.from_vllm(m), steps.from_vllm(m.to_dict())
     assert from_obj == from_dict == steps.RequestSteps((3, 1, 0), (3, 3, 3), num_spec_tokens=3)
     assert acceptance_length(steps.pooled_counters([from_obj])) == pytest.approx(m.to_dict()["mean_acceptance_length"])
+
+
+def test_al_by_turn_pools_each_turns_steps_and_the_bench_reads_the_turn_from_the_request_id():
+    from harness.bench.breakdown import turn_of
+
+    first = steps.RequestSteps((1, 1, 0), (3, 3, 3), 10, turn=0)  # 2 accepted over 3 drafts
+    second = steps.RequestSteps((3, 2), (3, 3), 200, turn=1)  # 5 accepted over 2 drafts
+    split = steps.by_turn([first, second, steps.RequestSteps((0,), (3,), 12, turn=0)])
+    assert [s.label for s in split] == ["turn 1", "turn 2"]
+    assert split[0].acceptance_length == pytest.approx(1 + 2 / 4)
+    assert split[1].acceptance_length == pytest.approx(1 + 5 / 2)
+    assert [turn_of(x) for x in ("mt-bench-3#0", "mt-bench-3#1", "no-turn")] == [0, 1, 0]

@@ -73,6 +73,7 @@ class RequestSteps:
     prompt_tokens: int | None = None
     answer_start: int | None = None  # first output position of the answer segment
     num_spec_tokens: int | None = None  # k the engine ran with (the per-position length)
+    turn: int = 0  # the conversation turn it answered (0: the first; multi-turn suites feed answers back)
 
     def __post_init__(self):
         if len(self.accepted) != len(self.drafted):
@@ -241,6 +242,16 @@ def by_output_position(requests: Sequence[RequestSteps], edges: Sequence[int] = 
     _check_edges(edges, "output-position")
     return split_steps(
         requests, lambda r: np.searchsorted(edges, r.positions(), side="right"), bucket_labels(edges), **kw
+    )
+
+
+def by_turn(requests: Sequence[RequestSteps], **kw) -> list[Split]:
+    """One split per conversation turn (`turn 1` … the last turn any request reached): later turns
+    carry the verifier's own earlier answers in their prompts (and, with prefix caching, a warm
+    cache for them)."""
+    turns = max((r.turn for r in requests), default=0) + 1
+    return split_steps(
+        requests, lambda r: np.full(len(r.accepted), r.turn), [f"turn {i + 1}" for i in range(turns)], **kw
     )
 
 

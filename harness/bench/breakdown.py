@@ -1,5 +1,6 @@
 """A cell's derived columns beyond the pooled counters, from the arms' per-request records:
-AL by output position, by prompt length, (when the outputs think) by thinking/answer segment and
+AL by output position, by prompt length, (when the outputs think) by thinking/answer segment, (in
+multi-turn suites) by conversation turn and
 (bench.k_from_one_engine) at every k' <= k estimated from this engine's steps, each with its CI;
 the verifier's repetition; the speedup CI; the AL's standard error for the gate's power; and the
 flags that explain an AL gap. Every definition is in harness/analysis/.
@@ -86,6 +87,12 @@ def prompt_of(request_id: str) -> str:
     return request_id.rsplit("#", 1)[0]
 
 
+def turn_of(request_id: str) -> int:
+    """The conversation turn a request answered (0-based): ids are `<record id>#<turn>`."""
+    tail = request_id.rpartition("#")[2]
+    return int(tail) if tail.isdigit() else 0
+
+
 def request_steps(records: Sequence[RequestRecord], end_think_id: int | None) -> list[steps.RequestSteps] | None:
     """Per-step records of every request, or None when any request lacks them."""
     if not records or not all(r.steps for r in records):
@@ -100,6 +107,7 @@ def request_steps(records: Sequence[RequestRecord], end_think_id: int | None) ->
             if thinking and end_think_id is not None
             else None,
             r.num_spec_tokens,
+            turn_of(r.request_id),
         )
         for r in records
     ]
@@ -113,7 +121,7 @@ def _fill(row: CellRow, prefix: str, splits: list[steps.Split]) -> None:
 
 
 def fill_breakdowns(row: CellRow, spec: ArmResult, ctx: CellContext) -> None:
-    """AL by output position, prompt length and segment (module docstring)."""
+    """AL by output position, prompt length, segment and turn (module docstring)."""
     reqs = request_steps(spec.requests, ctx.end_think_id)
     if reqs is None:
         return
@@ -124,6 +132,9 @@ def fill_breakdowns(row: CellRow, spec: ArmResult, ctx: CellContext) -> None:
     if all(r.answer_start is not None for r in reqs):
         row.segments = [steps.THINKING, steps.ANSWER]
         _fill(row, "segment", steps.by_segment(reqs, k=ctx.k))
+    if any(r.turn for r in reqs):  # a multi-turn suite: AL per turn
+        _fill(row, "turn", split := steps.by_turn(reqs, k=ctx.k))
+        row.turns = [x.label for x in split]
     if ctx.k_sweep:
         row.k_sweep = [f"k={k}" for k in range(1, ctx.k + 1)]
         _fill(row, "k", [k_sweep.al_for_k(reqs, k) for k in range(1, ctx.k + 1)])

@@ -481,6 +481,7 @@ def _explained_blocks(run: Run) -> list[tuple]:
             _bucket_text(r, "output_position"),
             _bucket_text(r, "prompt_length"),
             _bucket_text(r, "segment"),
+            _bucket_text(r, "turn"),
             _pct(r.repetition_share),
             _bucket_text(r, "k"),
         ]
@@ -494,11 +495,13 @@ def _explained_blocks(run: Run) -> list[tuple]:
         "AL by output position",
         "AL by prompt length (tokens)",
         "AL thinking / answer",
+        "AL by turn",
         "verifier repetition",
         "AL by k from this engine (k' < k estimated)",
     ]
-    if all(row[-1] == "—" for row in rows):  # bench.k_from_one_engine was off
-        header, rows = header[:-1], [row[:-1] for row in rows]
+    # a breakdown no cell carries (no multi-turn suite, bench.k_from_one_engine off) is left out
+    keep = [i for i in range(len(header)) if i < 2 or any(row[i] != "—" for row in rows)]
+    header, rows = [header[i] for i in keep], [[row[i] for i in keep] for row in rows]
     return [("h", 2, "Acceptance explained (reference cells)"), ("table", header, rows)]
 
 

@@ -36,8 +36,8 @@ in harness/metrics.py):
              finished request, ms); open-loop cells: arrival_rate achieved_rate (sends/s and
              finishes/s within each arrival schedule), with bench.slo goodput (requests/s meeting
              every bound) slo_attainment (their share) (analysis/slo.py)
-  breakdowns <what>_buckets / segments, al_by_<what>, al_by_<what>_ci_low/_ci_high, drafts_by_<what>
-             for what in output_position, prompt_length, segment (analysis/steps.py; lists, one
+  breakdowns <what>_buckets / segments / turns, al_by_<what>, al_by_<what>_ci_low/_ci_high, drafts_by_<what>
+             for what in output_position, prompt_length, segment, turn (analysis/steps.py; lists, one
              entry per bucket; empty when vLLM gave no per-step record); k_sweep / al_by_k*: AL at
              k' = 1 .. k from this cell's engine (bench.k_from_one_engine, analysis/k_sweep.py:
              exact at k' = k, an estimate below)
@@ -76,7 +76,7 @@ from harness.schema import (
     Manifest,
 )
 
-BREAKDOWNS = ("output_position", "prompt_length", "segment", "k")
+BREAKDOWNS = ("output_position", "prompt_length", "segment", "turn", "k")
 LIST_COLUMNS = (
     "accepted_per_pos",
     "per_position_rates",
@@ -87,6 +87,7 @@ LIST_COLUMNS = (
     "output_position_buckets",
     "prompt_length_buckets",
     "segments",
+    "turns",
     "k_sweep",
     *(
         f"{c}_by_{b}{e}"
