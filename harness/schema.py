@@ -156,7 +156,7 @@ class CellRow(CellIdentity):
     num_verify_steps: int | None = None
     tokens_per_step: float | None = None
     # open-loop load (harness/analysis/slo.py): p90s beside the median and p99 above, e2e latency,
-    # (open-loop cells) sends/s and finishes/s as realised, with bench.slo the requests/s that met it
+    # (open-loop cells) sends/s as realised and finished requests/s, with bench.slo the requests/s that met it
     # and their share
     ttft_ms_p90: float | None = None
     tpot_ms_p90: float | None = None

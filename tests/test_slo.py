@@ -34,16 +34,21 @@ def test_a_request_meets_the_slo_only_when_every_stated_bound_holds_and_failures
     assert slo.goodput([ok, slow_first, slow_tokens, ok], bounds, wall_s=2.0) == pytest.approx(1.0)
 
 
-def test_rates_are_per_batch_spans_so_few_requests_do_not_read_as_saturated():
-    """8 requests sent 0.5 s apart, each taking 1 s: sends and finishes both 2/s; finished / wall
-    (8 / 4.5 s = 1.8/s) would have read below the offered 2/s."""
-    t = [slo.Timing(0.1, 1.0, 10, sent_s=i * 0.5, batch="0#0") for i in range(8)]
-    assert slo.arrival_rate(t) == pytest.approx(2.0) and slo.achieved_rate(t) == pytest.approx(2.0)
-    # a server at capacity 1/s: finishes 1 s apart however fast requests arrive
-    sat = [slo.Timing(0.1, 1.0 + i * 1.0 - i * 0.1, 10, sent_s=i * 0.1, batch="0#0") for i in range(8)]
-    assert slo.arrival_rate(sat) == pytest.approx(10.0) and slo.achieved_rate(sat) == pytest.approx(1.0)
-    assert slo.saturation([2.0, 10.0], [2.0, 10.0], [2.0, 1.0]) == 10.0
-    assert slo.saturation([2.0, 10.0], [2.0, 10.0], [1.95, 9.5]) is None
+def test_saturation_is_a_busy_span_longer_than_arrivals_allow_not_the_tail_of_a_short_run():
+    """8 requests sent 0.5 s apart taking 1 s each (keeping up): busy 4.5 s for a 3.5 s send span
+    plus the 1 s unloaded latency, stretch 1.0 (finished / wall, 8 / 4.5 = 1.8/s, reads below the
+    2/s offered). The same 8 sent at once to a server that finishes one per second: stretch 8 / 1."""
+    keep_up = [slo.Timing(0.1, 1.0, 10, sent_s=i * 0.5, batch="0#0") for i in range(8)]
+    assert slo.arrival_rate(keep_up) == pytest.approx(2.0)
+    assert slo.achieved_rate(keep_up) == pytest.approx(8 / 4.5)
+    assert slo.stretch(keep_up, 1.0) == pytest.approx(1.0)
+    backlog = [slo.Timing(0.1, 1.0 + i, 10, sent_s=0.0, batch="0#0") for i in range(8)]
+    assert slo.stretch(backlog, 1.0) == pytest.approx(8.0)
+    assert slo.saturation([2.0, 100.0], [keep_up, backlog]) == 100.0
+    assert slo.saturation([2.0, 4.0], [keep_up, keep_up]) is None
+    # a burst all finishing together (one batched decode) is caught too: a departure rate would not
+    burst = [slo.Timing(0.1, 3.0, 10, sent_s=0.01 * i, batch="0#0") for i in range(8)]
+    assert slo.saturation([2.0, 100.0], [keep_up, burst]) == 100.0
 
 
 def test_slo_rate_interpolates_where_the_worst_p99_crosses_its_bound():

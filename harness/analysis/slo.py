@@ -9,15 +9,19 @@ Per finished request (vLLM's benchmark conventions, vllm/benchmarks/serve.py cal
   e2e <= e2e_ms); a failed request never does.
   goodput = requests meeting the SLO / the arm's wall time (req/s), as vLLM's request_goodput.
 
-Rates of a batch of n finished requests (one round of one repeat, sent on one arrival schedule):
+Rates, per batch of finished requests (one round of one repeat: one arrival schedule):
   arrival rate = (n - 1) / (last send - first send): the offered rate as realised (Poisson gaps
-  are random; vLLM rescales them so the batch spans N / rate);
-  achieved rate = (n - 1) / (last finish - first finish): the departure rate. An arm that keeps up
-  finishes requests as fast as they arrive; a saturated one at its capacity, however fast they
-  come. (finished / wall would read low at every rate with few requests: the wall includes the
-  last request's latency.) Over several batches: the (n - 1)s summed over the spans summed.
-Saturation point, on a grid of offered rates: the first offered rate whose achieved rate is below
-  (1 - SATURATION_TOLERANCE) x its arrival rate. None: the arm kept up on the whole grid.
+  are random; vLLM rescales them so a batch of N spans N / rate);
+  achieved rate = n / busy span, busy span = last finish - first send (vLLM's request throughput,
+  completed / duration); over several batches the counts and spans are summed.
+Saturation, on a grid of offered rates: an arm that keeps up finishes a batch one unloaded
+  latency after its last send, so its busy span is its send span + L0, L0 the median e2e latency
+  at the lowest offered rate; stretch = sum of busy spans / sum of (send span + L0). The saturation
+  point is the first offered rate whose stretch exceeds 1 / (1 - SATURATION_TOLERANCE): its
+  requests took that much longer than arrivals allow (a backlog, or a burst slowing the batch).
+  With few requests the plain ratio achieved / offered would read low at every rate (the busy span
+  includes the last request's latency); a departure rate (finishes within the span of finishes)
+  reads high for a burst whose requests all finish together. None: it kept up on the whole grid.
 
 SLO rate: the highest offered rate at which the arm's p99 of every stated metric is within its
   bound. score(rate) = max over stated metrics of p99 / bound (<= 1 meets; a failed request counts
@@ -110,37 +114,53 @@ def goodput(timings: Sequence[Timing], bounds: Mapping[str, float], wall_s: floa
     return sum(meets(t, bounds) for t in timings) / wall_s
 
 
-def _flow(timings: Sequence[Timing], finish: bool) -> float | None:
-    batches: dict[str, list[float]] = {}
+def _batches(timings: Sequence[Timing]) -> list[tuple[int, float, float]]:
+    """(finished requests, send span, busy span) per batch, for finished requests with a send time."""
+    sends: dict[str, list[tuple[float, float]]] = {}
     for t in timings:
         if t.ok and t.sent_s is not None:
             assert t.e2e_s is not None
-            batches.setdefault(t.batch, []).append(t.sent_s + t.e2e_s if finish else t.sent_s)
-    gaps = sum(len(v) - 1 for v in batches.values())
-    span = sum(max(v) - min(v) for v in batches.values())
-    return gaps / span if gaps and span > 0 else None
+            sends.setdefault(t.batch, []).append((t.sent_s, t.sent_s + t.e2e_s))
+    return [
+        (len(v), max(s for s, _ in v) - min(s for s, _ in v), max(f for _, f in v) - min(s for s, _ in v))
+        for v in sends.values()
+    ]
 
 
 def arrival_rate(timings: Sequence[Timing]) -> float | None:
-    """The offered rate as realised: sends per second within each batch (module docstring)."""
-    return _flow(timings, finish=False)
+    """The offered rate as realised: (n - 1) / send span, summed over batches (module docstring)."""
+    b = _batches(timings)
+    gaps, span = sum(n - 1 for n, _, _ in b), sum(s for _, s, _ in b)
+    return gaps / span if gaps and span > 0 else None
 
 
 def achieved_rate(timings: Sequence[Timing]) -> float | None:
-    """The departure rate: finishes per second within each batch (module docstring)."""
-    return _flow(timings, finish=True)
+    """Finished requests / busy span, summed over batches (module docstring)."""
+    b = _batches(timings)
+    n, busy = sum(n for n, _, _ in b), sum(x for _, _, x in b)
+    return n / busy if n and busy > 0 else None
+
+
+def stretch(timings: Sequence[Timing], unloaded_s: float) -> float | None:
+    """Busy spans over what keeping up allows (send spans + one unloaded latency per batch)."""
+    b = _batches(timings)
+    allowed = sum(s + unloaded_s for _, s, _ in b)
+    return sum(x for _, _, x in b) / allowed if b and allowed > 0 else None
 
 
 def saturation(
-    offered: Sequence[float],
-    arrived: Sequence[float],
-    achieved: Sequence[float],
-    tolerance: float = SATURATION_TOLERANCE,
+    offered: Sequence[float], per_rate: Sequence[Sequence[Timing]], tolerance: float = SATURATION_TOLERANCE
 ) -> float | None:
-    """The first offered rate (ascending) whose achieved rate falls below (1 - tolerance) x its
-    arrival rate."""
-    for o, arr, a in sorted(zip(offered, arrived, achieved, strict=True)):
-        if a < (1 - tolerance) * arr:
+    """The first offered rate (ascending) whose stretch exceeds 1 / (1 - tolerance), against the
+    median e2e latency at the lowest offered rate (module docstring)."""
+    pts = sorted(zip(offered, per_rate, strict=True), key=lambda p: p[0])
+    lowest = [t.e2e_s for t in pts[0][1] if t.ok and t.e2e_s is not None] if pts else []
+    if not lowest:
+        return None
+    unloaded = float(np.median(lowest))
+    for o, timings in pts:
+        x = stretch(timings, unloaded)
+        if x is not None and x > 1 / (1 - tolerance):
             return o
     return None
 

@@ -77,7 +77,8 @@ def render_bench_summary(run_dir: Path, console, as_json: bool = False) -> None:
             r["draft"],
             r["suite"],
             str(r["k"]),
-            str(r["concurrency"]),
+            str(r["concurrency"])
+            + (f" @{r['request_rate']:g}/s" if _num(r.get("request_rate")) and r["request_rate"] else ""),
             _f(r["temperature"], "{:g}"),
             _with_ci(r, "acceptance_length", "al_ci_low", "al_ci_high"),
             _f(r["draft_acceptance_rate"]),
@@ -92,6 +93,7 @@ def render_bench_summary(run_dir: Path, console, as_json: bool = False) -> None:
             "[red]" + "; ".join(flags) + "[/]" if flags else "",
         )
     console.print(t)
+    _open_loop_lines(run_dir, console)
     if missing:
         console.print(
             f"[yellow]{len(missing)} planned cell(s) not measured[/] (run {manifest.status}): "
@@ -99,3 +101,25 @@ def render_bench_summary(run_dir: Path, console, as_json: bool = False) -> None:
             + (" ..." if len(missing) > 6 else "")
         )
     console.print(f"results: {run_dir / 'results.parquet'} (+ results.csv, manifest.json)")
+
+
+def _open_loop_lines(run_dir: Path, console) -> None:
+    """One line per open-loop sweep: saturation and, with bench.slo, the SLO rates and their ratio."""
+    from harness.analysis.slo import bounds_s
+    from harness.results.runs import read_run
+    from harness.results.slo_view import rate_lines, rate_text, ratio_text, slo_text
+
+    run = read_run(run_dir)
+    bounds = bounds_s(run.manifest.slo or {})
+    for x in rate_lines(run):
+        line = (
+            f"open loop {x.key}, offered {', '.join(f'{r:g}' for r in x.rates)}/s: saturation baseline "
+            f"{x.saturation_baseline or 'none'} / speculative {x.saturation_speculative or 'none'}"
+        )
+        if x.slo is not None:
+            top = max(x.rates)
+            line += (
+                f"; SLO ({slo_text(bounds)}) rate baseline {rate_text(x.slo.baseline, top)}, speculative "
+                f"{rate_text(x.slo.speculative, top)}, ratio {ratio_text(x.slo)}"
+            )
+        console.print(line, highlight=False)

@@ -410,8 +410,8 @@ def rate_blocks(run: Run, lines: list[slo_view.RateLine]) -> list[tuple]:
             for arm, r in (("baseline", b), ("speculative", s))
         ]
         facts = [
-            f"saturation (first offered rate whose finishes/s fall below {1 - slo.SATURATION_TOLERANCE:.0%} of its "
-            f"arrivals/s): baseline "
+            f"saturation (first offered rate whose requests took over {1 / (1 - slo.SATURATION_TOLERANCE):.2f}x the "
+            f"time arrivals allow at the lowest rate's latency): baseline "
             f"{_sat(x.saturation_baseline)}, speculative {_sat(x.saturation_speculative)}"
         ]
         if x.slo is not None:

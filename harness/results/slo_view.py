@@ -42,11 +42,6 @@ def _timings(run_dir: Path | None, row: CellRow, arm: str) -> list[slo.Timing]:
     return slo.timings_from_records((sides or {}).get(arm, []), int(row.num_failed or 0))
 
 
-def _saturation(rows: tuple[CellRow, ...]) -> float | None:
-    pts = [(r.request_rate, r.arrival_rate, r.achieved_rate) for r in rows if r.arrival_rate and r.achieved_rate]
-    return slo.saturation([o for o, _, _ in pts], [x for _, x, _ in pts], [a for _, _, a in pts])
-
-
 def rate_lines(run: Run) -> list[RateLine]:
     """One line per (draft, suite, k, concurrency, T) with open-loop cells, rates ascending."""
     spec: dict[tuple, dict[float, CellRow]] = defaultdict(dict)
@@ -61,15 +56,10 @@ def rate_lines(run: Run) -> list[RateLine]:
         rates = tuple(sorted(by_rate))
         ss = tuple(by_rate[x] for x in rates)
         bs = tuple(base[r.cell_id] for r in ss)
-        cmp = None
-        if bounds:
-            cmp = slo.compare_slo_rates(
-                rates,
-                [_timings(run.path, r, "baseline") for r in ss],
-                [_timings(run.path, r, "speculative") for r in ss],
-                bounds,
-            )
-        out.append(RateLine(*key, rates, bs, ss, _saturation(bs), _saturation(ss), cmp))
+        bt = [_timings(run.path, r, "baseline") for r in bs]  # a shared arm's records: in each cell's side file
+        st = [_timings(run.path, r, "speculative") for r in ss]
+        cmp = slo.compare_slo_rates(rates, bt, st, bounds) if bounds else None
+        out.append(RateLine(*key, rates, bs, ss, slo.saturation(rates, bt), slo.saturation(rates, st), cmp))
     return out
 
 

@@ -33,8 +33,8 @@ in harness/metrics.py):
              tokens, metrics.per_token_itl; averages to TPOT) predicted_acceptance_length al_gap
              speedup_ci_low speedup_ci_high (analysis/load.py) al_se num_prompts (analysis/power.py)
   latency    ttft_ms_p90 tpot_ms_p90 itl_per_token_ms_p90 e2e_ms_median e2e_ms_p90 e2e_ms_p99 (per
-             finished request, ms); open-loop cells: arrival_rate achieved_rate (sends/s and
-             finishes/s within each arrival schedule), with bench.slo goodput (requests/s meeting
+             finished request, ms); open-loop cells: arrival_rate achieved_rate (sends/s within
+             each arrival schedule; finished / first send to last finish), with bench.slo goodput (requests/s meeting
              every bound) slo_attainment (their share) (analysis/slo.py)
   breakdowns <what>_buckets / segments / turns, al_by_<what>, al_by_<what>_ci_low/_ci_high, drafts_by_<what>
              for what in output_position, prompt_length, segment, turn (analysis/steps.py; lists, one
