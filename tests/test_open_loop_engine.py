@@ -17,7 +17,9 @@ from tests.conftest import PLAIN_RECIPE
 
 pytestmark = pytest.mark.slow
 
-RATES = (2.0, 8.0, 64.0)
+# the lowest rate keeps below the cap of 4 in flight (a request every 0.5 s, each well under 2 s);
+# the top one sends all 12 at once: 8 wait for a slot, so the arm cannot keep up
+RATES = (2.0, 64.0)
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +37,7 @@ def sweep(tmp_path_factory, kimi_trained_run):
             "bench.num_prompts=12",
             "bench.max_tokens=32",
             "bench.k=[3]",
-            "bench.concurrency=[12]",
+            "bench.concurrency=[4]",
             "bench.temperature=[0.0]",
             f"bench.request_rate={list(RATES)}",
             "bench.slo={e2e_ms=600000}",  # generous: every request meets it (the tight ones below, post hoc)
@@ -107,7 +109,7 @@ def test_each_arm_has_latency_percentiles_realised_rates_goodput_and_saturates_a
         "| achieved/s:",
         [(r.request_rate, round(r.arrival_rate, 2), round(r.achieved_rate, 2)) for r in line.speculative],
     )
-    # 12 requests arriving within 0.2 s outrun a 2-core CPU server: both arms saturate by the top rate
+    # 12 requests arriving within 0.2 s, 4 in flight at a time: both arms saturate by the top rate
     assert line.saturation_baseline is not None and line.saturation_speculative is not None
     assert line.slo is not None and line.slo.ratio == pytest.approx(1.0)  # both meet it at every rate
 

@@ -118,3 +118,33 @@ def test_each_offered_rate_is_a_cell_of_its_own_and_the_offline_engine_is_refuse
         load_recipe(PLAIN_RECIPE, ["bench.engine='offline'", "bench.request_rate=[2.0]"])
     with pytest.raises(BadInput, match="states no bound"):
         load_recipe(PLAIN_RECIPE, ["bench.slo={}"])
+
+
+def test_the_harness_schedules_the_arrivals_vllms_client_draws(monkeypatch):
+    """scheduled_arrivals against vLLM's own get_request on a fake clock: the same offsets for a
+    seed (so latencies can count from arrival), and both arms share them (one seed per batch)."""
+    import asyncio
+
+    import numpy as np
+    from vllm.benchmarks import serve
+    from vllm.benchmarks.datasets import SampleRequest
+
+    from harness.engine.base import Arrivals
+    from harness.engine.server import scheduled_arrivals
+
+    clock = [0.0]
+
+    async def sleep(dt):
+        clock[0] += dt
+
+    monkeypatch.setattr(serve.time, "time", lambda: clock[0])
+    monkeypatch.setattr(serve.asyncio, "sleep", sleep)
+
+    async def vllm_offsets(arr: Arrivals) -> list[float]:
+        reqs = [SampleRequest(prompt="x", prompt_len=1, expected_output_len=1) for _ in range(7)]
+        np.random.seed(arr.seed)
+        return [clock[0] async for _ in serve.get_request(reqs, arr.rate, arr.burstiness)]
+
+    for arr in (Arrivals(4.0, 1.0, 0), Arrivals(2.5, 0.5, 3)):
+        clock[0] = 0.0
+        assert asyncio.run(vllm_offsets(arr)) == pytest.approx(scheduled_arrivals(7, arr))

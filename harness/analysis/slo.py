@@ -2,8 +2,9 @@
 request rate an arm serves within its SLO, per arm and the speculative arm's over its baseline's
 ("how much more traffic the same GPUs carry with this draft").
 
-Per finished request (vLLM's benchmark conventions, vllm/benchmarks/serve.py calculate_metrics):
-  TTFT = first token's arrival - request sent; e2e = last token's arrival - request sent;
+Per finished request (vLLM's benchmark conventions, vllm/benchmarks/serve.py calculate_metrics,
+but timed from the request's scheduled arrival: harness/engine/server.py _from_arrival):
+  TTFT = first token's arrival - request arrived; e2e = last token's arrival - request arrived;
   TPOT = (e2e - TTFT) / (output tokens - 1), 0 for a one-token output.
   A request meets the SLO when every stated bound holds (TTFT <= ttft_ms, TPOT <= tpot_ms,
   e2e <= e2e_ms); a failed request never does.

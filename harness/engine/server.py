@@ -194,12 +194,40 @@ def _extra_body(sampling: Sampling) -> dict[str, Any]:
     return extra
 
 
-def _outputs(requests: list[GenRequest], result: dict[str, Any], store: dict[str, _Captured]) -> list[GenOutput]:
+def scheduled_arrivals(n: int, arrivals: Arrivals) -> list[float]:
+    """The arrival offsets (s) vLLM's benchmark client draws for n requests, as its `get_request`
+    draws them: gamma gaps of shape `burstiness`, scale 1 / (rate x burstiness), from numpy's
+    global generator seeded with `arrivals.seed` (scalar draws in request order), cumulated and
+    rescaled so the last request arrives at n / rate."""
+    import numpy as np
+
+    state = np.random.RandomState(arrivals.seed)  # the legacy global generator's stream for this seed
+    theta = 1.0 / (arrivals.rate * arrivals.burstiness)
+    t = np.cumsum([state.gamma(shape=arrivals.burstiness, scale=theta) for _ in range(n)])
+    return (t * (n / arrivals.rate / t[-1])).tolist() if n and t[-1] else [0.0] * n
+
+
+def _from_arrival(o: GenOutput, arrival_s: float, first_arrival_s: float) -> None:
+    """Open loop: time a request from its scheduled arrival, not from when it got a slot under the
+    concurrency cap (vLLM's client starts the clock at the slot): a wait for a slot counts, as a
+    server's queue would. sent_s becomes the arrival, from the batch's first."""
+    if o.sent_s is None:
+        return
+    wait = max(0.0, o.sent_s - (arrival_s - first_arrival_s))
+    o.ttft_s = o.ttft_s + wait if o.ttft_s is not None else None
+    o.latency_s = o.latency_s + wait if o.latency_s is not None else None
+    o.sent_s = arrival_s - first_arrival_s
+
+
+def _outputs(
+    requests: list[GenRequest], result: dict[str, Any], store: dict[str, _Captured], arrivals: Arrivals | None
+) -> list[GenOutput]:
     """vLLM's benchmark result per request (timings, in request order), joined with what the
     capturing request function kept (tokens, finish reason, acceptance); send times from the
-    batch's first send."""
+    batch's first send; open loop, timed from the scheduled arrivals (_from_arrival)."""
     starts = [t for t in result["start_times"] if t]
     first = min(starts, default=0.0)
+    schedule = scheduled_arrivals(len(requests), arrivals) if arrivals else None
     outputs = []
     for i, r in enumerate(requests):
         cap = store.get(r.request_id, _Captured())
@@ -218,6 +246,8 @@ def _outputs(requests: list[GenRequest], result: dict[str, Any], store: dict[str
             spec=cap.spec,
             logprobs=cap.logprobs,
         )
+        if schedule:
+            _from_arrival(o, schedule[i], schedule[0])
         outputs.append(o)
     return outputs
 
@@ -305,7 +335,7 @@ class _OpenAIServer:
         extra = _extra_body(sampling)
         before, tb = self.counters()
         log = io.StringIO()
-        if arrivals is not None:  # vLLM draws the gaps from numpy's global generator
+        if arrivals is not None:  # vLLM draws the gaps from numpy's global generator (scheduled_arrivals)
             import numpy as np
 
             np.random.seed(arrivals.seed)
@@ -346,7 +376,7 @@ class _OpenAIServer:
             erf.ASYNC_REQUEST_FUNCS.pop(_FUNC_NAME, None)
         after, ta = self.counters()
         self.last_benchmark = {k: v for k, v in result.items() if not isinstance(v, list)}
-        outputs = _outputs(requests, result, store)
+        outputs = _outputs(requests, result, store, arrivals)
         gen = ta.get("generation_tokens", 0) - tb.get("generation_tokens", 0) if "generation_tokens" in ta else None
         return BatchResult(outputs, float(result["duration"]), after - before, gen)
 
