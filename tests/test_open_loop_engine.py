@@ -66,13 +66,15 @@ def test_each_rate_is_a_cell_whose_arms_ran_on_the_same_arrival_schedule(sweep):
     assert len({r.cell_id for r in spec}) == len(RATES)
     sides = json.loads((sweep / "cells" / "requests" / f"{spec[0].cell_id}.json").read_text())
     sent = {arm: {r["request_id"]: r["sent_s"] for r in sides[arm]} for arm in ("baseline", "speculative")}
-    assert sent["baseline"].keys() == sent["speculative"].keys()
-    gaps = [abs(sent["baseline"][k] - sent["speculative"][k]) for k in sent["baseline"]]
+    waits = {arm: [r["queue_s"] for r in sides[arm]] for arm in ("baseline", "speculative")}
+    assert sent["baseline"] == sent["speculative"]  # one seeded schedule for both arms
     span = max(sent["baseline"].values())
-    print(f"rate {RATES[0]}/s: schedule span {span:.2f} s, arms' send times differ by <= {max(gaps) * 1000:.0f} ms")
-    # vLLM spreads 12 requests over 12 / rate s; both arms send each request at the same offset
-    assert 0.5 * 12 / RATES[0] < span <= 12 / RATES[0] + 0.5
-    assert max(gaps) < 0.2, gaps
+    print(f"rate {RATES[0]}/s: schedule span {span:.2f} s; waits for a slot: {waits}")
+    # vLLM spreads 12 requests over 12 / rate s and its client sent each on time: below the cap
+    # of 4 in flight, the median request got its slot as it arrived
+    assert 0.5 * 12 / RATES[0] < span <= 12 / RATES[0]
+    for arm in waits:
+        assert all(w is not None and w >= 0 for w in waits[arm]) and sorted(waits[arm])[len(waits[arm]) // 2] < 0.2
 
 
 def test_the_multi_turn_suite_reports_al_per_turn(sweep):

@@ -48,7 +48,8 @@ class RequestRecord:
     steps: bool = False
     finish_reason: str | None = None  # vLLM's ("stop", "length"); None in side files of older runs
     ttft_s: float | None = None  # time to first token; None in side files of older runs
-    sent_s: float | None = None  # sent at, from its batch's first request (server engines)
+    sent_s: float | None = None  # sent (open loop: scheduled arrival), from its batch's first (server engines)
+    queue_s: float | None = None  # open loop: waited for a slot under the concurrency cap (counted in ttft/latency)
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as they are (no deep copy: a production arm holds ~10^5 tokens per request)."""

@@ -307,6 +307,7 @@ def request_record(o: GenOutput, repeat: int) -> RequestRecord:
             o.finish_reason,
             o.ttft_s,
             o.sent_s,
+            o.queue_s,
         )
     has_steps = bool(spec.per_step_accepted) or not spec.num_spec_steps
     return RequestRecord(
@@ -322,6 +323,7 @@ def request_record(o: GenOutput, repeat: int) -> RequestRecord:
         o.finish_reason,
         o.ttft_s,
         o.sent_s,
+        o.queue_s,
     )
 
 

@@ -81,7 +81,8 @@ class GenOutput:
     itl_s: list[float] = field(default_factory=list)  # per streamed chunk after the first (vLLM's ITL)
     itl_tokens: list[int] = field(default_factory=list)  # tokens each of those chunks carried
     latency_s: float | None = None
-    sent_s: float | None = None  # when the request was sent, from the batch's first send (open-loop arrivals)
+    sent_s: float | None = None  # sent (open loop: scheduled to arrive), from the batch's first
+    queue_s: float | None = None  # open loop: from arrival to a slot under the concurrency cap (in ttft/latency)
     error: str | None = None
     # vLLM's per-request speculative-decoding summary; None without speculation
     spec: SpecSummary | None = None

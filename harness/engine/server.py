@@ -216,7 +216,7 @@ def _from_arrival(o: GenOutput, arrival_s: float, first_arrival_s: float) -> Non
     wait = max(0.0, o.sent_s - (arrival_s - first_arrival_s))
     o.ttft_s = o.ttft_s + wait if o.ttft_s is not None else None
     o.latency_s = o.latency_s + wait if o.latency_s is not None else None
-    o.sent_s = arrival_s - first_arrival_s
+    o.sent_s, o.queue_s = arrival_s - first_arrival_s, wait
 
 
 def _outputs(

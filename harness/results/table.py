@@ -5,8 +5,8 @@ On disk, under results/runs/<run-id>/:
   cells/<cell>.json  the rows of one finished cell, written atomically when the cell ends
   cells/requests/<cell>.json  the cell's per-request records by arm ({"baseline": [...],
                      "speculative": [...]}: request id, repeat, prompt tokens, output token ids,
-                     latency, TTFT, send time, vLLM's per-step accepted/drafted arrays); written
-                     just before the cell
+                     latency, TTFT, send time (open loop: scheduled arrival) and wait for a
+                     slot, vLLM's per-step accepted/drafted arrays); written just before the cell
   results.parquet    every finished cell's rows, typed (rebuilt atomically after each cell)
   results.csv        the same, for spreadsheets and pull requests
   derived.json       sha256 of both tables and of the cells they came from (stale tables are
