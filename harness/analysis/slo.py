@@ -17,7 +17,8 @@ Rates, per batch of finished requests (one round of one repeat: one arrival sche
   completed / duration); over several batches the counts and spans are summed.
 Saturation, on a grid of offered rates: an arm that keeps up finishes a batch one unloaded
   latency after its last send, so its busy span is its send span + L0, L0 the median e2e latency
-  at the lowest offered rate; stretch = sum of busy spans / sum of (send span + L0). The saturation
+  at the lowest offered rate less any wait for a slot (the service time, so an arm backlogged
+  already there reads as saturated there); stretch = sum of busy spans / sum of (send span + L0). The saturation
   point is the first offered rate whose stretch exceeds 1 / (1 - SATURATION_TOLERANCE): its
   requests took that much longer than arrivals allow (a backlog, or a burst slowing the batch).
   With few requests the plain ratio achieved / offered would read low at every rate (the busy span
@@ -62,7 +63,8 @@ class Timing:
     ttft_s: float | None
     e2e_s: float | None
     output_tokens: int
-    sent_s: float | None = None  # from its batch's first send
+    sent_s: float | None = None  # from its batch's first send (open loop: its scheduled arrival)
+    queue_s: float = 0.0  # open loop: waited for a slot under the concurrency cap (inside ttft_s/e2e_s)
     batch: str = ""  # the arrival schedule it belongs to (repeat and turn)
 
     @property
@@ -93,6 +95,7 @@ def timings_from_records(records: Sequence[Mapping], num_failed: int) -> list[Ti
             r.get("latency_s"),
             len(r["output_token_ids"]),
             r.get("sent_s"),
+            r.get("queue_s") or 0.0,
             f"{r['repeat']}#{str(r['request_id']).rpartition('#')[2]}",
         )
         for r in done
@@ -155,7 +158,7 @@ def saturation(
     """The first offered rate (ascending) whose stretch exceeds 1 / (1 - tolerance), against the
     median e2e latency at the lowest offered rate (module docstring)."""
     pts = sorted(zip(offered, per_rate, strict=True), key=lambda p: p[0])
-    lowest = [t.e2e_s for t in pts[0][1] if t.ok and t.e2e_s is not None] if pts else []
+    lowest = [t.e2e_s - t.queue_s for t in pts[0][1] if t.ok and t.e2e_s is not None] if pts else []
     if not lowest:
         return None
     unloaded = float(np.median(lowest))
