@@ -67,7 +67,8 @@ def render_bench_summary(run_dir: Path, console, as_json: bool = False) -> None:
         "flags",
     ):
         t.add_column(col, justify="right" if col not in ("draft", "suite", "flags", "per-position") else "left")
-    for _, r in spec.iterrows():
+    order = [c for c in ("draft", "suite", "k", "concurrency", "temperature", "request_rate") if c in spec.columns]
+    for _, r in (spec.sort_values(order, kind="stable") if len(spec) else spec).iterrows():
         b = base.loc[r["cell_id"]] if r["cell_id"] in base.index else None
         lossless = (
             f"{int(r['lossless_matches'])}/{int(r['lossless_compared'])}" if _num(r.get("lossless_compared")) else "-"

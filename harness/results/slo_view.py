@@ -81,11 +81,17 @@ def rate_text(s: slo.SloRate, top: float) -> str:
 
 
 def ratio_text(c: slo.SloComparison) -> str:
+    """The ratio with its CI; ">=" when the speculative arm met the SLO on the whole grid (its SLO
+    rate is then the grid's top, a lower bound), "<=" when the baseline did."""
     if c.ratio is None:
         return "none (the baseline misses the SLO at every rate)"
+    spec_above, base_above = (x.point.where == slo.ABOVE for x in (c.speculative, c.baseline))
+    if spec_above and base_above:
+        return "none (both arms meet the SLO on the whole grid: offer higher rates)"
     high = f"{c.ratio_high:.2f}" if c.ratio_high is not None else "inf"
     ci = f" [{c.ratio_low:.2f}, {high}]" if c.ratio_low is not None else ""
-    return f"{c.ratio:.2f}x{ci}"
+    bound = ">= " if spec_above else "<= " if base_above else ""
+    return f"{bound}{c.ratio:.2f}x{ci}" + (" (a bound: one arm met the SLO on the whole grid)" if bound else "")
 
 
 def slo_ratio_checks(run: Run, min_ratio: float, noise_aware: bool) -> tuple[list[Check], list[str]]:
