@@ -257,6 +257,15 @@ class ExtraCell(_Strict):
     temperature: float = Field(ge=0, description="Sampling temperature.")
 
 
+OPEN_LOOP_DEFAULTS = (
+    ("bench", "request_rate", []),
+    ("bench", "burstiness", 1.0),
+    ("bench", "arrival_seed", 0),
+    ("bench", "slo", None),
+    ("gate", "min_slo_rate_ratio", None),
+)
+
+
 class SloSection(_Strict):
     """A latency SLO (per request, vLLM's definitions: harness/analysis/slo.py). Unset bounds are not held."""
 
@@ -522,6 +531,11 @@ class Recipe(_Strict):
         # the loss that runs, not how it was stated: an unset loss and its method's default are one recipe
         # (and folders made when the default was written out keep their fingerprints)
         data["train"]["loss"] = self.train_loss
+        # open-loop settings left at their defaults: the recipe as it was before they existed (its
+        # run folders keep their names, and the main job reuses a finished training)
+        for section, key, default in OPEN_LOOP_DEFAULTS:
+            if data[section].get(key, default) == default:
+                data[section].pop(key, None)
         if sections:
             data = {s: data[s] for s in sections}
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]

@@ -148,3 +148,17 @@ def test_the_harness_schedules_the_arrivals_vllms_client_draws(monkeypatch):
     for arr in (Arrivals(4.0, 1.0, 0), Arrivals(2.5, 0.5, 3)):
         clock[0] = 0.0
         assert asyncio.run(vllm_offsets(arr)) == pytest.approx(scheduled_arrivals(7, arr))
+
+
+def test_open_loop_settings_at_their_defaults_keep_a_recipes_fingerprint():
+    """Run folders are named by the recipe's fingerprint (the main job reuses a finished training
+    through it): the open-loop fields, unset or written at their defaults, leave it as it was
+    before they existed; setting one makes another recipe."""
+    from harness.recipe import load_recipe
+
+    plain = load_recipe(None)
+    explicit = load_recipe(
+        None, ["bench.request_rate=[]", "bench.burstiness=1.0", "bench.arrival_seed=0", "bench.engine='offline'"]
+    )
+    assert explicit.fingerprint() == plain.fingerprint() == "deb8ec14cc30"  # the value before issue 27
+    assert load_recipe(None, ["bench.engine='server'", "bench.request_rate=[2.0]"]).fingerprint() != plain.fingerprint()
