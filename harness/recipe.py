@@ -257,7 +257,7 @@ class ExtraCell(_Strict):
     temperature: float = Field(ge=0, description="Sampling temperature.")
 
 
-OPEN_LOOP_DEFAULTS = (
+OPEN_LOOP_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("bench", "request_rate", []),
     ("bench", "burstiness", 1.0),
     ("bench", "arrival_seed", 0),
