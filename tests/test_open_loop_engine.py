@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from harness.analysis import slo
+from harness.analysis.load import ABOVE, CROSSES
 from tests.conftest import PLAIN_RECIPE
 
 pytestmark = pytest.mark.slow
@@ -130,7 +131,7 @@ def test_a_tight_slo_on_the_runs_timings_gives_each_arm_an_slo_rate_with_a_ci(sw
     bounds = {"e2e": base[spec[0].cell_id].e2e_ms_p99 * 1.001 / 1000}
     cmp = slo.compare_slo_rates(RATES, bt, st, bounds, num_resamples=500)
     print(f"e2e SLO {bounds['e2e'] * 1000:.0f} ms: baseline {cmp.baseline}, speculative {cmp.speculative}")
-    assert cmp.baseline.scores[0] <= 1.0 and cmp.baseline.point.where in (slo.CROSSES, slo.ABOVE)
+    assert cmp.baseline.scores[0] <= 1.0 and cmp.baseline.point.where in (CROSSES, ABOVE)
     b = slo.position(cmp.baseline.point, max(RATES))
     assert RATES[0] <= b <= RATES[-1] and cmp.baseline.low <= cmp.baseline.high
     assert cmp.ratio == pytest.approx(slo.position(cmp.speculative.point, max(RATES)) / b)

@@ -195,6 +195,14 @@ def crossing(concurrencies: Sequence[float], speedups: Sequence[float], threshol
     return Cross(2.0**x, CROSSES)
 
 
+def grid_position(cross: Cross, top: float) -> float:
+    """A crossing as a point on its axis: where it crosses; the grid's top when it stays above the
+    threshold on the whole grid; 0 when it is below it already at the grid's bottom."""
+    if cross.where == CROSSES:
+        return float(cast(float, cross.concurrency))  # a crossing has its value
+    return float(top) if cross.where == ABOVE else 0.0
+
+
 def crossover_from_bounds(concurrencies: Sequence[float], speedups: Sequence[Estimate]) -> Crossover:
     # callers pass estimates that have a value; past the check below both CI ends are set too
     point = crossing(concurrencies, cast("list[float]", [e.value for e in speedups]))

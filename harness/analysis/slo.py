@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.analysis.load import ABOVE, CROSSES, Cross, crossing
+from harness.analysis.load import Cross, crossing, grid_position
 
 SATURATION_TOLERANCE = 0.10
 SLO_PERCENTILE = 99.0
@@ -193,9 +193,7 @@ def slo_rate(rates: Sequence[float], scores: Sequence[float]) -> Cross:
 
 def position(c: Cross, top_rate: float) -> float:
     """A crossing as a rate: the grid's top when above it, 0 when below it."""
-    return (
-        c.concurrency if c.where == CROSSES and c.concurrency is not None else (top_rate if c.where == ABOVE else 0.0)
-    )
+    return grid_position(c, top_rate)
 
 
 @dataclass(frozen=True)

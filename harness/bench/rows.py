@@ -66,6 +66,7 @@ def arm_row(identity: CellIdentity, mode: str, arm: ArmResult) -> CellRow:
     spec = mode == SPECULATIVE
     ci = metrics.bootstrap_ci([a for a, _ in arm.per_request], [d for _, d in arm.per_request]) if spec else None
     generations = arm.num_requests - len(arm.errors)  # each emits its first token from its prefill
+    timings = arm_timings(arm) if identity.request_rate else None  # open-loop cells' rates
     return CellRow(
         **vars(identity),
         mode=mode,
@@ -99,8 +100,8 @@ def arm_row(identity: CellIdentity, mode: str, arm: ArmResult) -> CellRow:
         e2e_ms_median=metrics.median(arm.e2e),
         e2e_ms_p90=metrics.percentile(arm.e2e, 90),
         e2e_ms_p99=metrics.percentile(arm.e2e, 99),
-        arrival_rate=slo.arrival_rate(arm_timings(arm)) if identity.request_rate else None,
-        achieved_rate=slo.achieved_rate(arm_timings(arm)) if identity.request_rate else None,
+        arrival_rate=slo.arrival_rate(timings) if timings else None,
+        achieved_rate=slo.achieved_rate(timings) if timings else None,
         status="failed" if arm.errors else "ok",
         error=_error_summary(arm.errors),
         num_verify_steps=metrics.verify_steps(arm.num_output_tokens, generations, c) if spec else None,

@@ -18,9 +18,7 @@ line is.
 
 from __future__ import annotations
 
-from typing import cast
-
-from harness.analysis.load import ABOVE, CROSSES, Cross
+from harness.analysis.load import ABOVE, CROSSES, Cross, grid_position
 from harness.results import load_view
 from harness.results.checks import Check
 from harness.schema import BaselineCrossover, CellRow
@@ -30,9 +28,7 @@ ACROSS = "all"  # a crossover check's concurrency column: it spans the grid
 
 def position(cross: Cross, concurrencies: tuple[int, ...] | list[int]) -> float:
     """Where a crossover sits on the concurrency axis (module docstring)."""
-    if cross.where == CROSSES:
-        return float(cast(float, cross.concurrency))  # a crossing has its concurrency
-    return float(max(concurrencies)) if cross.where == ABOVE else 0.0
+    return grid_position(cross, max(concurrencies))
 
 
 def baseline_crossovers(rows: list[CellRow]) -> list[BaselineCrossover]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.analysis import slo
+from harness.analysis.load import ABOVE
 from harness.results.checks import Check
 from harness.results.runs import BASELINE, Run, is_speculative
 from harness.results.table import load_cell_requests
@@ -38,7 +39,10 @@ class RateLine:
 
 
 def _timings(run_dir: Path | None, row: CellRow, arm: str) -> list[slo.Timing]:
-    sides = load_cell_requests(run_dir, row.cell_id) if run_dir else None
+    return _arm_timings(load_cell_requests(run_dir, row.cell_id) if run_dir else None, row, arm)
+
+
+def _arm_timings(sides: dict | None, row: CellRow, arm: str) -> list[slo.Timing]:
     return slo.timings_from_records((sides or {}).get(arm, []), int(row.num_failed or 0))
 
 
@@ -56,8 +60,9 @@ def rate_lines(run: Run) -> list[RateLine]:
         rates = tuple(sorted(by_rate))
         ss = tuple(by_rate[x] for x in rates)
         bs = tuple(base[r.cell_id] for r in ss)
-        bt = [_timings(run.path, r, "baseline") for r in bs]  # a shared arm's records: in each cell's side file
-        st = [_timings(run.path, r, "speculative") for r in ss]
+        sides = [load_cell_requests(run.path, r.cell_id) for r in ss]  # one read per cell, both arms
+        bt = [_arm_timings(d, r, "baseline") for d, r in zip(sides, bs)]  # a shared arm's: in each cell's file
+        st = [_arm_timings(d, r, "speculative") for d, r in zip(sides, ss)]
         cmp = slo.compare_slo_rates(rates, bt, st, bounds) if bounds else None
         out.append(RateLine(*key, rates, bs, ss, slo.saturation(rates, bt), slo.saturation(rates, st), cmp))
     return out
@@ -85,7 +90,7 @@ def ratio_text(c: slo.SloComparison) -> str:
     rate is then the grid's top, a lower bound), "<=" when the baseline did."""
     if c.ratio is None:
         return "none (the baseline misses the SLO at every rate)"
-    spec_above, base_above = (x.point.where == slo.ABOVE for x in (c.speculative, c.baseline))
+    spec_above, base_above = (x.point.where == ABOVE for x in (c.speculative, c.baseline))
     if spec_above and base_above:
         return "none (both arms meet the SLO on the whole grid: offer higher rates)"
     high = f"{c.ratio_high:.2f}" if c.ratio_high is not None else "inf"
