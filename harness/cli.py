@@ -465,6 +465,60 @@ def train_and_bench_cmd(
     exit_for(res)
 
 
+@app.command("soak")
+def soak_cmd(
+    recipe: RecipeArg = None,
+    set_: SetOpt = None,
+    draft: Annotated[Path | None, typer.Option(help="Draft folder to serve (any format vLLM serves).")] = None,
+    minutes: Annotated[float, typer.Option(min=0.05, help="Soak time to reach (a rerun resumes toward it).")] = 10.0,
+    request_rate: Annotated[
+        float | None, typer.Option(min=0.01, help="Offered requests/s (open loop; default: the recipe's top rate).")
+    ] = None,
+    window_s: Annotated[float, typer.Option(min=1.0, help="Seconds of load per window.")] = 60.0,
+    k: Annotated[
+        int | None, typer.Option(min=1, help="Draft tokens per step (default: the recipe's largest k).")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Requests in flight at most (default: the recipe's largest).")
+    ] = None,
+    temperature: Annotated[float | None, typer.Option(min=0.0, help="Default: the recipe's first.")] = None,
+    run_dir: Annotated[
+        Path | None,
+        typer.Option("--run-dir", help="Soak folder (default results/soaks/<recipe>-<rate>; rerun to resume)."),
+    ] = None,
+    json_out: JsonOpt = False,
+):
+    """Hold a steady open-loop load on the draft's server, prefix caching on: AL, speedup, p99 TPOT
+    and memory per window, and a trend test that flags ACCEPTANCE DRIFT (exit 1)."""
+    from harness.errors import BadInput
+    from harness.paths import REPO_ROOT
+    from harness.recipe import load_recipe
+    from harness.soak import SoakSettings, render_soak, run_soak, soak_exit
+    from harness.verifier.safetensors_index import check_checkpoint_files
+
+    r = load_recipe(recipe, set_ or [])
+    if draft is None:
+        raise BadInput("harness soak needs --draft DIR: the draft to serve under load")
+    check_checkpoint_files(draft, "draft")  # a broken draft is named now, not in an engine's log later
+    b = r.bench
+    rate = request_rate if request_rate is not None else max(b.rates)
+    if rate <= 0:
+        raise BadInput("harness soak needs --request-rate R (requests/s > 0): the recipe has no bench.request_rate")
+    settings = SoakSettings(
+        minutes,
+        float(rate),
+        window_s,
+        k or max(b.k),
+        concurrency or max(b.concurrency),
+        float(temperature if temperature is not None else b.temperature[0]),
+    )
+    out = run_dir or REPO_ROOT / "results" / "soaks" / f"{r.name}-{settings.request_rate:g}rps"
+    with _progress() as rep:
+        windows = run_soak(r, draft, out, settings, rep)
+    render_soak(out, windows, _stdout(), as_json=json_out)
+    raise typer.Exit(soak_exit(windows))
+
+
 def _rehearsal_cost(recipe, out: Path) -> dict | None:
     """What the rehearsal measured, stage by stage, beside the cost model's prediction for the same
     work with the plan's (CPU) figures; stored in rehearsal.json under "cost"."""

@@ -117,6 +117,11 @@ def mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def hit_rate(queried: float, hits: float) -> float | None:
+    """The prefix cache's hit rate: prompt tokens found cached / prompt tokens looked up."""
+    return hits / queried if queried > 0 else None
+
+
 def median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
 

@@ -257,12 +257,14 @@ class ExtraCell(_Strict):
     temperature: float = Field(ge=0, description="Sampling temperature.")
 
 
-OPEN_LOOP_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
+UNFINGERPRINTED_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("bench", "request_rate", []),
     ("bench", "burstiness", 1.0),
     ("bench", "arrival_seed", 0),
     ("bench", "slo", None),
     ("gate", "min_slo_rate_ratio", None),
+    ("bench", "prefix_caching", []),
+    ("bench", "allow_random_prompts", False),
 )
 
 
@@ -324,6 +326,25 @@ class BenchSection(_Strict):
             "instant mode is thinking = false). Empty: the template's default."
         ),
     )
+    allow_random_prompts: bool = Field(
+        False,
+        description="Run suites whose prompts look like token ids drawn at random (vLLM's random dataset); "
+        "refused otherwise, and flagged RANDOM PROMPTS when run: acceptance on noise says nothing about serving.",
+    )
+    prefix_caching: list[bool] = Field(
+        default_factory=list,
+        description=(
+            "Prefix caching as a matrix dimension, e.g. [true, false]: each suite also runs as <suite>@nocache, "
+            "every request with a fresh vLLM cache_salt, so no request (a conversation's later turn included) "
+            "reuses another's cached prompt blocks; one engine serves both. Empty: the engine's default (on)."
+        ),
+    )
+
+    @property
+    def suite_variants(self) -> int:
+        """How many suites each expanded bench.suites entry becomes (thinking modes x caching modes)."""
+        return max(1, len(self.thinking)) * max(1, len(self.prefix_caching))
+
     repeats: int = Field(1, ge=1, description="A/B repeats per cell (baseline and speculative interleaved).")
     shared_baseline: bool = Field(
         True,
@@ -531,9 +552,10 @@ class Recipe(_Strict):
         # the loss that runs, not how it was stated: an unset loss and its method's default are one recipe
         # (and folders made when the default was written out keep their fingerprints)
         data["train"]["loss"] = self.train_loss
-        # open-loop settings left at their defaults: the recipe as it was before they existed (its
-        # run folders keep their names, and the main job reuses a finished training)
-        for section, key, default in OPEN_LOOP_DEFAULTS:
+        # settings added since (open loop, prefix caching, random prompts) left at their defaults: the
+        # recipe as it was before they existed (its run folders keep their names, and the main job
+        # reuses a finished training)
+        for section, key, default in UNFINGERPRINTED_DEFAULTS:
             if data[section].get(key, default) == default:
                 data[section].pop(key, None)
         if sections:

@@ -168,6 +168,10 @@ class CellRow(CellIdentity):
     achieved_rate: float | None = None
     goodput: float | None = None
     slo_attainment: float | None = None
+    # vLLM's prefix cache over the arm (vllm:prefix_cache_hits / vllm:prefix_cache_queries: the share of
+    # prompt tokens found cached), overall and per turn index; None: the engine reported no lookups
+    prefix_cache_hit_rate: float | None = None
+    prefix_cache_hit_rate_by_turn: list[float | None] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
     # uncertainty and breakdowns (harness/bench/breakdown.py; definitions in harness/analysis/)
     speedup_ci_low: float | None = None

@@ -30,6 +30,7 @@ class Suite:
     source: str
     records: tuple[PromptRecord, ...]
     category: str = ""
+    prefix_caching: bool = True  # False: every request with a fresh cache salt (with_prefix_caching)
 
 
 @lru_cache(maxsize=1)
@@ -155,4 +156,20 @@ def with_thinking(suites: list[Suite], modes: list[bool]) -> list[Suite]:
             out.append(
                 replace(s, name=f"{s.name}@{THINKING_SUFFIX[mode]}", sha=_sha_of(list(records)), records=records)
             )
+    return out
+
+
+NOCACHE_SUFFIX = "nocache"
+
+
+def with_prefix_caching(suites: list[Suite], modes: list[bool]) -> list[Suite]:
+    """Each suite once per prefix-caching mode (bench.prefix_caching): on keeps its name, off runs
+    as `<suite>@nocache` with the same records and prompts (the bench gives each of its requests a
+    fresh cache salt). No modes: the suites unchanged (the engine's default, on)."""
+    if not modes:
+        return suites
+    out = []
+    for s in suites:
+        for mode in dict.fromkeys(modes):
+            out.append(s if mode else replace(s, name=f"{s.name}@{NOCACHE_SUFFIX}", prefix_caching=False))
     return out

@@ -19,16 +19,50 @@ def test_an_extra_cell_on_a_spec_runs_on_each_of_its_thinking_modes_only():
         "bench.extra_cells=[{suite='math', k=3, concurrency=1, temperature=0.0}]",
     )
     names = ["code@think", "code@nothink", "math@think", "math@nothink"]
-    aliases = suite_aliases(b.suites, [[s] for s in b.suites], names, len(b.thinking))
+    aliases = suite_aliases(b.suites, [[s] for s in b.suites], names, b.suite_variants, True)
     assert aliases["math"] == ["math@think", "math@nothink"] and aliases["code@think"] == ["code@think"]
     extra = [c for c in plan_grid(b, ["draft"], names, aliases) if c.concurrency == 1]
     assert [c.suite for c in extra] == ["math@think", "math@nothink"]
 
 
+def test_prefix_caching_modes_make_nocache_twins_that_an_extra_cell_names_by_the_suite():
+    """bench.prefix_caching = [true, false] with thinking modes: each suite four times, caching on
+    under the thinking name and off as `@nocache` (the same records, a fresh cache salt per
+    request); an extra cell naming the suite runs on all four."""
+    from harness.bench.run import recipe_suites
+    from harness.recipe import load_recipe
+    from tests.conftest import PLAIN_RECIPE
+
+    recipe = load_recipe(
+        PLAIN_RECIPE,
+        [
+            "bench.suites=['chat','math']",
+            "bench.thinking=[true,false]",
+            "bench.prefix_caching=[true,false]",
+            "bench.num_prompts=2",
+            "bench.extra_cells=[{suite='math', k=3, concurrency=1, temperature=0.0}]",
+        ],
+    )
+    suites = recipe_suites(recipe)
+    names = [s.name for s in suites]
+    assert names == [
+        "chat@think", "chat@think@nocache", "chat@nothink", "chat@nothink@nocache",
+        "math@think", "math@think@nocache", "math@nothink", "math@nothink@nocache",
+    ]  # fmt: skip
+    assert [s.prefix_caching for s in suites[:2]] == [True, False]
+    assert suites[0].records == suites[1].records and suites[0].sha == suites[1].sha
+    from harness.bench.grid import recipe_suite_aliases
+
+    aliases = recipe_suite_aliases(recipe.bench, names)
+    assert aliases["math"] == names[4:] and aliases["chat@think@nocache"] == ["chat@think@nocache"]
+    extra = [c for c in plan_grid(recipe.bench, ["draft"], names, aliases) if c.concurrency == 1]
+    assert [c.suite for c in extra] == names[4:]
+
+
 def test_a_by_category_spec_names_every_category_and_each_category_itself():
     specs = ["bench.jsonl#by-category"]
     parts = [["bench.jsonl#category=coding", "bench.jsonl#category=math"]]
-    aliases = suite_aliases(specs, parts, ["sb-coding", "sb-math"], 0)
+    aliases = suite_aliases(specs, parts, ["sb-coding", "sb-math"], 1, False)
     assert aliases["bench.jsonl#by-category"] == ["sb-coding", "sb-math"]
     assert aliases["bench.jsonl#category=math"] == ["sb-math"] and aliases["sb-coding"] == ["sb-coding"]
 
@@ -40,5 +74,5 @@ def test_grid_then_extra_cells_then_dynamic_arm_with_no_duplicate():
         "bench.dynamic_k=true",
         "bench.extra_cells=[{suite='code', k=3, concurrency=4, temperature=0.0}]",  # already in the grid
     )
-    cells = plan_grid(b, ["d"], ["code"], suite_aliases(b.suites, [["code"]], ["code"], 0))
+    cells = plan_grid(b, ["d"], ["code"], suite_aliases(b.suites, [["code"]], ["code"], 1, False))
     assert [(c.draft, c.k) for c in cells] == [("d", 1), ("d", 3), ("d-dynamic", 3)]

@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("harness.verifier",),
     ("harness.draft",),
     ("harness.train", "harness.bench"),
-    ("harness.main_job", "harness.rehearsal"),
+    ("harness.main_job", "harness.rehearsal", "harness.soak"),
     ("harness.cli", "harness.__main__", "harness"),
 ]
 # A screen of code: at most this many statements, and this many lines as ruff formats them (its

@@ -1,7 +1,10 @@
 """Open-loop load on the real server (issue 27): a request-rate sweep of the session's trained
 draft and its baseline, on one seeded arrival schedule per rate; per-arm latency percentiles,
 realised rates, the saturation point, goodput under the recipe's SLO, the report's table and plot,
-the SLO-rate ratio from the run's own per-request timings, and the gate holding it."""
+the SLO-rate ratio from the run's own per-request timings, and the gate holding it. The same run
+has the 2-3-turn chat suite with prefix caching on and off (`chat@nocache`, a fresh cache salt per
+request): AL and the cache's hit rate per turn, and the verdict on whether caching changes
+acceptance. Last, a short real soak (`harness soak`) on the same draft, resumed to a longer one."""
 
 from __future__ import annotations
 
@@ -44,6 +47,10 @@ def sweep(tmp_path_factory, kimi_trained_run):
             "bench.machine_sentinel=false",
             "bench.reference_drafts=[]",
             "bench.warmup_requests=2",
+            "bench.prefix_caching=[true,false]",
+            # CPU's default 128-token blocks would cache none of these short chats: 32 (vLLM-CPU
+            # wants a multiple of 32) lets a later turn reuse its earlier turns' blocks
+            "engine.extra_engine_args={block_size=32}",
         ],
     )
     layout = resolve_verifier(recipe)
@@ -52,10 +59,14 @@ def sweep(tmp_path_factory, kimi_trained_run):
     return run_dir
 
 
-def _rows(run_dir):
+def _rows(run_dir, suite: str | None = "chat"):
+    """The run, its rows those of `suite` (default: the cells with prefix caching on; None: all)."""
+    from dataclasses import replace
+
     from harness.results.runs import read_run
 
-    return read_run(run_dir)
+    run = read_run(run_dir)
+    return replace(run, rows=[r for r in run.rows if suite is None or r.suite == suite])
 
 
 def test_each_rate_is_a_cell_whose_arms_ran_on_the_same_arrival_schedule(sweep):
@@ -155,6 +166,7 @@ def test_the_report_shows_the_sweep_and_the_gate_holds_the_slo_rate_ratio(sweep,
     assert code == 0, out[-2000:]
     md = (sweep / "report" / "report.md").read_text()
     assert "Open-loop load" in md and "SLO rate ratio" in md and "saturation" in md
+    assert "Prefix caching: acceptance per turn" in md and "AL not cached" in md
     assert (sweep / "report" / "rate_sweep_1.png").stat().st_size > 10_000
     base = str(tmp_path / "b")
     assert cli("gate", str(sweep), "--baseline", base, "--update-baseline")[0] == 0
@@ -162,3 +174,84 @@ def test_the_report_shows_the_sweep_and_the_gate_holds_the_slo_rate_ratio(sweep,
     bad = cli("gate", str(sweep), "--baseline", base, "--min-slo-rate-ratio", "1000")
     assert ok[0] == 0, ok[1][-2000:]
     assert bad[0] == 1 and "SLO rate ratio" in bad[1], bad[1][-2000:]
+
+
+def test_prefix_caching_on_and_off_gives_al_and_hit_rate_per_turn_and_a_verdict(sweep):
+    """Issue 27 item 3: the 2-3-turn chat suite with prefix caching on and off on one engine. Off,
+    no prompt token is found cached; on, later turns reuse their earlier turns' blocks (and repeated
+    prompts their earlier cell's). AL per turn in both, paired, with the verdict; at T = 0 on this
+    engine the cache changes no token, so it must not be flagged."""
+    from harness.results.cache_view import cache_pairs
+
+    run = _rows(sweep, None)
+    suites = {r.suite for r in run.rows}
+    assert suites == {"chat", "chat@nocache"}, suites
+    for r in run.rows:
+        print(r.cell_id, r.mode, r.prefix_cache_hit_rate, r.prefix_cache_hit_rate_by_turn)
+        assert r.prefix_cache_hit_rate is not None and len(r.prefix_cache_hit_rate_by_turn) >= 2
+        if r.suite == "chat@nocache":
+            assert r.prefix_cache_hit_rate == 0.0, (r.cell_id, r.mode)
+        else:
+            assert r.prefix_cache_hit_rate_by_turn[1] > 0.2, (r.cell_id, r.mode)
+    pairs = cache_pairs(run)
+    assert len(pairs) == len(RATES)
+    for p in pairs:
+        assert [d.turn for d in p.turns][:2] == [0, 1] and all(d.conversations > 0 for d in p.turns)
+        print(p.key, [(d.turn + 1, round(d.al_on, 2), round(d.al_off, 2), d.ci) for d in p.turns], p.flag)
+        assert p.flag is None, p.flag
+
+
+def _soak(run_dir, draft_dir, minutes: float, capsys, monkeypatch) -> tuple[int, str]:
+    from harness.cli import main
+
+    sets = [
+        "verifier.standin='kimi-k2.5'",
+        "bench.suites=['chat']",
+        "bench.max_tokens=32",
+        "bench.warmup_requests=2",
+        "engine.extra_engine_args={block_size=32}",  # short chats: let later turns hit the cache
+    ]
+    args = [a for s in sets for a in ("--set", s)]
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        ["harness", "soak", str(PLAIN_RECIPE), *args, "--draft", str(draft_dir), "--request-rate", "4"]
+        + ["--window-s", "6", "--minutes", str(minutes), "--k", "3", "--concurrency", "4", "--run-dir", str(run_dir)],
+    )
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_a_short_real_soak_is_not_flagged_and_its_folder_resumes(kimi_trained_run, tmp_path, capsys, monkeypatch):
+    """Issue 27 item 4 on the real server: 4 req/s of 2-3-turn chats for ~45 s in 6 s windows, the
+    same traffic every window, prefix caching on. Every window has AL, p50/p99 TPOT, the speedup
+    over its baseline probe, the cache's hit rate and both servers' memory; the trend test sees no
+    drift (exit 0). The same command again runs nothing; a longer --minutes resumes the folder in a
+    new engine session, the finished windows kept as they were."""
+    run_dir = tmp_path / "soak"
+    code, out = _soak(run_dir, kimi_trained_run.draft_dir, 0.75, capsys, monkeypatch)
+    print(out[-3000:])
+    assert code == 0, out[-3000:]
+    state = json.loads((run_dir / "soak.json").read_text())
+    first = state["windows"]
+    assert state["status"] == "complete" and len(first) >= 4
+    for w in first:
+        assert w["session"] == 0 and w["failed"] == 0 and w["requests"] >= 24
+        assert 1.0 <= w["acceptance_length"] <= 4.0 and w["tpot_ms_p50"] <= w["tpot_ms_p99"]
+        assert w["speedup"] > 0 and w["prefix_cache_hit_rate"] > 0
+        assert w["rss_mib"] > 100 and w["baseline_rss_mib"] > 100
+    assert sum(w["duration_s"] for w in first) >= 45
+    assert "no acceptance drift" in out and "ACCEPTANCE DRIFT" not in out
+    code, out = _soak(run_dir, kimi_trained_run.draft_dir, 0.75, capsys, monkeypatch)
+    assert code == 0 and "nothing to run" in out, out[-2000:]
+    code, out = _soak(run_dir, kimi_trained_run.draft_dir, 1.0, capsys, monkeypatch)
+    assert code == 0, out[-3000:]
+    resumed = json.loads((run_dir / "soak.json").read_text())["windows"]
+    assert resumed[: len(first)] == first and len(resumed) > len(first)
+    assert all(w["session"] == 1 for w in resumed[len(first) :])
+    assert resumed[len(first)]["start_s"] == pytest.approx(first[-1]["start_s"] + first[-1]["duration_s"])

@@ -28,29 +28,36 @@ class CellSpec:
 
 
 def suite_aliases(
-    specs: Sequence[str], expanded: Sequence[Sequence[str]], names: Sequence[str], modes: int
+    specs: Sequence[str], expanded: Sequence[Sequence[str]], names: Sequence[str], variants: int, suffixed: bool
 ) -> dict[str, list[str]]:
     """What an extra cell's `suite` may name, and the suites it stands for: a recipe spec (all the
-    suites it expands to: one per category of `PATH#by-category`, each once per thinking mode), one
-    expanded spec, a suite's name before its thinking suffix (`mt-bench` for `mt-bench@think` and
-    `@nothink`), or a suite's own name. `names` are the suites in load order: `expanded[i]`'s parts
-    in turn, each `modes` times (harness/suites.py with_thinking)."""
-    per = max(1, modes)
+    suites it expands to: one per category of `PATH#by-category`, each once per thinking and
+    caching mode), one expanded spec, a suite's name before its mode suffixes (`mt-bench` for
+    `mt-bench@think`, `@nothink` and `@think@nocache`), or a suite's own name. `names` are the
+    suites in load order: `expanded[i]`'s parts in turn, each `variants` times (harness/suites.py
+    with_thinking, with_prefix_caching); `suffixed`: the names carry mode suffixes."""
+    per = max(1, variants)
     out: dict[str, list[str]] = {}
     it = iter(names)
     for spec, parts in zip(specs, expanded, strict=True):
         for part in parts:
             group = [next(it) for _ in range(per)]
-            base = group[0].rpartition("@")[0] if modes else group[0]
+            base = group[0].partition("@")[0] if suffixed else group[0]
             for key in dict.fromkeys((spec, part, base)):
                 out.setdefault(key, []).extend(n for n in group if n not in out.get(key, []))
     return out | {n: [n] for n in names}
 
 
 def recipe_suite_aliases(b: BenchSection, names: Sequence[str]) -> dict[str, list[str]]:
-    """`suite_aliases` for the recipe's bench.suites and thinking modes, `names` the suites it loads
+    """`suite_aliases` for the recipe's bench.suites, thinking and caching modes, `names` the suites it loads
     (in load order); expanding a `PATH#by-category` spec reads its file's categories."""
-    return suite_aliases(b.suites, [expand_suite_specs([s]) for s in b.suites], names, len(b.thinking))
+    return suite_aliases(
+        b.suites,
+        [expand_suite_specs([s]) for s in b.suites],
+        names,
+        b.suite_variants,
+        bool(b.thinking or b.prefix_caching),
+    )
 
 
 def plan_grid(

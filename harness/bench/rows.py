@@ -41,6 +41,8 @@ class ArmResult:
     repeats: list[RepeatRecord] = field(default_factory=list)
     # request/turn id -> per output position {token id: logprob} (top-N, first repeat; T = 0 misses)
     logprobs: dict[str, list[dict[int, float]]] = field(default_factory=dict)
+    # per turn index, vLLM's prefix-cache counters over the arm's batches: [prompt tokens looked up, found cached]
+    prefix_cache_by_turn: list[list[float]] = field(default_factory=list)
 
 
 def _error_summary(errors: list[str]) -> str | None:
@@ -102,6 +104,10 @@ def arm_row(identity: CellIdentity, mode: str, arm: ArmResult) -> CellRow:
         e2e_ms_p99=metrics.percentile(arm.e2e, 99),
         arrival_rate=slo.arrival_rate(timings) if timings else None,
         achieved_rate=slo.achieved_rate(timings) if timings else None,
+        prefix_cache_hit_rate=metrics.hit_rate(*map(sum, zip(*arm.prefix_cache_by_turn, strict=True)))
+        if arm.prefix_cache_by_turn
+        else None,
+        prefix_cache_hit_rate_by_turn=[metrics.hit_rate(q, h) for q, h in arm.prefix_cache_by_turn],
         status="failed" if arm.errors else "ok",
         error=_error_summary(arm.errors),
         num_verify_steps=metrics.verify_steps(arm.num_output_tokens, generations, c) if spec else None,
@@ -191,15 +197,18 @@ def _machine(rs: CellRow, reading: MachineReading | None) -> list[str]:
     return [flag]
 
 
-def _content(max_tokens: int, base: ArmResult, spec: ArmResult, ignore_eos: bool) -> list[str]:
+def _content(
+    max_tokens: int, base: ArmResult, spec: ArmResult, ignore_eos: bool, random_prompts: str | None
+) -> list[str]:
     """Whether the cell measured text serving sees (harness/analysis/content.py): both arms'
-    requests, each once (the first repeat)."""
+    requests, each once (the first repeat); `random_prompts`: the suite's RANDOM PROMPTS flag."""
     from harness.analysis import content
 
     finishes = [
         (r.finish_reason, len(r.output_token_ids)) for arm in (base, spec) for r in arm.requests if r.repeat == 0
     ]
-    return [f for f in (content.ignore_eos_flag(ignore_eos), content.cut_short_flag(finishes, max_tokens)) if f]
+    flags = (content.ignore_eos_flag(ignore_eos), content.cut_short_flag(finishes, max_tokens), random_prompts)
+    return [f for f in flags if f]
 
 
 def _prediction(row: CellRow, predicted: float | None, temperature: float) -> None:
@@ -224,6 +233,7 @@ def cell_rows(
     machine: MachineReading | None = None,
     k_sweep: bool = False,
     ignore_eos: bool = False,
+    random_prompts: str | None = None,
     slo_bounds: dict[str, float] | None = None,
 ) -> tuple[CellRow, CellRow]:
     """`sampling_samples`: at T > 0, (baseline, speculative) output tokens with the verifier's
@@ -247,7 +257,7 @@ def cell_rows(
     looping, beyond = breakdown.derive(rb, rs, base, spec, ctx)
     flags += breakdown.explained_gap(rs, mismatch_tolerance, looping, beyond)
     flags += _machine(rs, machine)
-    flags += _content(identity.max_tokens, base, spec, ignore_eos)
+    flags += _content(identity.max_tokens, base, spec, ignore_eos, random_prompts)
     if spec.foreign_tokens > 0 or base.foreign_tokens > 0:
         flags.append("FOREIGN TRAFFIC: the server generated tokens for other clients during the cell")
     rs.flags = flags

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -53,7 +54,7 @@ from harness.errors import BadInput
 from harness.prompts import PromptRecord, render
 from harness.recipe import Recipe
 from harness.results.table import finished_cells, load_rows, write_cell
-from harness.suites import Suite, load_suites, with_thinking
+from harness.suites import Suite, load_suites, with_prefix_caching, with_thinking
 from harness.ui import Reporter
 from harness.verifier.layout import VerifierLayout
 
@@ -114,6 +115,7 @@ class ArmInputs:
     prompts: Prompts
     sampling: Sampling
     max_prompt: int
+    fresh_prefix: bool = False  # a fresh cache salt per request: prefix caching off (Suite.prefix_caching)
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,9 @@ def plan_cells(recipe: Recipe, drafts: list[DraftUnderTest], suites: list[Suite]
     return plan_grid(recipe.bench, [d.label for d in drafts], names, recipe_suite_aliases(recipe.bench, names))
 
 
-def render_requests(tokenizer, suite: Suite, max_prompt: int) -> Prompts:
+def render_requests(tokenizer, suite: Suite, max_prompt: int, allow_random: bool = False) -> Prompts:
+    """The suite's prompts as token ids; refuses a prompt that does not fit, and a suite of
+    random-token prompts unless `allow_random` (bench.allow_random_prompts)."""
     out = []
     for rec in suite.records:
         ids = render(tokenizer, rec)
@@ -168,7 +172,21 @@ def render_requests(tokenizer, suite: Suite, max_prompt: int) -> Prompts:
                 "lower bench.max_tokens or drop the prompt"
             )
         out.append((rec, ids))
+    flag = random_suite_flag(tokenizer, out)
+    if flag and not allow_random:
+        raise BadInput(
+            f"suite {suite.name}: {flag.partition(': ')[2]}; use text users send, or set "
+            "bench.allow_random_prompts = true to measure them anyway (their cells are flagged)"
+        )
     return out
+
+
+def random_suite_flag(tokenizer, prompts: Prompts) -> str | None:
+    """RANDOM PROMPTS when most of the rendered prompts look like random token ids
+    (harness/analysis/content.py)."""
+    from harness.analysis.content import random_suite
+
+    return random_suite([ids for _, ids in prompts], len(tokenizer))
 
 
 def sampling_for(recipe: Recipe, temperature: float, layout: VerifierLayout) -> Sampling:
@@ -217,9 +235,16 @@ def engine_noise(
 
 
 def _turn_requests(
-    tokenizer, prompts: Prompts, turn: int, histories: dict[str, list[dict[str, str]]], max_tokens: int, max_prompt: int
+    tokenizer,
+    prompts: Prompts,
+    turn: int,
+    histories: dict[str, list[dict[str, str]]],
+    max_tokens: int,
+    max_prompt: int,
+    fresh_prefix: bool = False,
 ) -> tuple[list[GenRequest], list]:
-    """The requests of one round: first turns as rendered, later turns with the answers fed back."""
+    """The requests of one round: first turns as rendered, later turns with the answers fed back;
+    `fresh_prefix`: each with a cache salt of its own (no prefix-cache reuse)."""
     reqs, sent = [], []
     for rec, ids in prompts:
         if turn >= rec.num_turns:
@@ -233,7 +258,8 @@ def _turn_requests(
             ids = render(tokenizer, rec, msgs)
             if len(ids) > max_prompt:
                 continue  # the conversation outgrew the context: it ends here
-        reqs.append(GenRequest(f"{rec.id}#{turn}", tuple(ids), max_tokens))
+        salt = f"nocache-{uuid.uuid4().hex}" if fresh_prefix else None
+        reqs.append(GenRequest(f"{rec.id}#{turn}", tuple(ids), max_tokens, salt))
         sent.append((rec, msgs))
     return reqs, sent
 
@@ -248,14 +274,16 @@ def run_arm(
     max_prompt: int,
     acc: ArmResult,
     arrivals: Arrivals | None = None,
+    fresh_prefix: bool = False,
 ) -> None:
     """One repeat of one arm: all prompts, multi-turn records in rounds (answers fed back); with
-    `arrivals`, each round sent open-loop on the same seeded schedule (both arms alike)."""
+    `arrivals`, each round sent open-loop on the same seeded schedule (both arms alike); with
+    `fresh_prefix`, no request reuses another's cached prompt blocks."""
     histories: dict[str, list[dict[str, str]]] = {}
     wall, tokens = 0.0, 0
     repeat, done = len(acc.repeats), []
     for turn in range(max(r.num_turns for r, _ in prompts)):
-        reqs, sent = _turn_requests(tokenizer, prompts, turn, histories, max_tokens, max_prompt)
+        reqs, sent = _turn_requests(tokenizer, prompts, turn, histories, max_tokens, max_prompt, fresh_prefix)
         if not reqs:
             break
         # arrivals only when open-loop: engines and test wrappers without the parameter keep working
@@ -269,6 +297,11 @@ def run_arm(
         acc.counters = acc.counters + res.counters
         if res.generation_tokens is not None:
             acc.foreign_tokens += res.generation_tokens - res.num_output_tokens
+        if res.prefix_cache is not None:
+            while len(acc.prefix_cache_by_turn) <= turn:
+                acc.prefix_cache_by_turn.append([0.0, 0.0])
+            acc.prefix_cache_by_turn[turn][0] += res.prefix_cache[0]
+            acc.prefix_cache_by_turn[turn][1] += res.prefix_cache[1]
         for (rec, msgs), o in zip(sent, res.outputs, strict=True):
             collect_output(acc, o, repeat)
             done += [o] if o.ok else []
@@ -415,7 +448,13 @@ def measure_cell(
     base_engine, spec_engine = engines
     sampling = sampling_for(run.recipe, cell.temperature, draft.verifier)
     max_prompt = run.recipe.engine.max_model_len - b.max_tokens
-    arms = _measure_arms(run, cell, draft, engines, ArmInputs(tokenizer, prompts, sampling, max_prompt))
+    arms = _measure_arms(
+        run,
+        cell,
+        draft,
+        engines,
+        ArmInputs(tokenizer, prompts, sampling, max_prompt, not run.suites[cell.suite].prefix_caching),
+    )
     barm, sarm = arms.baseline, arms.speculative
     missed = cell.temperature == 0 and any(sarm.outputs.get(k) != v for k, v in barm.outputs.items())
     key = (draft.verifier.path, cell.suite, cell.concurrency)
@@ -444,6 +483,7 @@ def measure_cell(
         machine=arms.machine,
         k_sweep=b.k_from_one_engine and cell.k == max(b.k),
         ignore_eos=b.ignore_eos,
+        random_prompts=random_suite_flag(tokenizer, prompts) if b.allow_random_prompts else None,
         slo_bounds=slo.bounds_s(b.slo.model_dump()) if b.slo else None,
     )
     for r in rows:
@@ -482,6 +522,7 @@ def _measure_arms(
             inputs.max_prompt,
             arm,
             Arrivals(cell.request_rate, b.burstiness, b.arrival_seed) if cell.request_rate else None,
+            inputs.fresh_prefix,
         )
         if clock:  # the sentinels before and after this arm, and the CPU others took while it ran
             after = read_ticks()
@@ -739,7 +780,9 @@ def check_prompts_fit(recipe: Recipe, layout: VerifierLayout) -> None:
     job asks before training, not after)."""
     tok = load_tokenizer(layout, recipe.engine.trust_remote_code)
     for s in recipe_suites(recipe):
-        render_requests(tok, s, recipe.engine.max_model_len - recipe.bench.max_tokens)
+        render_requests(
+            tok, s, recipe.engine.max_model_len - recipe.bench.max_tokens, recipe.bench.allow_random_prompts
+        )
 
 
 def render_all(
@@ -756,14 +799,19 @@ def render_all(
 
             prespawn(engine_plan(recipe.engine, layout), 2)
         tok = load_tokenizer(layout, recipe.engine.trust_remote_code)
-        out[layout.path] = (tok, {s.name: render_requests(tok, s, max_prompt) for s in suites})
+        out[layout.path] = (
+            tok,
+            {s.name: render_requests(tok, s, max_prompt, recipe.bench.allow_random_prompts) for s in suites},
+        )
     return out
 
 
 def recipe_suites(recipe: Recipe) -> list[Suite]:
     """The recipe's suites, a `PATH#by-category` file expanded into one suite per category."""
     b = recipe.bench
-    return with_thinking(load_suites(b.suites, b.num_prompts, b.hf_field_map), b.thinking)
+    return with_prefix_caching(
+        with_thinking(load_suites(b.suites, b.num_prompts, b.hf_field_map), b.thinking), b.prefix_caching
+    )
 
 
 def run_bench(

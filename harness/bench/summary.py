@@ -94,7 +94,7 @@ def render_bench_summary(run_dir: Path, console, as_json: bool = False) -> None:
             "[red]" + "; ".join(flags) + "[/]" if flags else "",
         )
     console.print(t)
-    _open_loop_lines(run_dir, console)
+    _view_lines(run_dir, console)
     if missing:
         console.print(
             f"[yellow]{len(missing)} planned cell(s) not measured[/] (run {manifest.status}): "
@@ -104,13 +104,17 @@ def render_bench_summary(run_dir: Path, console, as_json: bool = False) -> None:
     console.print(f"results: {run_dir / 'results.parquet'} (+ results.csv, manifest.json)")
 
 
-def _open_loop_lines(run_dir: Path, console) -> None:
-    """One line per open-loop sweep: saturation and, with bench.slo, the SLO rates and their ratio."""
+def _view_lines(run_dir: Path, console) -> None:
+    """One line per open-loop sweep (saturation and, with bench.slo, the SLO rates and their ratio)
+    and per prefix-caching pair (AL per turn with and without the cache, and the flag)."""
     from harness.analysis.slo import bounds_s
+    from harness.results.cache_view import cache_pairs, summary_line
     from harness.results.runs import read_run
     from harness.results.slo_view import rate_lines, rate_text, ratio_text, slo_text
 
     run = read_run(run_dir)
+    for pair in cache_pairs(run):
+        console.print(summary_line(pair), style="yellow" if pair.flag else None, highlight=False)
     bounds = bounds_s(run.manifest.slo or {})
     for x in rate_lines(run):
         line = (

@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Self, runtime_checkable
 
-from harness.engine.counters import SpecCounters, SpecSummary
+from harness.engine.counters import GENERATION, PREFIX_CACHE_HITS, PREFIX_CACHE_QUERIES, SpecCounters, SpecSummary
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,9 @@ class GenRequest:
     request_id: str
     prompt_token_ids: tuple[int, ...]  # already templated and tokenized: identical for every arm
     max_tokens: int
+    # vLLM's per-request prefix-cache salt: blocks are reused only between requests of the same
+    # salt, so a fresh salt per request is prefix caching off for that request (bench.prefix_caching)
+    cache_salt: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,21 @@ class BatchResult:
     wall_s: float
     counters: SpecCounters  # delta over the batch
     generation_tokens: float | None = None  # vLLM's own count over the batch (foreign traffic check)
+    # vLLM's prefix-cache counters over the batch, in prompt tokens: (looked up, found cached)
+    prefix_cache: tuple[float, float] | None = None
+
+    @staticmethod
+    def deltas(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+        """The BatchResult fields read from two snapshots of an engine's other totals (counters())."""
+
+        def d(name: str) -> float | None:
+            return after.get(name, 0) - before.get(name, 0) if name in after else None
+
+        queries, hits = d(PREFIX_CACHE_QUERIES), d(PREFIX_CACHE_HITS)
+        return {
+            "generation_tokens": d(GENERATION),
+            "prefix_cache": (queries, hits) if queries is not None and hits is not None else None,
+        }
 
     @property
     def num_output_tokens(self) -> int:

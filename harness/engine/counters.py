@@ -23,6 +23,13 @@ _SCALARS = {
     "num_accepted_tokens": "num_accepted_tokens",
 }
 GENERATION_TOKENS = "vllm:generation_tokens"
+# The other totals (counters()[1]) an engine reports, under short names, from these vLLM counters
+GENERATION, PREFIX_CACHE_QUERIES, PREFIX_CACHE_HITS = "generation_tokens", "prefix_cache_queries", "prefix_cache_hits"
+_TOTALS = {
+    GENERATION_TOKENS: GENERATION,
+    "vllm:prefix_cache_queries": PREFIX_CACHE_QUERIES,  # prompt tokens looked up in the prefix cache
+    "vllm:prefix_cache_hits": PREFIX_CACHE_HITS,  # of those, tokens found cached
+}
 
 
 # The engine produces these counters, so their type lives here (as vLLM keeps its
@@ -99,8 +106,8 @@ def counters_from_prometheus(text: str) -> tuple[SpecCounters, dict[str, float]]
             name = s.name[: -len("_total")] if s.name.endswith("_total") else s.name
             if s.name.endswith("_created"):
                 continue
-            if name == GENERATION_TOKENS:
-                totals["generation_tokens"] = totals.get("generation_tokens", 0) + s.value
+            if name in _TOTALS:
+                totals[_TOTALS[name]] = totals.get(_TOTALS[name], 0) + s.value
             if not name.startswith(_PREFIX):
                 continue
             short = name[len(_PREFIX) :]
@@ -122,8 +129,8 @@ def counters_from_offline(metrics: list[Any]) -> tuple[SpecCounters, dict[str, f
     totals: dict[str, float] = {}
     for m in metrics:
         name = m.name
-        if name == GENERATION_TOKENS:
-            totals["generation_tokens"] = totals.get("generation_tokens", 0) + float(m.value)
+        if name in _TOTALS:
+            totals[_TOTALS[name]] = totals.get(_TOTALS[name], 0) + float(getattr(m, "value", 0) or 0)
         if not name.startswith(_PREFIX):
             continue
         short = name[len(_PREFIX) :]

@@ -60,11 +60,20 @@ def _plain_logprobs(positions: Any) -> list[dict[int, float]]:
     return [{int(t): float(lp.logprob) for t, lp in (pos or {}).items()} for pos in positions or []]
 
 
+def _tokens_prompt(r: GenRequest):
+    """vLLM's prompt for a request: its token ids, and its cache salt when it has one."""
+    from vllm.inputs import TokensPrompt
+
+    prompt = TokensPrompt(prompt_token_ids=list(r.prompt_token_ids))
+    if r.cache_salt:
+        prompt["cache_salt"] = r.cache_salt
+    return prompt
+
+
 def _run_batch(
     llm, requests: list[GenRequest], sampling: Sampling, concurrency: int, timeout_s: float
 ) -> list[GenOutput]:
     from vllm import SamplingParams
-    from vllm.inputs import TokensPrompt
     from vllm.sampling_params import RequestOutputKind
 
     engine = llm.llm_engine
@@ -84,7 +93,7 @@ def _run_batch(
                 logprobs=sampling.logprobs,
                 output_kind=RequestOutputKind.DELTA,
             )
-            engine.add_request(r.request_id, TokensPrompt(prompt_token_ids=list(r.prompt_token_ids)), params)
+            engine.add_request(r.request_id, _tokens_prompt(r), params)
             t = time.perf_counter()
             inflight[r.request_id] = {"start": t, "last": t}
         step_outputs = engine.step()
@@ -633,8 +642,7 @@ class OfflineEngine(Rescorer, SamplingRescorer, LayerStateReader):
         outputs = self._call(_Generate(requests, sampling, concurrency, timeout_s))
         wall = time.perf_counter() - t0
         after, ta = self.counters()
-        gen = ta.get("generation_tokens", 0) - tb.get("generation_tokens", 0) if "generation_tokens" in ta else None
-        return BatchResult(outputs, wall, after - before, gen)
+        return BatchResult(outputs, wall, after - before, **BatchResult.deltas(tb, ta))
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -72,6 +72,7 @@ class _Captured:
     spec: SpecSummary | None = None
     logprobs: list[dict[int, float]] | None = None
     itl_tokens: list[int] = field(default_factory=list)  # tokens in each chunk after the first
+    cache_salt: str | None = None  # sent with the request (GenRequest.cache_salt)
 
 
 def token_logprobs(choice_logprobs: dict[str, Any] | None) -> list[dict[int, float]]:
@@ -135,6 +136,8 @@ async def _stream_completion(session, rfi, out, cap: _Captured, clock: _Clock) -
 
     headers = {"x-request-id": rfi.request_id} if rfi.request_id else {}
     payload = _completion_payload(rfi)
+    if cap.cache_salt:
+        payload["cache_salt"] = cap.cache_salt
     if "logprobs" in payload:
         cap.logprobs = cap.logprobs or []
     async with session.post(rfi.api_url, json=payload, headers=headers) as resp:
@@ -321,7 +324,7 @@ class _OpenAIServer:
         from vllm.benchmarks.lib import endpoint_request_func as erf
         from vllm.benchmarks.serve import TaskType, benchmark
 
-        store: dict[str, _Captured] = {}
+        store = {r.request_id: _Captured(cache_salt=r.cache_salt) for r in requests if r.cache_salt}
         erf.ASYNC_REQUEST_FUNCS[_FUNC_NAME] = _capturing_request_func(store, timeout_s or self.request_timeout_s)
         samples = [
             SampleRequest(
@@ -377,8 +380,7 @@ class _OpenAIServer:
         after, ta = self.counters()
         self.last_benchmark = {k: v for k, v in result.items() if not isinstance(v, list)}
         outputs = _outputs(requests, result, store, arrivals)
-        gen = ta.get("generation_tokens", 0) - tb.get("generation_tokens", 0) if "generation_tokens" in ta else None
-        return BatchResult(outputs, float(result["duration"]), after - before, gen)
+        return BatchResult(outputs, float(result["duration"]), after - before, **BatchResult.deltas(tb, ta))
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "url": self.url, "model_name": self.model_name}
@@ -495,6 +497,11 @@ class ServerEngine(_OpenAIServer):
             "startup_s": getattr(self, "startup_s", None),
             "command": " ".join(self.command),
         }
+
+    @property
+    def pid(self) -> int:
+        """The server's process (its engine core runs as a child): what `harness soak` weighs."""
+        return self._proc.pid
 
     def died(self) -> str | None:
         rc = self._proc.poll()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.analysis import slo
-from harness.results import answer, load_view, plots, slo_view
+from harness.results import answer, cache_view, load_view, plots, slo_view
 from harness.results import published as pub
 from harness.results.runs import Run, fmt, read_run
 from harness.schema import BASELINE, CellRow
@@ -426,6 +426,27 @@ def rate_blocks(run: Run, lines: list[slo_view.RateLine]) -> list[tuple]:
     return out
 
 
+def cache_blocks(pairs: list[cache_view.CachePair]) -> list[tuple]:
+    """Prefix caching on vs off (bench.prefix_caching), per pair a table by turn and the verdict."""
+    if not pairs:
+        return []
+    out: list[tuple] = [
+        ("h", 2, "Prefix caching: acceptance per turn with and without the cache"),
+        (
+            "p",
+            "Each suite ran twice on the same engine: with vLLM's prefix cache (a conversation's later turn "
+            "reuses the blocks of its earlier turns, a repeated prompt its earlier run's) and as <suite>@nocache, "
+            "every request with a fresh cache_salt (nothing reused). AL on the speculative arm; the difference's "
+            "CI resamples conversations, the same draw for both cells; hit rate: prompt tokens found cached / "
+            "looked up (vllm:prefix_cache_hits / queries).",
+        ),
+    ]
+    for p in pairs:
+        verdict = p.flag or "no turn's AL differs beyond its CI: caching does not change acceptance here"
+        out += [("h", 3, p.key), ("table", cache_view.HEADERS, cache_view.table_rows(p)), ("list", [verdict])]
+    return out
+
+
 def _sat(v: float | None) -> str:
     return "none on the grid" if v is None else f"{v:g}/s"
 
@@ -550,6 +571,7 @@ def build_blocks(
             blocks += [("h", 3, label), ("table", CELL_HEADERS, [_cell_row(r, base.get(r.cell_id)) for r in rs])]
         blocks += _explained_blocks(run) + _load_blocks(run)
     blocks += rate_blocks(run, slo_view.rate_lines(run) if rate_lines is None else rate_lines)
+    blocks += cache_blocks(cache_view.cache_pairs(run))
     pairs = pub.matches(run.rows, run.manifest, published or [])
     if pairs:
         blocks += [

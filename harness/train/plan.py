@@ -317,7 +317,7 @@ def _suite_requests(recipe: Recipe) -> tuple[tuple[str, int | None], ...]:
     for spec in expand_suite_specs(list(b.suites)):
         suite = loaded.get(spec)
         n = sum(r.num_turns for r in suite.records) if suite else b.num_prompts
-        out += [(spec, n)] * max(1, len(b.thinking))
+        out += [(spec, n)] * b.suite_variants
     return tuple(out)
 
 
