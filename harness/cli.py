@@ -499,11 +499,11 @@ def soak_cmd(
     r = load_recipe(recipe, set_ or [])
     if draft is None:
         raise BadInput("harness soak needs --draft DIR: the draft to serve under load")
-    check_checkpoint_files(draft, "draft")  # a broken draft is named now, not in an engine's log later
     b = r.bench
     rate = request_rate if request_rate is not None else max(b.rates)
     if rate <= 0:
         raise BadInput("harness soak needs --request-rate R (requests/s > 0): the recipe has no bench.request_rate")
+    check_checkpoint_files(draft, "draft")  # a broken draft is named now, not in an engine's log later
     settings = SoakSettings(
         minutes,
         float(rate),

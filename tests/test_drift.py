@@ -112,3 +112,29 @@ def test_window_conversations_fill_the_window_with_unique_request_ids():
     convs = [(PromptRecord(id=f"c{i}", prompt="x"), [1, 2]) for i in range(3)]
     batch = window_conversations(convs, 7)
     assert [r.id for r, _ in batch] == ["c0", "c1", "c2", "c0~1", "c1~1", "c2~1", "c0~2"]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ([], "harness soak needs --draft DIR"),
+        (["--draft", "/nonexistent-draft", "--request-rate", "4"], "not a draft checkpoint"),
+        (["--draft", "{draft}", "--request-rate", "4"], "corrupt safetensors header"),
+        (["--draft", "{draft}"], "needs --request-rate R"),  # the default recipe has no bench.request_rate
+    ],
+)
+def test_soak_refuses_bad_input_in_one_line_with_exit_2(args, says, tmp_path, capsys, monkeypatch):
+    import sys
+
+    from harness.cli import main
+
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    (draft / "config.json").write_text("{}")
+    (draft / "model.safetensors").write_bytes(b"")
+    monkeypatch.setattr(sys, "argv", ["harness", "soak", *(a.format(draft=draft) for a in args)])
+    with pytest.raises(SystemExit) as e:
+        main()
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and says in err, err
+    assert not (tmp_path / "results").exists()

@@ -216,7 +216,7 @@ def _soak(run_dir, draft_dir, minutes: float, capsys, monkeypatch) -> tuple[int,
         sys,
         "argv",
         ["harness", "soak", str(PLAIN_RECIPE), *args, "--draft", str(draft_dir), "--request-rate", "4"]
-        + ["--window-s", "6", "--minutes", str(minutes), "--k", "3", "--concurrency", "4", "--run-dir", str(run_dir)],
+        + ["--window-s", "4", "--minutes", str(minutes), "--k", "3", "--concurrency", "4", "--run-dir", str(run_dir)],
     )
     try:
         main()
@@ -228,28 +228,28 @@ def _soak(run_dir, draft_dir, minutes: float, capsys, monkeypatch) -> tuple[int,
 
 
 def test_a_short_real_soak_is_not_flagged_and_its_folder_resumes(kimi_trained_run, tmp_path, capsys, monkeypatch):
-    """Issue 27 item 4 on the real server: 4 req/s of 2-3-turn chats for ~45 s in 6 s windows, the
+    """Issue 27 item 4 on the real server: 4 req/s of 2-3-turn chats for ~30 s in 4 s windows, the
     same traffic every window, prefix caching on. Every window has AL, p50/p99 TPOT, the speedup
     over its baseline probe, the cache's hit rate and both servers' memory; the trend test sees no
     drift (exit 0). The same command again runs nothing; a longer --minutes resumes the folder in a
     new engine session, the finished windows kept as they were."""
     run_dir = tmp_path / "soak"
-    code, out = _soak(run_dir, kimi_trained_run.draft_dir, 0.75, capsys, monkeypatch)
+    code, out = _soak(run_dir, kimi_trained_run.draft_dir, 0.5, capsys, monkeypatch)
     print(out[-3000:])
     assert code == 0, out[-3000:]
     state = json.loads((run_dir / "soak.json").read_text())
     first = state["windows"]
     assert state["status"] == "complete" and len(first) >= 4
     for w in first:
-        assert w["session"] == 0 and w["failed"] == 0 and w["requests"] >= 24
+        assert w["session"] == 0 and w["failed"] == 0 and w["requests"] >= 16
         assert 1.0 <= w["acceptance_length"] <= 4.0 and w["tpot_ms_p50"] <= w["tpot_ms_p99"]
         assert w["speedup"] > 0 and w["prefix_cache_hit_rate"] > 0
         assert w["rss_mib"] > 100 and w["baseline_rss_mib"] > 100
-    assert sum(w["duration_s"] for w in first) >= 45
+    assert sum(w["duration_s"] for w in first) >= 30
     assert "no acceptance drift" in out and "ACCEPTANCE DRIFT" not in out
-    code, out = _soak(run_dir, kimi_trained_run.draft_dir, 0.75, capsys, monkeypatch)
+    code, out = _soak(run_dir, kimi_trained_run.draft_dir, 0.5, capsys, monkeypatch)
     assert code == 0 and "nothing to run" in out, out[-2000:]
-    code, out = _soak(run_dir, kimi_trained_run.draft_dir, 1.0, capsys, monkeypatch)
+    code, out = _soak(run_dir, kimi_trained_run.draft_dir, 0.65, capsys, monkeypatch)
     assert code == 0, out[-3000:]
     resumed = json.loads((run_dir / "soak.json").read_text())["windows"]
     assert resumed[: len(first)] == first and len(resumed) > len(first)
