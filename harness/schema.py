@@ -198,6 +198,7 @@ class CellRow(CellIdentity):
     al_by_turn_ci_low: list[float | None] = field(default_factory=list)
     al_by_turn_ci_high: list[float | None] = field(default_factory=list)
     drafts_by_turn: list[int] = field(default_factory=list)
+    speedup_by_turn: list[float | None] = field(default_factory=list)  # speculative tok/s over the baseline's, per turn
     k_sweep: list[str] = field(default_factory=list)  # bench.k_from_one_engine: "k=1" ... "k=<this cell's k>"
     al_by_k: list[float | None] = field(default_factory=list)
     al_by_k_ci_low: list[float | None] = field(default_factory=list)

@@ -75,3 +75,14 @@ def test_prefix_cache_counters_from_both_metric_surfaces_and_their_batch_deltas(
     before = {"prefix_cache_queries": 100.0, "prefix_cache_hits": 20.0, "generation_tokens": 10.0}
     assert BatchResult.deltas(before, served) == {"generation_tokens": 40.0, "prefix_cache": (200.0, 100.0)}
     assert BatchResult.deltas({}, {}) == {"generation_tokens": None, "prefix_cache": None}  # an engine without them
+
+
+def test_speedup_per_turn_is_each_turns_tok_s_ratio_and_empty_for_one_turn():
+    from harness.bench.rows import ArmResult, turn_speedups
+
+    base, spec = ArmResult(), ArmResult()
+    base.tokens_wall_by_turn = [[100, 2.0], [100, 4.0]]  # 50 and 25 tok/s
+    spec.tokens_wall_by_turn = [[100, 1.0], [90, 1.8]]  # 100 and 50 tok/s
+    assert turn_speedups(base, spec) == [2.0, 2.0]
+    spec.tokens_wall_by_turn = spec.tokens_wall_by_turn[:1]
+    assert turn_speedups(base, spec) == []  # a single-turn suite: the cell's speedup says it

@@ -189,6 +189,8 @@ def test_prefix_caching_on_and_off_gives_al_and_hit_rate_per_turn_and_a_verdict(
     for r in run.rows:
         print(r.cell_id, r.mode, r.prefix_cache_hit_rate, r.prefix_cache_hit_rate_by_turn)
         assert r.prefix_cache_hit_rate is not None and len(r.prefix_cache_hit_rate_by_turn) >= 2
+        if r.is_speculative:  # and per turn, the speedup over the baseline's same turn
+            assert len(r.speedup_by_turn) >= 2 and all(v and v > 0 for v in r.speedup_by_turn), r.speedup_by_turn
         if r.suite == "chat@nocache":
             assert r.prefix_cache_hit_rate == 0.0, (r.cell_id, r.mode)
         else:

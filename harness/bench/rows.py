@@ -43,6 +43,8 @@ class ArmResult:
     logprobs: dict[str, list[dict[int, float]]] = field(default_factory=dict)
     # per turn index, vLLM's prefix-cache counters over the arm's batches: [prompt tokens looked up, found cached]
     prefix_cache_by_turn: list[list[float]] = field(default_factory=list)
+    # per turn index, the output tokens and seconds of the arm's rounds (each turn is a batch of its own)
+    tokens_wall_by_turn: list[list[float]] = field(default_factory=list)
 
 
 def _error_summary(errors: list[str]) -> str | None:
@@ -54,6 +56,19 @@ def _error_summary(errors: list[str]) -> str | None:
 
 def arm_timings(arm: ArmResult) -> list[slo.Timing]:
     return slo.timings_from_records([r.to_dict() for r in arm.requests], len(arm.errors))
+
+
+def turn_speedups(base: ArmResult, spec: ArmResult) -> list[float | None]:
+    """Per turn index, the speculative arm's output tok/s over the baseline's (multi-turn suites;
+    empty for single-turn ones)."""
+    if len(spec.tokens_wall_by_turn) < 2:
+        return []
+
+    def rate(arm: ArmResult, t: int) -> float | None:
+        tw = arm.tokens_wall_by_turn
+        return metrics.output_tok_per_s(int(tw[t][0]), tw[t][1]) if t < len(tw) else None
+
+    return [metrics.speedup(rate(spec, t), rate(base, t)) for t in range(len(spec.tokens_wall_by_turn))]
 
 
 def fill_goodput(row: CellRow, arm: ArmResult, bounds: dict[str, float]) -> None:
@@ -241,6 +256,7 @@ def cell_rows(
     speculative) rows of one cell, with the speculative row's flags."""
     rb, rs = arm_row(identity, BASELINE, base), arm_row(identity, SPECULATIVE, spec)
     rs.speedup = metrics.speedup(rs.output_tok_per_s, rb.output_tok_per_s)
+    rs.speedup_by_turn = turn_speedups(base, spec)
     if slo_bounds:
         fill_goodput(rb, base, slo_bounds)
         fill_goodput(rs, spec, slo_bounds)

@@ -297,11 +297,9 @@ def run_arm(
         acc.counters = acc.counters + res.counters
         if res.generation_tokens is not None:
             acc.foreign_tokens += res.generation_tokens - res.num_output_tokens
+        _add_at(acc.tokens_wall_by_turn, turn, (res.num_output_tokens, res.wall_s))
         if res.prefix_cache is not None:
-            while len(acc.prefix_cache_by_turn) <= turn:
-                acc.prefix_cache_by_turn.append([0.0, 0.0])
-            acc.prefix_cache_by_turn[turn][0] += res.prefix_cache[0]
-            acc.prefix_cache_by_turn[turn][1] += res.prefix_cache[1]
+            _add_at(acc.prefix_cache_by_turn, turn, res.prefix_cache)
         for (rec, msgs), o in zip(sent, res.outputs, strict=True):
             collect_output(acc, o, repeat)
             done += [o] if o.ok else []
@@ -321,6 +319,14 @@ def run_arm(
     )
     if wall > 0:
         acc.tok_s_repeats.append(tokens / wall)
+
+
+def _add_at(per_turn: list[list[float]], turn: int, values: tuple[float, float]) -> None:
+    """Add a round's pair of figures to its turn's running sums."""
+    while len(per_turn) <= turn:
+        per_turn.append([0.0, 0.0])
+    per_turn[turn][0] += values[0]
+    per_turn[turn][1] += values[1]
 
 
 def request_record(o: GenOutput, repeat: int) -> RequestRecord:

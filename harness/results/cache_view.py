@@ -55,14 +55,21 @@ def cache_pairs(run: Run) -> list[CachePair]:
     return out
 
 
-HEADERS = ["turn", "conversations", "AL cached", "AL not cached", "difference [95% CI]", "hit rate cached / not"]
+HEADERS = [
+    "turn",
+    "conversations",
+    "AL cached",
+    "AL not cached",
+    "difference [95% CI]",
+    "hit rate cached / not",
+    "speedup cached / not",
+]
 
 
 def table_rows(p: CachePair) -> list[list[str]]:
-    def hit(r: CellRow, t: int) -> str:
-        rates = r.prefix_cache_hit_rate_by_turn or []
-        v = rates[t] if t < len(rates) else None
-        return "-" if v is None else f"{v:.0%}"
+    def at(values: list[float | None] | None, t: int, spec: str) -> str:
+        v = values[t] if values and t < len(values) else None
+        return "-" if v is None else format(v, spec)
 
     return [
         [
@@ -71,7 +78,9 @@ def table_rows(p: CachePair) -> list[list[str]]:
             f"{d.al_on:.2f}",
             f"{d.al_off:.2f}",
             f"{d.diff:+.2f}" + (f" [{d.ci[0]:+.2f}, {d.ci[1]:+.2f}]" if d.ci else ""),
-            f"{hit(p.on, d.turn)} / {hit(p.off, d.turn)}",
+            f"{at(p.on.prefix_cache_hit_rate_by_turn, d.turn, '.0%')} / "
+            f"{at(p.off.prefix_cache_hit_rate_by_turn, d.turn, '.0%')}",
+            f"{at(p.on.speedup_by_turn, d.turn, '.2f')} / {at(p.off.speedup_by_turn, d.turn, '.2f')}",
         ]
         for d in p.turns
     ]

@@ -503,6 +503,7 @@ def _explained_blocks(run: Run) -> list[tuple]:
             _bucket_text(r, "prompt_length"),
             _bucket_text(r, "segment"),
             _bucket_text(r, "turn"),
+            "; ".join(f"turn {i + 1}: {fmt(v)}" for i, v in enumerate(r.speedup_by_turn or [])) or "—",
             _pct(r.repetition_share),
             _bucket_text(r, "k"),
         ]
@@ -517,6 +518,7 @@ def _explained_blocks(run: Run) -> list[tuple]:
         "AL by prompt length (tokens)",
         "AL thinking / answer",
         "AL by turn",
+        "speedup by turn",
         "verifier repetition",
         "AL by k from this engine (k' < k estimated)",
     ]

@@ -37,7 +37,8 @@ in harness/metrics.py):
              each arrival schedule; finished / first send to last finish), with bench.slo goodput (requests/s meeting
              every bound) slo_attainment (their share) (analysis/slo.py); prefix_cache_hit_rate
              prefix_cache_hit_rate_by_turn (vLLM's prompt tokens found cached / looked up, the arm's
-             whole and per turn index; None when the engine reported no lookups)
+             whole and per turn index; None when the engine reported no lookups); speedup_by_turn
+             (multi-turn suites: each turn's rounds, speculative output tok/s over the baseline's)
   breakdowns <what>_buckets / segments / turns, al_by_<what>, al_by_<what>_ci_low/_ci_high, drafts_by_<what>
              for what in output_position, prompt_length, segment, turn (analysis/steps.py; lists, one
              entry per bucket; empty when vLLM gave no per-step record); k_sweep / al_by_k*: AL at
