@@ -230,30 +230,32 @@ def _soak(run_dir, draft_dir, minutes: float, capsys, monkeypatch) -> tuple[int,
 
 
 def test_a_short_real_soak_is_not_flagged_and_its_folder_resumes(kimi_trained_run, tmp_path, capsys, monkeypatch):
-    """Issue 27 item 4 on the real server: 4 req/s of 2-3-turn chats for ~30 s in 4 s windows, the
-    same traffic every window, prefix caching on. Every window has AL, p50/p99 TPOT, the speedup
-    over its baseline probe, the cache's hit rate and both servers' memory; the trend test sees no
-    drift (exit 0). The same command again runs nothing; a longer --minutes resumes the folder in a
-    new engine session, the finished windows kept as they were."""
+    """Issue 27 item 4 on the real server: 4 req/s of 2-3-turn chats for ~27 s in 4 s windows (at
+    least 3 of them while a window takes under 13 s), the same traffic every window, prefix caching
+    on. Every window has AL, p50/p99 TPOT, the speedup over its baseline probe, the cache's hit rate
+    and both servers' memory. The same command again runs nothing; a --minutes just past the soak's
+    time resumes the folder for one more window in a new engine session, the finished windows kept
+    as they were; over the 4+ windows the trend test sees no drift (exit 0, not flagged)."""
     run_dir = tmp_path / "soak"
-    code, out = _soak(run_dir, kimi_trained_run.draft_dir, 0.5, capsys, monkeypatch)
+    code, out = _soak(run_dir, kimi_trained_run.draft_dir, 0.45, capsys, monkeypatch)
     print(out[-3000:])
-    assert code == 0, out[-3000:]
+    assert code == 0 and "ACCEPTANCE DRIFT" not in out, out[-3000:]
     state = json.loads((run_dir / "soak.json").read_text())
     first = state["windows"]
-    assert state["status"] == "complete" and len(first) >= 4
+    assert state["status"] == "complete" and len(first) >= 3
     for w in first:
         assert w["session"] == 0 and w["failed"] == 0 and w["requests"] >= 16
         assert 1.0 <= w["acceptance_length"] <= 4.0 and w["tpot_ms_p50"] <= w["tpot_ms_p99"]
         assert w["speedup"] > 0 and w["prefix_cache_hit_rate"] > 0
         assert w["rss_mib"] > 100 and w["baseline_rss_mib"] > 100
-    assert sum(w["duration_s"] for w in first) >= 30
-    assert "no acceptance drift" in out and "ACCEPTANCE DRIFT" not in out
-    code, out = _soak(run_dir, kimi_trained_run.draft_dir, 0.5, capsys, monkeypatch)
+    elapsed = first[-1]["start_s"] + first[-1]["duration_s"]
+    assert elapsed >= 27 and first[-1]["start_s"] < 27  # windows until the soak time, no more
+    code, out = _soak(run_dir, kimi_trained_run.draft_dir, 0.45, capsys, monkeypatch)
     assert code == 0 and "nothing to run" in out, out[-2000:]
-    code, out = _soak(run_dir, kimi_trained_run.draft_dir, 0.65, capsys, monkeypatch)
+    code, out = _soak(run_dir, kimi_trained_run.draft_dir, round((elapsed + 1) / 60, 4), capsys, monkeypatch)
+    print(out[-3000:])
     assert code == 0, out[-3000:]
     resumed = json.loads((run_dir / "soak.json").read_text())["windows"]
-    assert resumed[: len(first)] == first and len(resumed) > len(first)
-    assert all(w["session"] == 1 for w in resumed[len(first) :])
-    assert resumed[len(first)]["start_s"] == pytest.approx(first[-1]["start_s"] + first[-1]["duration_s"])
+    assert resumed[: len(first)] == first and len(resumed) == len(first) + 1
+    assert resumed[-1]["session"] == 1 and resumed[-1]["start_s"] == pytest.approx(elapsed)
+    assert "no acceptance drift" in out and "ACCEPTANCE DRIFT" not in out  # 4+ windows: a verdict
