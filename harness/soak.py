@@ -17,6 +17,9 @@ rate and settings) on the no-speculation server, which stays up beside it. Per w
                     offered rate, measured minutes apart on the same machine (not a throughput ratio)
   hit rate          prompt tokens found in the prefix cache / looked up (vllm:prefix_cache_*)
   memory            resident set of each server's process tree (API server + engine core), MiB
+  others' CPU       the share of the machine's CPUs processes outside the harness used during the
+                    window; over FOREIGN_CPU_LIMIT the window is MACHINE BUSY (its TPOT and speedup
+                    are not the servers' own; AL is) and the TPOT trend leaves it out
 
 The trend test (harness/analysis/drift.py) runs on (soak hours, AL) per window and flags
 ACCEPTANCE DRIFT with its slope per hour and CI; the command exits 1 when it does.
@@ -39,6 +42,7 @@ from typing import Any
 
 from harness import interrupts, metrics
 from harness.analysis import drift
+from harness.analysis.machine import FOREIGN_CPU_LIMIT, foreign_cpu
 from harness.bench.rows import ArmResult
 from harness.engine.base import Arrivals, Engine
 from harness.errors import BadInput
@@ -88,10 +92,17 @@ class Window:
     baseline_tpot_ms_p50: float | None
     baseline_rss_mib: float | None
     speedup: float | None
+    # the share of the machine's CPUs processes outside the harness used during the window (None:
+    # no /proc); above FOREIGN_CPU_LIMIT the window's latency and speedup are not the servers' own
+    foreign_cpu: float | None = None
 
     @property
     def mid_h(self) -> float:
         return (self.start_s + self.duration_s / 2) / 3600
+
+    @property
+    def busy(self) -> bool:
+        return self.foreign_cpu is not None and self.foreign_cpu > FOREIGN_CPU_LIMIT
 
 
 def window_from_arms(
@@ -101,6 +112,7 @@ def window_from_arms(
     spec: ArmResult,
     base: ArmResult,
     rss_mib: tuple[float | None, float | None],
+    foreign: float | None = None,
 ) -> Window:
     """A window's figures from its speculative arm and its baseline probe (pure)."""
     c = spec.counters
@@ -131,6 +143,7 @@ def window_from_arms(
         baseline_tpot_ms_p50=base_tpot,
         baseline_rss_mib=rss_mib[1],
         speedup=base_tpot / tpot if base_tpot and tpot else None,
+        foreign_cpu=foreign,
     )
 
 
@@ -312,6 +325,7 @@ def soak_windows(
 ) -> None:
     """Windows on the warmed-up (baseline, speculative) servers until the soak time is reached,
     each written to the folder as it ends."""
+    from harness.bench.cpu_ticks import read_ticks
     from harness.bench.run import run_arm, sampling_for, warm_up
 
     recipe, b = plan.recipe, plan.recipe.bench
@@ -327,12 +341,15 @@ def soak_windows(
     while elapsed < settings.minutes * 60:
         interrupts.check()  # a safe point: SIGTERM stops here, the finished windows kept
         spec_arm, base_arm = ArmResult(), ArmResult()
+        before = read_ticks()
         for eng, convs, arm in ((spec, plan.batch, spec_arm), (base, plan.probe, base_arm)):
             run_arm(
                 eng, plan.tokenizer, convs, sampling, b.max_tokens, settings.concurrency, plan.max_prompt, arm, arrivals
             )
+        after = read_ticks()
+        foreign = foreign_cpu(before, after) if before and after else None
         rss = (process_tree_rss_mib(_pid(spec)), process_tree_rss_mib(_pid(base)))
-        w = window_from_arms(len(windows), session, elapsed, spec_arm, base_arm, rss)
+        w = window_from_arms(len(windows), session, elapsed, spec_arm, base_arm, rss, foreign)
         windows.append(w)
         elapsed = w.start_s + w.duration_s
         state["windows"] = [asdict(x) for x in windows]
@@ -367,6 +384,11 @@ def window_line(w: Window) -> str:
         f"{f' ({w.failed} failed)' if w.failed else ''}, AL {f(w.acceptance_length)}, TPOT p50/p99 "
         f"{f(w.tpot_ms_p50, '.1f')}/{f(w.tpot_ms_p99, '.1f')} ms, speedup {f(w.speedup)}x, "
         f"cache hits {f(w.prefix_cache_hit_rate, '.0%')}, memory {f(w.rss_mib, '.0f')} MiB"
+        + (
+            f"; MACHINE BUSY (others used {w.foreign_cpu:.0%} of the CPUs)"
+            if w.busy and w.foreign_cpu is not None
+            else ""
+        )
     )
 
 
@@ -398,7 +420,18 @@ def render_soak(run_dir: Path, windows: Sequence[Window], console, as_json: bool
         )
         return
     t = Table(title=f"soak: {run_dir}")
-    for col in ("window", "t (min)", "session", "requests", "AL", "TPOT p50 / p99 ms", "speedup", "cache hits", "MiB"):
+    for col in (
+        "window",
+        "t (min)",
+        "session",
+        "requests",
+        "AL",
+        "TPOT p50 / p99 ms",
+        "speedup",
+        "cache hits",
+        "MiB",
+        "others' CPU",
+    ):
         t.add_column(col, justify="right")
     for w in windows:
         t.add_row(
@@ -411,10 +444,20 @@ def render_soak(run_dir: Path, windows: Sequence[Window], console, as_json: bool
             _fmt(w.speedup),
             _fmt(w.prefix_cache_hit_rate, ".0%"),
             _fmt(w.rss_mib, ".0f"),
+            _fmt(w.foreign_cpu, ".0%") + (" BUSY" if w.busy else ""),
         )
     console.print(t)
     console.print(line, style="bold red" if tr is not None and tr.drifting else None, highlight=False)
-    timed = [w for w in windows if w.tpot_ms_p50 is not None]
+    busy = [w for w in windows if w.busy]
+    if busy:
+        console.print(
+            f"MACHINE BUSY in window(s) {', '.join(str(w.index + 1) for w in busy)}: processes outside the harness "
+            f"used over {FOREIGN_CPU_LIMIT:.0%} of the CPUs; their TPOT and speedup are not the servers' own "
+            "(AL does not depend on the machine's speed), and the TPOT trend leaves them out",
+            style="yellow",
+            highlight=False,
+        )
+    timed = [w for w in windows if w.tpot_ms_p50 is not None and not w.busy]
     latency = drift.trend([w.mid_h for w in timed], [w.tpot_ms_p50 for w in timed if w.tpot_ms_p50 is not None])
     console.print(
         drift.describe(latency, "TPOT p50 (ms)", ".1f") + " (information: the exit code is AL's)", highlight=False

@@ -248,6 +248,7 @@ def test_a_short_real_soak_is_not_flagged_and_its_folder_resumes(kimi_trained_ru
         assert 1.0 <= w["acceptance_length"] <= 4.0 and w["tpot_ms_p50"] <= w["tpot_ms_p99"]
         assert w["speedup"] > 0 and w["prefix_cache_hit_rate"] > 0
         assert w["rss_mib"] > 100 and w["baseline_rss_mib"] > 100
+        assert 0.0 <= w["foreign_cpu"] <= 1.0  # others' CPU share during the window, read from /proc
     elapsed = first[-1]["start_s"] + first[-1]["duration_s"]
     assert elapsed >= 27 and first[-1]["start_s"] < 27  # windows until the soak time, no more
     code, out = _soak(run_dir, kimi_trained_run.draft_dir, 0.45, capsys, monkeypatch)
