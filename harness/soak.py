@@ -117,9 +117,6 @@ def window_from_arms(
     """A window's figures from its speculative arm and its baseline probe (pure)."""
     c = spec.counters
     tpot, base_tpot = metrics.median(spec.tpot), metrics.median(base.tpot)
-    queries, hits = (
-        (sum(x) for x in zip(*spec.prefix_cache_by_turn, strict=True)) if spec.prefix_cache_by_turn else (0, 0)
-    )
     return Window(
         index=index,
         session=session,
@@ -137,7 +134,7 @@ def window_from_arms(
         tpot_ms_p99=metrics.percentile(spec.tpot, 99),
         ttft_ms_p99=metrics.percentile(spec.ttft, 99),
         output_tok_per_s=metrics.output_tok_per_s(spec.num_output_tokens, spec.wall_s),
-        prefix_cache_hit_rate=metrics.hit_rate(queries, hits),
+        prefix_cache_hit_rate=spec.prefix_cache_hit_rate,
         rss_mib=rss_mib[0],
         baseline_requests=base.num_requests,
         baseline_tpot_ms_p50=base_tpot,

@@ -59,6 +59,20 @@ def sweep(tmp_path_factory, kimi_trained_run):
     return run_dir
 
 
+def _cli(capsys, monkeypatch, *args: str) -> tuple[int, str]:
+    """`harness ARGS...` in this process, through the real entry point: (exit code, stdout + stderr)."""
+    from harness.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["harness", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
 def _rows(run_dir, suite: str | None = "chat"):
     """The run, its rows those of `suite` (default: the cells with prefix caching on; None: all)."""
     from dataclasses import replace
@@ -150,17 +164,8 @@ def test_a_tight_slo_on_the_runs_timings_gives_each_arm_an_slo_rate_with_a_ci(sw
 
 
 def test_the_report_shows_the_sweep_and_the_gate_holds_the_slo_rate_ratio(sweep, tmp_path, capsys, monkeypatch):
-    from harness.cli import main
-
-    def cli(*args: str) -> tuple[int, str]:  # in this process, through the real entry point
-        monkeypatch.setattr(sys, "argv", ["harness", *args])
-        try:
-            main()
-            code = 0
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 1
-        out = capsys.readouterr()
-        return code, out.out + out.err
+    def cli(*args: str) -> tuple[int, str]:
+        return _cli(capsys, monkeypatch, *args)
 
     code, out = cli("report", str(sweep))
     assert code == 0, out[-2000:]
@@ -204,8 +209,6 @@ def test_prefix_caching_on_and_off_gives_al_and_hit_rate_per_turn_and_a_verdict(
 
 
 def _soak(run_dir, draft_dir, minutes: float, capsys, monkeypatch) -> tuple[int, str]:
-    from harness.cli import main
-
     sets = [
         "verifier.standin='kimi-k2.5'",
         "bench.suites=['chat']",
@@ -214,19 +217,12 @@ def _soak(run_dir, draft_dir, minutes: float, capsys, monkeypatch) -> tuple[int,
         "engine.extra_engine_args={block_size=32}",  # short chats: let later turns hit the cache
     ]
     args = [a for s in sets for a in ("--set", s)]
-    monkeypatch.setattr(
-        sys,
-        "argv",
-        ["harness", "soak", str(PLAIN_RECIPE), *args, "--draft", str(draft_dir), "--request-rate", "4"]
-        + ["--window-s", "4", "--minutes", str(minutes), "--k", "3", "--concurrency", "4", "--run-dir", str(run_dir)],
+    return _cli(
+        capsys,
+        monkeypatch,
+        *["soak", str(PLAIN_RECIPE), *args, "--draft", str(draft_dir), "--request-rate", "4"],
+        *["--window-s", "4", "--minutes", str(minutes), "--k", "3", "--concurrency", "4", "--run-dir", str(run_dir)],
     )
-    try:
-        main()
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    out = capsys.readouterr()
-    return code, out.out + out.err
 
 
 def test_a_short_real_soak_is_not_flagged_and_its_folder_resumes(kimi_trained_run, tmp_path, capsys, monkeypatch):

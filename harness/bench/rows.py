@@ -46,6 +46,12 @@ class ArmResult:
     # per turn index, the output tokens and seconds of the arm's rounds (each turn is a batch of its own)
     tokens_wall_by_turn: list[list[float]] = field(default_factory=list)
 
+    @property
+    def prefix_cache_hit_rate(self) -> float | None:
+        """Prompt tokens found cached / looked up over every turn (None: no lookups reported)."""
+        queried = sum(q for q, _ in self.prefix_cache_by_turn)
+        return metrics.hit_rate(queried, sum(h for _, h in self.prefix_cache_by_turn))
+
 
 def _error_summary(errors: list[str]) -> str | None:
     if not errors:
@@ -119,9 +125,7 @@ def arm_row(identity: CellIdentity, mode: str, arm: ArmResult) -> CellRow:
         e2e_ms_p99=metrics.percentile(arm.e2e, 99),
         arrival_rate=slo.arrival_rate(timings) if timings else None,
         achieved_rate=slo.achieved_rate(timings) if timings else None,
-        prefix_cache_hit_rate=metrics.hit_rate(*map(sum, zip(*arm.prefix_cache_by_turn, strict=True)))
-        if arm.prefix_cache_by_turn
-        else None,
+        prefix_cache_hit_rate=arm.prefix_cache_hit_rate,
         prefix_cache_hit_rate_by_turn=[metrics.hit_rate(q, h) for q, h in arm.prefix_cache_by_turn],
         status="failed" if arm.errors else "ok",
         error=_error_summary(arm.errors),
