@@ -274,10 +274,13 @@ def _trained_arm_serves_near_its_prediction(kimi_trained, trained, method: str, 
 
 
 # P-EAGLE from the session training's data and states at the same CI size (2 epochs, mask token [BOS]):
-# measured served AL 2.39 pooled (predicted 2.58 from its depth accuracies 0.86/0.53/0.54) against
-# EAGLE-3's 2.97: one forward drafts all k tokens, so the later positions guess blind. With [PAD] as
-# the mask token (a never-trained row) it read 2.07: the bound below catches that.
-MIN_PEAGLE_AL = 2.15
+# one forward drafts all k tokens, so the later positions guess blind. Served AL pooled: 2.39 on a
+# bf16 machine's stand-in (depth accuracies 0.86/0.53/0.54; EAGLE-3 2.97); 2.06-2.09 on a float32
+# machine's (CI and here: 0.84-0.86/0.29-0.31/0.25-0.28, predicted 2.15-2.20; 3 epochs reach only
+# 0.34/0.34; [PAD] as the mask token reads the same there). The stand-ins' weights differ by machine:
+# the bound is what both clear; the prediction check and the mask token hold the method to what it
+# trained.
+MIN_PEAGLE_AL = 1.9
 
 
 def test_trained_p_eagle_draft_serves_as_parallel_drafting_and_meets_its_prediction(kimi_trained, kimi_peagle):
@@ -286,10 +289,14 @@ def test_trained_p_eagle_draft_serves_as_parallel_drafting_and_meets_its_predict
     config with its mask token, which the harness serves as vLLM's eagle3 with parallel_drafting; it
     serves far above an untrained draft, within 15 % of its training prediction (the product of its
     per-depth accuracies), lossless at T = 0."""
+    from transformers import AutoTokenizer
+
     cfg, _ = _trained_arm_serves_near_its_prediction(kimi_trained, kimi_peagle, "peagle", MIN_PEAGLE_AL, 0.15)
-    assert (
-        cfg["mask_token_id"] is not None and cfg["speculators_config"]["proposal_methods"][0]["speculative_tokens"] == 3
-    )
+    assert cfg["speculators_config"]["proposal_methods"][0]["speculative_tokens"] == 3
+    # the mask token is the verifier's [BOS] (a trained row), never [PAD] (harness/draft/config.py)
+    plan = json.loads((Path(kimi_peagle.draft_dir).parent / "fit_plan.json").read_text())
+    tok = AutoTokenizer.from_pretrained(plan["verifier"])
+    assert cfg["mask_token_id"] == plan["mask_token_id"] == tok.bos_token_id != tok.pad_token_id
 
 
 def test_online_training_held_its_states_within_the_stated_disk_bound(kimi_trained, torchrun_killed_and_resumed):

@@ -59,8 +59,9 @@ def mask_token_id(recipe: Recipe, layout: VerifierLayout, tokenizer: Any) -> int
     """P-EAGLE's and DFlash's mask token (None for other methods), in speculators' order: the recipe's, the
     tokenizer's mask token, the first embedding row past the tokenizer (no text maps to it; the draft
     learns its embedding); then, where speculators falls back to pad or eos, bos first: a trained row
-    that means "nothing yet". On the Kimi stand-in (CI data, 2 epochs) [BOS] gave depth-1/2 held-out
-    accuracy 0.53/0.54 where [PAD] (a never-trained, ~zero row) gave 0.29/0.29. Resolved here because
+    that means "nothing yet". On a bf16 machine's Kimi stand-in (CI data, 2 epochs) [BOS] gave depth-1/2
+    held-out accuracy 0.53/0.54 where [PAD] (a never-trained, ~zero row) gave 0.29/0.29; on a float32
+    machine's stand-in both read ~0.29/0.26 (P-EAGLE trains the embedding). Resolved here because
     speculators' own resolver loads the verifier's processor, which for Kimi-K2.5's multimodal config
     wants its image processor too."""
     if recipe.draft.method not in MASKED_METHODS:
