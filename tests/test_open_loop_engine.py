@@ -19,9 +19,11 @@ from tests.conftest import PLAIN_RECIPE
 
 pytestmark = pytest.mark.slow
 
-# the lowest rate keeps below the cap of 4 in flight (a request every 0.5 s, each well under 2 s);
-# the top one sends all 12 at once: 8 wait for a slot, so the arm cannot keep up
-RATES = (2.0, 64.0)
+# the lowest rate keeps below the cap of 4 in flight (a request every 0.25 s, each well under 1 s);
+# the top one sends all 8 at once: 4 wait for a slot, so the arm cannot keep up
+RATES = (4.0, 64.0)
+CAP = 4  # bench.concurrency: requests in flight
+CONVERSATIONS = 8  # 12 at 2/s took 30 s per cell at the lowest rate; 8 keep the burst twice the cap
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +38,10 @@ def sweep(tmp_path_factory, kimi_trained_run):
         PLAIN_RECIPE,
         [
             "bench.suites=['chat']",
-            "bench.num_prompts=12",
+            f"bench.num_prompts={CONVERSATIONS}",
             "bench.max_tokens=32",
             "bench.k=[3]",
-            "bench.concurrency=[4]",
+            f"bench.concurrency=[{CAP}]",
             "bench.temperature=[0.0]",
             f"bench.request_rate={list(RATES)}",
             "bench.slo={e2e_ms=600000}",  # generous: every request meets it (the tight ones below, post hoc)
@@ -92,15 +94,16 @@ def test_each_rate_is_a_cell_whose_arms_ran_on_the_same_arrival_schedule(sweep):
     sent = {arm: {r["request_id"]: r["sent_s"] for r in sides[arm]} for arm in ("baseline", "speculative")}
     assert sent["baseline"] == sent["speculative"]  # one seeded schedule for both arms
     span = max(sent["baseline"].values())
-    assert 0.5 * 12 / RATES[0] < span <= 12 / RATES[0]  # vLLM spreads 12 requests over 12 / rate s
-    # vLLM's client never sends a request before its arrival; at the top rate all 12 first turns
-    # arrive at once and 4 get a slot: the other 8 wait (counted in their TTFT and latency)
+    # vLLM spreads N requests over N / rate s
+    assert 0.5 * CONVERSATIONS / RATES[0] < span <= CONVERSATIONS / RATES[0]
+    # vLLM's client never sends a request before its arrival; at the top rate all first turns
+    # arrive at once and CAP get a slot: the others wait (counted in their TTFT and latency)
     burst = json.loads((sweep / "cells" / "requests" / f"{spec[-1].cell_id}.json").read_text())
     for arm in ("baseline", "speculative"):
         assert all(r["queue_s"] >= 0 for r in sides[arm] + burst[arm])
         first_turn = sorted(r["queue_s"] for r in burst[arm] if r["request_id"].endswith("#0"))
         print(f"{arm} at {RATES[-1]}/s: waits for a slot {[round(w, 2) for w in first_turn]}")
-        assert len(first_turn) == 12 and all(w > 0.01 for w in first_turn[4:]), first_turn
+        assert len(first_turn) == CONVERSATIONS and all(w > 0.01 for w in first_turn[CAP:]), first_turn
 
 
 def test_the_multi_turn_suite_reports_al_per_turn(sweep):
@@ -137,7 +140,7 @@ def test_each_arm_has_latency_percentiles_realised_rates_goodput_and_saturates_a
         "| achieved/s:",
         [(r.request_rate, round(r.arrival_rate, 2), round(r.achieved_rate, 2)) for r in line.speculative],
     )
-    # 12 requests arriving within 0.2 s, 4 in flight at a time: both arms saturate by the top rate
+    # 8 requests arriving within 0.2 s, 4 in flight at a time: both arms saturate by the top rate
     assert line.saturation_baseline is not None and line.saturation_speculative is not None
     assert line.slo is not None and line.slo.ratio == pytest.approx(1.0)  # both meet it at every rate
 
