@@ -438,7 +438,9 @@ def cache_blocks(pairs: list[cache_view.CachePair]) -> list[tuple]:
             "reuses the blocks of its earlier turns, a repeated prompt its earlier run's) and as <suite>@nocache, "
             "every request with a fresh cache_salt (nothing reused). AL on the speculative arm; the difference's "
             "CI resamples conversations, the same draw for both cells; hit rate: prompt tokens found cached / "
-            "looked up (vllm:prefix_cache_hits / queries).",
+            "looked up (vllm:prefix_cache_hits / queries). With an EAGLE/MTP draft vLLM recomputes the last "
+            "cached block of every hit (its draft needs those tokens' hidden states), so the speculative arm's hit "
+            "rate runs one block per request below its baseline's on the same prompts.",
         ),
     ]
     for p in pairs:
