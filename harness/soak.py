@@ -381,11 +381,7 @@ def window_line(w: Window) -> str:
         f"{f' ({w.failed} failed)' if w.failed else ''}, AL {f(w.acceptance_length)}, TPOT p50/p99 "
         f"{f(w.tpot_ms_p50, '.1f')}/{f(w.tpot_ms_p99, '.1f')} ms, speedup {f(w.speedup)}x, "
         f"cache hits {f(w.prefix_cache_hit_rate, '.0%')}, memory {f(w.rss_mib, '.0f')} MiB"
-        + (
-            f"; MACHINE BUSY (others used {w.foreign_cpu:.0%} of the CPUs)"
-            if w.busy and w.foreign_cpu is not None
-            else ""
-        )
+        + (f"; MACHINE BUSY (others used {w.foreign_cpu:.0%} of the CPUs)" if w.busy else "")
     )
 
 

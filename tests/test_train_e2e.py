@@ -294,7 +294,7 @@ def test_trained_p_eagle_draft_serves_as_parallel_drafting_and_meets_its_predict
     cfg, _ = _trained_arm_serves_near_its_prediction(kimi_trained, kimi_peagle, "peagle", MIN_PEAGLE_AL, 0.15)
     assert cfg["speculators_config"]["proposal_methods"][0]["speculative_tokens"] == 3
     # the mask token is the verifier's [BOS] (a trained row), never [PAD] (harness/draft/config.py)
-    plan = json.loads((Path(kimi_peagle.draft_dir).parent / "fit_plan.json").read_text())
+    plan = json.loads((kimi_peagle.run_dir / "fit_plan.json").read_text())
     tok = AutoTokenizer.from_pretrained(plan["verifier"])
     assert cfg["mask_token_id"] == plan["mask_token_id"] == tok.bos_token_id != tok.pad_token_id
 
