@@ -4,7 +4,9 @@ realised rates, the saturation point, goodput under the recipe's SLO, the report
 the SLO-rate ratio from the run's own per-request timings, and the gate holding it. The same run
 has the 2-3-turn chat suite with prefix caching on and off (`chat@nocache`, a fresh cache salt per
 request): AL and the cache's hit rate per turn, and the verdict on whether caching changes
-acceptance. Last, a short real soak (`harness soak`) on the same draft, resumed to a longer one."""
+acceptance. Last, a short real soak (`harness soak`) on the same draft, resumed to a longer one.
+The sweep's server pair stays up for the soak's first session (the same engine plans: `Shared`),
+so the module starts two pairs, not three."""
 
 from __future__ import annotations
 
@@ -26,9 +28,63 @@ CAP = 4  # bench.concurrency: requests in flight
 CONVERSATIONS = 8  # 12 at 2/s took 30 s per cell at the lowest rate; 8 keep the burst twice the cap
 
 
+class _Kept:
+    """A live engine handed to one more run: that run's close (or `with` block) leaves it up."""
+
+    def __init__(self, engine):
+        self._engine = engine
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+class Shared:
+    """Engines started through the harness's own factory and kept for the module: a later run that
+    asks for an equal engine plan gets the running one (`reused` counts those), any other plan a
+    new engine of its own. Closed at the module's end."""
+
+    def __init__(self):
+        self.engines: list[tuple[object, object]] = []
+        self.reused = 0
+
+    def factory(self, real):
+        def make(plan, name):
+            for known, engine in self.engines:
+                if known == plan:
+                    self.reused += 1
+                    return _Kept(engine)
+            engine = real(plan, name)
+            self.engines.append((plan, engine))
+            return _Kept(engine)
+
+        return make
+
+    def close(self) -> None:
+        for _, engine in self.engines:
+            engine.close()
+
+
 @pytest.fixture(scope="module")
-def sweep(tmp_path_factory, kimi_trained_run):
-    from harness.bench.run import run_bench
+def shared():
+    pair = Shared()
+    try:
+        yield pair
+    finally:
+        pair.close()
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory, kimi_trained_run, shared):
+    from harness.bench.run import default_engine_factory, run_bench
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
     from harness.recipe import load_recipe
@@ -57,7 +113,11 @@ def sweep(tmp_path_factory, kimi_trained_run):
     )
     layout = resolve_verifier(recipe)
     drafts = resolve_drafts(recipe, layout, kimi_trained_run.draft_dir)
-    run_dir = run_bench(recipe, drafts, tmp_path_factory.mktemp("open-loop") / "run", Reporter())
+    run_dir = tmp_path_factory.mktemp("open-loop") / "run"
+    run_bench(
+        recipe, drafts, run_dir, Reporter(), engine_factory=shared.factory(default_engine_factory(recipe, run_dir))
+    )
+    assert len(shared.engines) == 2 and shared.reused == 0  # one server pair
     return run_dir
 
 
@@ -228,16 +288,26 @@ def _soak(run_dir, draft_dir, minutes: float, capsys, monkeypatch) -> tuple[int,
     )
 
 
-def test_a_short_real_soak_is_not_flagged_and_its_folder_resumes(kimi_trained_run, tmp_path, capsys, monkeypatch):
+def test_a_short_real_soak_is_not_flagged_and_its_folder_resumes(
+    kimi_trained_run, sweep, shared, tmp_path, capsys, monkeypatch
+):
     """Issue 27 item 4 on the real server: 4 req/s of 2-3-turn chats for ~27 s in 4 s windows (at
     least 3 of them while a window takes under 13 s), the same traffic every window, prefix caching
     on. Every window has AL, p50/p99 TPOT, the speedup over its baseline probe, the cache's hit rate
-    and both servers' memory. The same command again runs nothing; a --minutes just past the soak's
-    time resumes the folder for one more window in a new engine session, the finished windows kept
-    as they were; over the 4+ windows the trend test sees no drift (exit 0, not flagged)."""
+    and both servers' memory. This first session runs on the sweep's server pair, still up (the soak
+    asks for the same engine plans; its cache warm from the sweep, as a server's is in production).
+    The same command again runs nothing; a --minutes just past the soak's time resumes the folder
+    for one more window in a new engine session (servers of its own, a cold cache), the finished
+    windows kept as they were; over the 4+ windows the trend test sees no drift (exit 0, not flagged)."""
+    import harness.bench.run as bench_run
+
     run_dir = tmp_path / "soak"
-    code, out = _soak(run_dir, kimi_trained_run.draft_dir, 0.45, capsys, monkeypatch)
+    real = bench_run.default_engine_factory
+    with monkeypatch.context() as m:
+        m.setattr(bench_run, "default_engine_factory", lambda recipe, rd: shared.factory(real(recipe, rd)))
+        code, out = _soak(run_dir, kimi_trained_run.draft_dir, 0.45, capsys, monkeypatch)
     print(out[-3000:])
+    assert shared.reused == 2 and len(shared.engines) == 2, "the soak asked for other engines than the sweep's"
     assert code == 0 and "ACCEPTANCE DRIFT" not in out, out[-3000:]
     state = json.loads((run_dir / "soak.json").read_text())
     first = state["windows"]
