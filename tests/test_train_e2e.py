@@ -64,7 +64,7 @@ def retrain_on_same_states(run_dir: Path, out: Path, sets: list[str]):
     recipe = same_data(run_dir, out, sets)
     for name in ("agreement.json", "vocab.json", "vocab.pt"):
         shutil.copy(run_dir / name, out / name)
-    shutil.copytree(run_dir / "hidden", out / "hidden")
+    (out / "hidden").symlink_to(run_dir / "hidden")  # read-only to the fit: shared, not copied
     return run_train(recipe, out, Reporter())
 
 
