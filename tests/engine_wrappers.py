@@ -1,4 +1,5 @@
-"""A real engine with one behaviour changed, for fault injection at the edge (tests only)."""
+"""A real engine with one behaviour changed: fault injection at the edge, or an engine kept up
+for another run (tests only)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ class WrappedEngine:
         self._e = engine
         self.kind = engine.kind
 
-    def generate(self, requests, sampling, concurrency, timeout_s=None):
-        return self._e.generate(requests, sampling, concurrency, timeout_s)
+    def generate(self, requests, sampling, concurrency, timeout_s=None, **kwargs):
+        return self._e.generate(requests, sampling, concurrency, timeout_s, **kwargs)  # arrivals too
 
     def __getattr__(self, name):
         return getattr(self._e, name)

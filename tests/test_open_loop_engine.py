@@ -18,6 +18,7 @@ import pytest
 from harness.analysis import slo
 from harness.analysis.load import ABOVE, CROSSES
 from tests.conftest import PLAIN_RECIPE
+from tests.engine_wrappers import WrappedEngine
 
 pytestmark = pytest.mark.slow
 
@@ -28,17 +29,8 @@ CAP = 4  # bench.concurrency: requests in flight
 CONVERSATIONS = 8  # 12 at 2/s took 30 s per cell at the lowest rate; 8 keep the burst twice the cap
 
 
-class _Kept:
+class _Kept(WrappedEngine):
     """A live engine handed to one more run: that run's close (or `with` block) leaves it up."""
-
-    def __init__(self, engine):
-        self._engine = engine
-
-    def __getattr__(self, name):
-        return getattr(self._engine, name)
-
-    def __enter__(self):
-        return self
 
     def __exit__(self, *exc):
         return False
