@@ -29,8 +29,12 @@ def test_training_states_equal_vllm_states_at_every_aux_id(kimi_offline_engine, 
     layers = list(range(1, kimi_layout.num_layers))
     rows = layer_differences(kimi_layout, kimi_offline_engine, ids, layers, model=hf_model)
     assert [r["aux_id"] for r in rows] == layers
-    for r in rows:  # bf16 (vLLM) vs fp32 (transformers): well under 2 % everywhere
-        assert r["rel_l2"] < 0.02 and r["max_rel_per_token"] < 0.05, r
+    # bf16 (vLLM on a bf16 CPU) vs fp32 (transformers): ~1 % overall at every layer; a single token
+    # reached 6.4 % entering layer 7 on the bf16 CPU's stand-in (3 % at most elsewhere), so the per-
+    # token bound is 10 %. Adjacent layers differ by >= 5 % at every token (measured), so an aux id
+    # off by one fails the 2 % overall bound.
+    for r in rows:
+        assert r["rel_l2"] < 0.02 and r["max_rel_per_token"] < 0.10, r
     # and the extraction code returns exactly transformers' hidden_states[i] at the aux ids
     st = forward_states(hf_model, [Sample("s", tuple(ids), ())], kimi_layout.default_aux_layer_ids)[0]
     with torch.no_grad():
