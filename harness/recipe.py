@@ -151,6 +151,13 @@ class TrainSection(_Strict):
         default_factory=dict, description="Rename fields of a HF dataset/JSONL to prompt/messages/turns."
     )
     num_prompts: int | None = Field(None, ge=1, description="Use the first N prompts (all when unset).")
+    long_documents: int = Field(
+        0,
+        ge=0,
+        description="Add N long-document prompts (summarize / answer from a passage of the offline corpus) "
+        "with lengths spread evenly up to engine.max_model_len - max_new_tokens, so the draft trains on the "
+        "contexts long-context suites have (harness/train/long_documents.py).",
+    )
     max_new_tokens: int = Field(256, ge=1, description="Longest regenerated response.")
     response_temperature: float = Field(0.0, ge=0, description="Sampling temperature of the verifier's responses.")
     response_concurrency: int = Field(64, ge=1, description="Requests in flight while regenerating responses.")

@@ -102,7 +102,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------- stages
 
 
-def stage_prompts(recipe: Recipe, run_dir: Path) -> list[dict[str, Any]]:
+def stage_prompts(recipe: Recipe, run_dir: Path, layout: VerifierLayout) -> list[dict[str, Any]]:
     out = run_dir / "prompts.jsonl"
     if out.is_file():
         return read_jsonl(out)
@@ -110,6 +110,8 @@ def stage_prompts(recipe: Recipe, run_dir: Path) -> list[dict[str, Any]]:
     from harness.train.prompts import check_bench_overlap, load_training_prompts
 
     records = load_training_prompts(recipe)
+    if recipe.train.long_documents:
+        records += _long_documents(recipe, layout)
     if recipe.train.bench_overlap == "refuse":
         bench = {}
         for s in recipe.bench.suites:
@@ -128,13 +130,28 @@ def stage_prompts(recipe: Recipe, run_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _template_kwargs(thinking: bool | None) -> tuple[tuple[str, Any], ...]:
+    return () if thinking is None else (("thinking", thinking),)
+
+
+def _long_documents(recipe: Recipe, layout: VerifierLayout):
+    """train.long_documents prompts from the offline corpus, up to the longest prompt the response
+    stage serves (harness/train/long_documents.py)."""
+    from harness.train.long_documents import long_document_prompts
+
+    tok = load_tokenizer(layout, recipe.engine.trust_remote_code)
+    limit = recipe.engine.max_model_len - recipe.train.max_new_tokens
+    kwargs = _template_kwargs(recipe.train.thinking)
+    return long_document_prompts(tok, recipe.train.long_documents, limit, recipe.train.seed, kwargs)
+
+
 def _render_rows(
     tokenizer, rows: list[dict[str, Any]], limit: int, thinking: bool | None = None
 ) -> tuple[list[tuple[str, list[int]]], int]:
     from harness.prompts import PromptRecord, render
 
     out, skipped = [], 0
-    kwargs = () if thinking is None else (("thinking", thinking),)
+    kwargs = _template_kwargs(thinking)
     for r in rows:
         rec = PromptRecord(
             r["id"],
@@ -715,7 +732,7 @@ def run_train(recipe: Recipe, run_dir: Path, reporter: Reporter, spare_hosts: in
 
         check_init_from(recipe.train.init_from, layout)
     check_draft_vocab(recipe, layout)
-    rows = stage_prompts(recipe, run_dir)
+    rows = stage_prompts(recipe, run_dir, layout)
     samples = stage_responses(recipe, layout, run_dir, rows, reporter, spare_hosts)
     model = None
     needs_forward = recipe.train.hidden_states_source == "transformers" and (

@@ -70,7 +70,15 @@ def _num_prompts(recipe: Recipe) -> int | None:
         n = len(load_jsonl(p, t.prompt_field_map or None)) if p.is_file() else None
     if t.num_prompts is not None:
         n = min(n, t.num_prompts) if n is not None else t.num_prompts
-    return n
+    return n + t.long_documents if n is not None else None
+
+
+def _long_document_tokens(recipe: Recipe) -> int:
+    """The long-document prompts' tokens: their lengths are planned exactly (harness/train/long_documents.py)."""
+    from harness.train.long_documents import target_lengths
+
+    t = recipe.train
+    return sum(target_lengths(t.long_documents, recipe.engine.max_model_len - t.max_new_tokens))
 
 
 def _draft_params(cfg: dict[str, Any], draft_vocab: int, n_aux: int) -> int:
@@ -203,7 +211,9 @@ def _hidden_states_section(recipe: Recipe, cmds: _Commands, aux: list[int], run_
     from harness.train.hidden_states import DTYPE_BYTES
 
     t, layout = recipe.train, cmds.layout
-    tokens = (_num_prompts(recipe) or 0) * (t.max_new_tokens + 256)  # ~256 prompt tokens on average (an estimate)
+    short = max(0, (_num_prompts(recipe) or 0) - t.long_documents)
+    # ~256 prompt tokens on average for the prompt set (an estimate); the long documents' exactly
+    tokens = short * (t.max_new_tokens + 256) + t.long_documents * t.max_new_tokens + _long_document_tokens(recipe)
     bytes_per = DTYPE_BYTES[t.hidden_states_dtype]
     disk = tokens * (len(aux) + 1) * layout.hidden_size * bytes_per
     offline = {
