@@ -272,6 +272,7 @@ UNFINGERPRINTED_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("gate", "min_slo_rate_ratio", None),
     ("bench", "prefix_caching", []),
     ("bench", "allow_random_prompts", False),
+    ("train", "long_documents", 0),
 )
 
 
