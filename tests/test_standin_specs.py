@@ -45,3 +45,30 @@ def test_thinking_answers_reason_in_a_fixed_plan_then_answer():
     text = "Rivers carry water to the sea."
     assert thinking_answer(text, think=True) == "<think>" + THINKING_PLAN + "</think>" + text
     assert thinking_answer(text, think=False) == "<think></think>" + text
+
+
+def test_two_builders_of_one_standin_build_it_once(tmp_path, monkeypatch):
+    """Two harness commands on an empty cache: the second waits for the first's build and takes it
+    (no second build replacing the folder the first is already serving from)."""
+    import threading
+    import time
+
+    from harness.verifier.standins import build
+    from harness.verifier.standins.specs import spec_for
+
+    calls = []
+
+    def slow_build(spec, out, log=lambda s: None):
+        calls.append(out)
+        time.sleep(0.5)
+        (out / build.STANDIN_META).write_text("{}")
+
+    monkeypatch.setattr(build, "build_standin", slow_build)
+    spec = spec_for("llama", num_layers=2)
+    got: list = []
+    threads = [threading.Thread(target=lambda: got.append(build.ensure_standin(spec, tmp_path))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and got[0] == got[1] and build.is_complete(got[0])

@@ -5,6 +5,7 @@ leaves nothing that looks finished).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
@@ -52,8 +53,14 @@ def ensure_standin(spec: StandinSpec, root: Path | None = None, log: Callable[[s
     final = standin_dir(spec, root)
     if is_complete(final):
         return final
-    with atomic_dir(final) as tmp:  # replaces an incomplete leftover too
-        build_standin(spec, tmp, log=log)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    # one builder per stand-in: a second process (two harness commands on an empty cache) waits for
+    # the first and takes its build, instead of building again and replacing the folder under it
+    with open(final.parent / f".{final.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not is_complete(final):
+            with atomic_dir(final) as tmp:  # replaces an incomplete leftover too
+                build_standin(spec, tmp, log=log)
     return final
 
 
