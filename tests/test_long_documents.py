@@ -4,7 +4,7 @@ prompt, the same every time."""
 
 from __future__ import annotations
 
-from harness.prompts import render
+from harness.prompts import PromptRecord, render
 from harness.suites import load_suite
 from harness.train.long_documents import MARGIN, MIN_TOKENS, long_document_prompts, target_lengths
 from harness.train.prompts import check_bench_overlap
@@ -21,7 +21,7 @@ def test_prompts_fill_the_budget_in_the_verifiers_tokens_and_are_deterministic(k
     for kwargs in ((), (("thinking", False),)):
         recs = long_document_prompts(kimi_tokenizer, 8, budget, seed=0, template_kwargs=kwargs)
         lens = [
-            len(render(kimi_tokenizer, r.__class__(r.id, messages=r.messages, template_kwargs=kwargs))) for r in recs
+            len(render(kimi_tokenizer, PromptRecord(r.id, messages=r.messages, template_kwargs=kwargs))) for r in recs
         ]
         assert all(n <= budget for n in lens), lens
         assert lens == sorted(lens) and lens[0] <= MIN_TOKENS + 8 and lens[-1] >= budget - MARGIN - 16, lens

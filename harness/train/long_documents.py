@@ -31,14 +31,6 @@ CHARS_PER_TOKEN = 6  # a cut this short only costs another pass of the loop
 MARGIN = 8  # decoding a cut and encoding it again can add a token or two at the seam
 
 
-def _topics() -> list[tuple[str, str]]:
-    import pydoc_data.topics as topics
-
-    from harness.verifier.standins.corpus import corpus_documents
-
-    return list(zip(sorted(topics.topics), corpus_documents(), strict=True))
-
-
 def target_lengths(n: int, hi: int, lo: int = MIN_TOKENS) -> list[int]:
     """n prompt lengths (tokens) spread evenly over [lo, hi], shortest first."""
     if n <= 0:
@@ -63,15 +55,16 @@ def long_document_prompts(
     """n prompts whose rendered length (chat template included) is at most `max_prompt_tokens`,
     spread evenly from MIN_TOKENS up to it. Each is consecutive corpus documents from a seeded start,
     cut to its length at a token boundary, then an instruction naming the first document's topic."""
-    kwargs = template_kwargs
-    docs = _topics()
+    from harness.verifier.standins.corpus import corpus_topics
+
+    docs = corpus_topics()
     rng = random.Random(seed)
     out = []
     for i, target in enumerate(target_lengths(n, max_prompt_tokens - MARGIN)):
         start = rng.randrange(len(docs))
         topic = docs[start][0].replace("-", " ")  # pydoc topic keys: "operator-summary"
         instruction = INSTRUCTIONS[i % len(INSTRUCTIONS)].format(topic=topic)
-        overhead = _render_len(tokenizer, "\n\n" + instruction, kwargs)
+        overhead = _render_len(tokenizer, "\n\n" + instruction, template_kwargs)
         ids: list[int] = []
         j = start
         while len(ids) < target - overhead and j < start + len(docs):
@@ -80,7 +73,7 @@ def long_document_prompts(
             j += 1
         passage = tokenizer.decode(ids[: max(1, target - overhead)], skip_special_tokens=True).strip()
         text = f"{passage}\n\n{instruction}"
-        while _render_len(tokenizer, text, kwargs) > max_prompt_tokens and " " in passage:
+        while _render_len(tokenizer, text, template_kwargs) > max_prompt_tokens and " " in passage:
             passage = passage.rsplit(" ", 1)[0]  # the seam re-encoded longer: drop words until it fits
             text = f"{passage}\n\n{instruction}"
         out.append(_record(f"{ID_PREFIX}{i + 1:05d}", text, ()))

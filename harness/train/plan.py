@@ -56,7 +56,8 @@ def layout_for_plan(recipe: Recipe) -> tuple[VerifierLayout, str]:
     raise BadInput(f"verifier.path {v.path} has no config.json and no verifier.reference is set")
 
 
-def _num_prompts(recipe: Recipe) -> int | None:
+def _prompt_set_size(recipe: Recipe) -> int | None:
+    """Prompts taken from train.prompts (the long documents not included)."""
     from harness.prompts import load_jsonl
     from harness.train.prompts import BUILTIN
 
@@ -70,7 +71,12 @@ def _num_prompts(recipe: Recipe) -> int | None:
         n = len(load_jsonl(p, t.prompt_field_map or None)) if p.is_file() else None
     if t.num_prompts is not None:
         n = min(n, t.num_prompts) if n is not None else t.num_prompts
-    return n + t.long_documents if n is not None else None
+    return n
+
+
+def _num_prompts(recipe: Recipe) -> int | None:
+    n = _prompt_set_size(recipe)
+    return n + recipe.train.long_documents if n is not None else None
 
 
 def _long_document_tokens(recipe: Recipe) -> int:
@@ -211,7 +217,7 @@ def _hidden_states_section(recipe: Recipe, cmds: _Commands, aux: list[int], run_
     from harness.train.hidden_states import DTYPE_BYTES
 
     t, layout = recipe.train, cmds.layout
-    short = max(0, (_num_prompts(recipe) or 0) - t.long_documents)
+    short = _prompt_set_size(recipe) or 0
     # ~256 prompt tokens on average for the prompt set (an estimate); the long documents' exactly
     tokens = short * (t.max_new_tokens + 256) + t.long_documents * t.max_new_tokens + _long_document_tokens(recipe)
     bytes_per = DTYPE_BYTES[t.hidden_states_dtype]

@@ -9,11 +9,15 @@ from __future__ import annotations
 import hashlib
 
 
-def corpus_documents() -> list[str]:
-    """The documents in a fixed order (sorted by topic name), so training is deterministic."""
+def corpus_topics() -> list[tuple[str, str]]:
+    """(topic name, document) in a fixed order (sorted by topic name), so training is deterministic."""
     import pydoc_data.topics as topics
 
-    return [_normalize(topics.topics[name]) for name in sorted(topics.topics)]
+    return [(name, _normalize(topics.topics[name])) for name in sorted(topics.topics)]
+
+
+def corpus_documents() -> list[str]:
+    return [doc for _, doc in corpus_topics()]
 
 
 def _normalize(doc: str) -> str:
