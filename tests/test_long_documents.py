@@ -40,7 +40,7 @@ def test_long_documents_are_not_bench_prompts(kimi_tokenizer):
 
 
 def test_the_dry_run_plans_the_long_documents_prompts_and_tokens(tmp_path):
-    """train/tiny-kimi-long.toml: 384 built-in prompts + 128 long documents, whose planned tokens are
+    """train/tiny-kimi-long.toml: 512 built-in prompts + 128 long documents, whose planned tokens are
     their exact lengths (spread up to max_model_len - max_new_tokens) plus their responses."""
     from harness.paths import REPO_ROOT
     from harness.recipe import load_recipe
@@ -48,12 +48,12 @@ def test_the_dry_run_plans_the_long_documents_prompts_and_tokens(tmp_path):
 
     recipe = load_recipe(REPO_ROOT / "train" / "tiny-kimi-long.toml")
     plan = dry_run_plan(recipe, tmp_path / "run", include_bench=False)
-    assert plan["responses"]["num_prompts"] == 384 + 128
+    assert plan["responses"]["num_prompts"] == 512 + 128
     long_tokens = sum(target_lengths(128, 2048 - 96)) + 128 * 96
-    assert plan["hidden_states"]["estimated_tokens"] == 384 * (96 + 256) + long_tokens
+    assert plan["hidden_states"]["estimated_tokens"] == 512 * (96 + 256) + long_tokens
     short = dry_run_plan(
         load_recipe(REPO_ROOT / "train" / "tiny-kimi-long.toml", ["train.long_documents=0"]),
         tmp_path / "r2",
         include_bench=False,
     )
-    assert short["responses"]["num_prompts"] == 384
+    assert short["responses"]["num_prompts"] == 512
