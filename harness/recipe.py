@@ -487,7 +487,11 @@ class GateSection(_Strict):
     )
     tolerance: float = Field(0.05, ge=0, lt=1, description="Allowed relative drop of acceptance length.")
     min_speedup: float | None = Field(None, gt=0, description="Fail cells whose speedup is below this.")
-    noise_aware: bool = Field(False, description="Fail only when the AL confidence interval lies below the bound.")
+    noise_aware: bool = Field(
+        False,
+        description="Fail only when the value plus its noise (run and baseline CI half-widths in quadrature) "
+        "lies below the bound.",
+    )
     min_slo_rate_ratio: float | None = Field(
         None,
         gt=0,

@@ -4,6 +4,7 @@ engines, literal numbers."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -125,6 +126,39 @@ def test_check_cell_literal_numbers():
     ]
     assert [c.passed for c in checks] == [True, True, False, False]
     assert checks[0].bound == pytest.approx(1.8)
+
+
+def test_noise_aware_counts_the_baselines_noise_too():
+    """The demo's case (session 23): a code cell whose per-position rate fell 7 % on 8 prompts, the
+    baseline itself an 8-prompt estimate. Point values fail it; noise-aware adds the run's and the
+    baseline's CI half-widths in quadrature, so it passes, while a real drop still fails."""
+    base = BaselineCell.from_dict(
+        {
+            "suite": "code",
+            "k": 3,
+            "concurrency": 4,
+            "temperature": 0.0,
+            "acceptance_length": 2.587,
+            "al_ci_high": 2.947,
+            "per_position_rates": [0.670, 0.503, 0.413],
+        }
+    )
+    floors = [x * 0.95 for x in [0.670, 0.503, 0.413]]
+
+    def run(al, hi, rates):
+        row = CellRow.from_dict({"acceptance_length": al, "al_ci_high": hi, "per_position_rates": rates})
+        return gate.check_cell(base, row, 0.05, floors, noise_aware=True), gate.check_cell(base, row, 0.05, floors)
+
+    aware, point = run(2.559, 2.87, [0.622, 0.508, 0.428])
+    assert not point[1].passed and all(c.passed for c in aware)
+    assert aware[1].compared == pytest.approx(0.622 + math.hypot(2.87 - 2.559, 2.947 - 2.587))
+    # an untrained draft: AL 1.4 with a tight CI fails the AL and first positions' checks however
+    # noisy the baseline (the AL's slack is wide for the last, rarest position)
+    aware, _ = run(1.4, 1.5, [0.25, 0.1, 0.05])
+    assert [c.passed for c in aware[:3]] == [False, False, False]
+    # the baseline's noise alone does not excuse a run without a CI: its point value is held
+    assert gate.noise_slack(2.4, None, 2.587, 2.947) == 0.0
+    assert gate.noise_slack(2.4, 2.6, 2.587, None) == pytest.approx(0.2)
 
 
 def test_gate_refuses_incomparable_cells_unless_allow_missing(runs):

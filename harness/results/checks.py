@@ -18,7 +18,7 @@ class Check:
     value: float | None
     bound: float
     passed: bool
-    compared: float | None = None  # what was held against the bound (CI upper end when noise-aware)
+    compared: float | None = None  # what was held against the bound (value + noise slack when noise-aware)
     draft: str = ""
     min_detectable_drop: float | None = None  # relative; AL checks only (module docstring: Power)
     power_warning: str | None = None

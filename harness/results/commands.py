@@ -25,6 +25,12 @@ TolOpt = Annotated[
         help="Allowed relative drop of AL (floors become rates × (1 − tolerance)); default: the baseline's (0.05)."
     ),
 ]
+NoiseAwareOpt = Annotated[
+    bool,
+    typer.Option(
+        help="Fail only when value + noise (the run's and baseline's CI half-widths in quadrature) is below the bound."
+    ),
+]
 AllowMissingOpt = Annotated[
     bool,
     typer.Option(help="Gate the matching cells when baseline cells are missing or incomparable (they are listed)."),
@@ -127,7 +133,7 @@ def gate(
     baseline: Annotated[Path, typer.Option(help="Baseline folder (or a name under results/baselines/).")],
     tolerance: TolOpt = None,
     min_speedup: Annotated[float | None, typer.Option(help="Also fail cells whose speedup is below this.")] = None,
-    noise_aware: Annotated[bool, typer.Option(help="Fail only when the AL CI lies below the bound.")] = False,
+    noise_aware: NoiseAwareOpt = False,
     allow_missing: AllowMissingOpt = False,
     floors: Annotated[str | None, typer.Option(help="Per-position floors for every cell, e.g. 0.73,0.52,0.35.")] = None,
     draft: Annotated[str | None, typer.Option(help="Gate this draft label when the run holds several.")] = None,

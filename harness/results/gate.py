@@ -38,10 +38,13 @@ or from the recipe's gate section (`GateOptions.from_recipe`, the main job).
 Precedence (flag > file > default): tolerance = the argument, else the baseline's; floors = the
 argument, else the baseline's stored floors when no tolerance was given, else baseline
 rates × (1 − tolerance).
-Noise-aware: a value counts as "upper end of its CI": AL → al_ci_high (per-request bootstrap);
-per-position rates get the same slack al_ci_high − AL (acceptance at position i implies it at
-every earlier position, so the positions are positively correlated and SD(rate_i) <= SD(Σ rates)
-= SD(AL)). Without a CI the point value is used.
+Noise-aware: a value counts up to the upper end of its CI, widened by the baseline's own noise:
+AL is compared as AL + slack, slack = hypot(al_ci_high − AL, baseline al_ci_high − baseline AL)
+(per-request bootstrap half-widths; the baseline is an estimate from as few prompts as the run, and
+power below already combines the two SEs the same way). Per-position rates get the same slack
+(acceptance at position i implies it at every earlier position, so the positions are positively
+correlated and SD(rate_i) <= SD(Σ rates) = SD(AL)); segment ALs their own segment half-widths.
+Without the run's CI the point value is used.
 Power (harness/analysis/power.py): beside each cell's AL check, the smallest relative AL drop the
 cell can detect with its prompts (one-sided, 95 % confidence — 97.5 % when noise-aware — and 80 %
 power); SE from the row's `al_se` (per-prompt counts), else from its AL CI, combined with the
@@ -56,6 +59,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -196,6 +200,17 @@ def _check(base: CellRow, row: CellRow, **fields: Any) -> Check:
     )
 
 
+def noise_slack(
+    value: float | None, ci_high: float | None, base_value: float | None, base_ci_high: float | None
+) -> float:
+    """What the noise-aware gate adds to a value before comparing it with its bound: the run's CI
+    half-width and the baseline's in quadrature (pure); 0 without the run's CI."""
+    if value is None or ci_high is None:
+        return 0.0
+    base_half = base_ci_high - base_value if base_value is not None and base_ci_high is not None else 0.0
+    return float(math.hypot(ci_high - value, base_half))
+
+
 def check_cell(
     base: CellRow,
     row: CellRow,
@@ -205,8 +220,8 @@ def check_cell(
     min_speedup: float | None = None,
 ) -> list[Check]:
     """The checks of one matched cell (pure)."""
-    al, hi = row.acceptance_length, row.al_ci_high
-    slack = hi - al if noise_aware and al is not None and hi is not None else 0.0
+    al = row.acceptance_length
+    slack = noise_slack(al, row.al_ci_high, base.acceptance_length, base.al_ci_high) if noise_aware else 0.0
     rates = row.per_position_rates or []
     base_rates = base.per_position_rates or []
 
@@ -269,12 +284,14 @@ def segment_checks(
     stored = base.segment_floors
     floors = stored if use_stored and stored is not None else _segment_floors(base, tolerance)
     base_al = {seg: al for seg, al, *_ in base.breakdown("segment")}
+    base_hi = {seg: hi for seg, _, _, hi, _ in base.breakdown("segment")}
     run_al = {seg: al for seg, al, *_ in row.breakdown("segment")}
     run_hi = {seg: hi for seg, _, _, hi, _ in row.breakdown("segment")}
     out = []
     for seg, floor in floors.items():
         value = run_al.get(seg)
-        compared = run_hi.get(seg) if noise_aware and run_hi.get(seg) is not None else value
+        slack = noise_slack(value, run_hi.get(seg), base_al.get(seg), base_hi.get(seg)) if noise_aware else 0.0
+        compared = None if value is None else value + slack
         passed = compared is not None and compared >= floor
         out.append(
             _check(
@@ -694,10 +711,13 @@ def notes(res: GateResult) -> list[str]:
     return out + ([f"incomplete run: {res.incomplete}"] if res.incomplete else [])
 
 
+_NOISE_AWARE = "on (value + the run's and the baseline's CI half-widths in quadrature)"
+
+
 def _settings_line(res: GateResult) -> str:
     return (
         f"tolerance {res.tolerance:g} (AL bound = baseline AL × {1 - res.tolerance:g}); "
-        f"per-position floors: {res.floors_source}; noise-aware: {'on' if res.noise_aware else 'off'}; "
+        f"per-position floors: {res.floors_source}; noise-aware: {_NOISE_AWARE if res.noise_aware else 'off'}; "
         "detectable drop = smallest relative AL drop the cell's prompts detect (80 % power)"
         + (f"; min speedup {res.min_speedup:g}x" if res.min_speedup is not None else "")
         + (
