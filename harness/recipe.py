@@ -269,7 +269,6 @@ UNFINGERPRINTED_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("bench", "burstiness", 1.0),
     ("bench", "arrival_seed", 0),
     ("bench", "slo", None),
-    ("gate", "min_slo_rate_ratio", None),
     ("bench", "prefix_caching", []),
     ("bench", "allow_random_prompts", False),
     ("train", "long_documents", 0),
@@ -559,8 +558,9 @@ class Recipe(_Strict):
     cost: CostSection = Field(default_factory=CostSection)
 
     def fingerprint(self, *sections: str) -> str:
-        # [cost] only estimates: setting it (or adding the section) keeps every run folder's name
-        data = self.model_dump(mode="json", exclude=set() if sections else {"cost"})
+        # [cost] only estimates and [gate] only judges: changing them keeps every run folder's name, so a
+        # rerun with another tolerance or baseline gates the finished run again instead of retraining
+        data = self.model_dump(mode="json", exclude=set() if sections else {"cost", "gate"})
         # the loss that runs, not how it was stated: an unset loss and its method's default are one recipe
         # (and folders made when the default was written out keep their fingerprints)
         data["train"]["loss"] = self.train_loss

@@ -160,5 +160,8 @@ def test_open_loop_settings_at_their_defaults_keep_a_recipes_fingerprint():
     explicit = load_recipe(
         None, ["bench.request_rate=[]", "bench.burstiness=1.0", "bench.arrival_seed=0", "bench.engine='offline'"]
     )
-    assert explicit.fingerprint() == plain.fingerprint() == "deb8ec14cc30"  # the value before issue 27
+    # the value since [gate] left the fingerprint (it only judges: another tolerance regates the run)
+    assert explicit.fingerprint() == plain.fingerprint() == "6379f8744573"
+    regated = load_recipe(None, ["gate.tolerance=0.2", "gate.noise_aware=false", "gate.min_slo_rate_ratio=1.1"])
+    assert regated.fingerprint() == plain.fingerprint()
     assert load_recipe(None, ["bench.engine='server'", "bench.request_rate=[2.0]"]).fingerprint() != plain.fingerprint()
