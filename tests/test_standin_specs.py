@@ -19,7 +19,7 @@ def test_thinking_is_an_opt_in_that_keeps_existing_fingerprints():
     from harness.hardware import native_bf16
     from harness.verifier.standins.specs import BUILDER_VERSION
 
-    old = {k: v for k, v in asdict(plain).items() if k != "thinking"}
+    old = {k: v for k, v in asdict(plain).items() if k not in ("thinking", "long_seq_len", "long_steps")}
     if not native_bf16():  # pretrained in float32 on this CPU: another stand-in (harness/hardware.py)
         old["pretrain_compute"] = "float32"
     blob = json.dumps({**old, "corpus": "c", "v": BUILDER_VERSION}, sort_keys=True)
@@ -72,3 +72,43 @@ def test_two_builders_of_one_standin_build_it_once(tmp_path, monkeypatch):
     for t in threads:
         t.join()
     assert len(calls) == 1 and got[0] == got[1] and build.is_complete(got[0])
+
+
+def test_a_long_context_tail_is_another_stand_in_and_leaves_the_main_schedule_as_it_was():
+    """spec.long_steps more steps at long windows after the main schedule: another fingerprint, the
+    same tokens per step, and the main schedule's steps draw the same batches as without the tail
+    (so stand-ins without one rebuild bit-for-bit, cached fingerprints intact)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from harness.verifier.standins.pretrain import pretrain
+
+    plain = spec_for("kimi-k2.5", pretrain_steps=4, batch_size=4, seq_len=16)
+    tail = spec_for("kimi-k2.5", pretrain_steps=4, batch_size=4, seq_len=16, long_seq_len=64, long_steps=3)
+    assert plain.fingerprint("c") != tail.fingerprint("c") and tail.long_batch_size == 1
+    stream = torch.arange(4096) % 97
+
+    def run(spec):
+        torch.manual_seed(0)
+        cfg = LlamaConfig(
+            vocab_size=97,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+        )
+        seen = []
+        model = LlamaForCausalLM(cfg)
+        fwd = model.forward
+        model.forward = lambda input_ids, labels: (
+            seen.append(tuple(input_ids.shape)),
+            fwd(input_ids=input_ids, labels=labels),
+        )[1]
+        losses = pretrain(model, stream.view(-1, 16), spec, long_windows=stream.view(-1, 64))
+        return losses, seen
+
+    (short_losses, short_shapes), (losses, shapes) = run(plain), run(tail)
+    assert shapes == [(4, 16)] * 4 + [(1, 64)] * 3 and short_shapes == [(4, 16)] * 4
+    assert losses[:4] == short_losses

@@ -95,19 +95,21 @@ def build_standin(spec: StandinSpec, out: Path, log: Callable[[str], None] = lam
 
     titles = sorted(topics.topics)
     tokenizer, model = _seeded_model(spec, out, docs)
-    windows = pack(build_samples(tokenizer, list(zip(titles, docs)), spec.seed, spec.thinking), spec.seq_len)
+    samples = build_samples(tokenizer, list(zip(titles, docs)), spec.seed, spec.thinking)
+    windows = pack(samples, spec.seq_len)
     bigram_init(model, windows, spec.vocab_size)
+    steps = spec.pretrain_steps + spec.long_steps
+    tail = f", then {spec.long_steps} at {spec.long_seq_len}-token windows" if spec.long_steps else ""
     log(
-        f"pretraining {spec.arch} ({spec.num_layers} layers) for {spec.pretrain_steps} steps "
+        f"pretraining {spec.arch} ({spec.num_layers} layers) for {spec.pretrain_steps} steps{tail} "
         f"on {windows.numel():,} tokens of pydoc_data"
     )
     losses = pretrain(
         model,
         windows,
         spec,
-        on_step=lambda s, loss: (
-            log(f"step {s + 1}/{spec.pretrain_steps} loss {loss:.3f}") if (s + 1) % 50 == 0 else None
-        ),
+        on_step=lambda s, loss: log(f"step {s + 1}/{steps} loss {loss:.3f}") if (s + 1) % 50 == 0 else None,
+        long_windows=pack(samples, spec.long_seq_len) if spec.long_steps else None,
     )
     quality = greedy_quality(model, tokenizer)
     write_checkpoint(spec, model, out)
@@ -116,9 +118,12 @@ def build_standin(spec: StandinSpec, out: Path, log: Callable[[str], None] = lam
         "spec": spec.__dict__,
         "fingerprint": spec.fingerprint(corpus_fingerprint()),
         "num_params": sum(p.numel() for p in model.parameters()),
-        "pretrain_tokens": spec.pretrain_steps * spec.batch_size * spec.seq_len,
+        "pretrain_tokens": spec.pretrain_steps * spec.batch_size * spec.seq_len
+        + spec.long_steps * spec.long_batch_size * spec.long_seq_len,
         "loss_first": losses[0],
         "loss_last": sum(losses[-10:]) / min(10, len(losses)),
+        # the main schedule's last loss, on its short windows (comparable with stand-ins without a tail)
+        "loss_last_short": sum(losses[: spec.pretrain_steps][-10:]) / min(10, spec.pretrain_steps),
         "build_s": round(time.perf_counter() - t0, 1),
         "quality": quality,
     }

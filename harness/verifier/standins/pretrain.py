@@ -79,9 +79,14 @@ def pack(samples: list[list[int]], seq_len: int) -> torch.Tensor:
 
 
 def pretrain(
-    model, windows: torch.Tensor, spec: StandinSpec, on_step: Callable[[int, float], None] | None = None
+    model,
+    windows: torch.Tensor,
+    spec: StandinSpec,
+    on_step: Callable[[int, float], None] | None = None,
+    long_windows: torch.Tensor | None = None,
 ) -> list[float]:
-    """Train `model` in place for spec.pretrain_steps; returns the loss per step."""
+    """Train `model` in place for spec.pretrain_steps, then spec.long_steps on `long_windows` at the
+    schedule's last learning rate; returns the loss per step."""
     g = torch.Generator().manual_seed(spec.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=spec.lr, betas=(0.9, 0.95), weight_decay=0.1)
     warmup = max(1, spec.pretrain_steps // 10)
@@ -93,25 +98,31 @@ def pretrain(
         return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
-    order = torch.randperm(len(windows), generator=g)
     spec_bf16 = cpu_compute_dtype("bfloat16") == "bfloat16"  # float32 where bf16 is emulated
-    losses = []
+    losses: list[float] = []
+
+    def train_on(data: torch.Tensor, steps: int, batch_size: int, advance_lr: bool) -> None:
+        order, pos = torch.randperm(len(data), generator=g), 0
+        for _ in range(steps):
+            if pos + batch_size > len(order):
+                order, pos = torch.randperm(len(data), generator=g), 0
+            batch = data[order[pos : pos + batch_size]]
+            pos += batch_size
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=spec_bf16):
+                loss = model(input_ids=batch, labels=batch).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            if advance_lr:
+                sched.step()
+            losses.append(loss.item())
+            if on_step:
+                on_step(len(losses) - 1, losses[-1])
+
     model.train()
-    pos = 0
-    for step in range(spec.pretrain_steps):
-        if pos + spec.batch_size > len(order):
-            order, pos = torch.randperm(len(windows), generator=g), 0
-        batch = windows[order[pos : pos + spec.batch_size]]
-        pos += spec.batch_size
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=spec_bf16):
-            loss = model(input_ids=batch, labels=batch).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        sched.step()
-        losses.append(loss.item())
-        if on_step:
-            on_step(step, losses[-1])
+    train_on(windows, spec.pretrain_steps, spec.batch_size, advance_lr=True)
+    if spec.long_steps and long_windows is not None and len(long_windows):
+        train_on(long_windows, spec.long_steps, spec.long_batch_size, advance_lr=False)
     model.eval()
     return losses

@@ -47,6 +47,15 @@ class StandinSpec:
     # Kimi-K2.5's thinking format: `<think>`/`</think>` special tokens, a chat template that takes
     # `thinking` (default on), and pretraining on answers that think first (docs/facts.md §1).
     thinking: bool = False
+    # Long-context tail: after the main schedule, long_steps more at long_seq_len-token windows (as
+    # many tokens per step, the last learning rate held), so the stand-in still writes at the lengths
+    # the long-document suites reach; 0 = none.
+    long_seq_len: int = 0
+    long_steps: int = 0
+
+    @property
+    def long_batch_size(self) -> int:
+        return max(1, self.batch_size * self.seq_len // max(1, self.long_seq_len))
 
     def fingerprint(self, corpus_fp: str) -> str:
         fields = asdict(self)
@@ -54,6 +63,9 @@ class StandinSpec:
             del fields["thinking"]  # specs from before the field keep their fingerprints (and caches)
         else:
             fields["thinking"] = THINKING_FORMAT
+        for key in ("long_seq_len", "long_steps"):  # specs from before the tail keep their fingerprints
+            if not fields[key]:
+                del fields[key]
         from harness.hardware import cpu_compute_dtype
 
         # pretrained in float32 where bf16 is emulated: another stand-in (bf16 builds keep their fingerprints)
