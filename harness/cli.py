@@ -217,6 +217,10 @@ def make_standin(
             "to think first): the default recipe's stand-in is this with --pretrain-steps 300."
         ),
     ] = False,
+    long_seq_len: Annotated[int, typer.Option(help="Window of the long-context tail (with --long-steps).")] = 0,
+    long_steps: Annotated[
+        int, typer.Option(help="Pretraining steps after the main schedule at --long-seq-len windows (0: none).")
+    ] = 0,
     json_out: JsonOpt = False,
 ):
     """Build a tiny, architecture-faithful verifier locally (no hub); cached per spec."""
@@ -225,7 +229,15 @@ def make_standin(
     from harness.verifier.standins.build import ensure_standin
     from harness.verifier.standins.specs import spec_for
 
-    spec = spec_for(arch, num_layers=num_layers, pretrain_steps=pretrain_steps, rope=rope, thinking=thinking or None)
+    spec = spec_for(
+        arch,
+        num_layers=num_layers,
+        pretrain_steps=pretrain_steps,
+        rope=rope,
+        thinking=thinking or None,
+        long_seq_len=long_seq_len or None,
+        long_steps=long_steps or None,
+    )
     err = _stderr()
     cached = ensure_standin(spec, log=lambda s: err.print(f"[dim]{s}[/]"))
     if out.exists() and any(out.iterdir()):

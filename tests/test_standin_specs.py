@@ -86,6 +86,12 @@ def test_a_long_context_tail_is_another_stand_in_and_leaves_the_main_schedule_as
     plain = spec_for("kimi-k2.5", pretrain_steps=4, batch_size=4, seq_len=16)
     tail = spec_for("kimi-k2.5", pretrain_steps=4, batch_size=4, seq_len=16, long_seq_len=64, long_steps=3)
     assert plain.fingerprint("c") != tail.fingerprint("c") and tail.long_batch_size == 1
+    import pytest
+
+    from harness.errors import BadInput
+
+    with pytest.raises(BadInput, match="needs both > 0"):
+        spec_for("kimi-k2.5", long_steps=3)
     stream = torch.arange(4096) % 97
 
     def run(spec):

@@ -53,6 +53,13 @@ class StandinSpec:
     long_seq_len: int = 0
     long_steps: int = 0
 
+    def __post_init__(self):
+        if (self.long_seq_len > 0) != (self.long_steps > 0) or min(self.long_seq_len, self.long_steps) < 0:
+            raise BadInput(
+                f"stand-in long_seq_len {self.long_seq_len}, long_steps {self.long_steps}: the long-context "
+                "tail needs both > 0 (e.g. 2048 and 60), or neither"
+            )
+
     @property
     def long_batch_size(self) -> int:
         return max(1, self.batch_size * self.seq_len // max(1, self.long_seq_len))
