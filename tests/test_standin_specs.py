@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from harness.errors import BadInput
 from harness.verifier.standins.specs import spec_for
 
 
@@ -86,25 +89,22 @@ def test_a_long_context_tail_is_another_stand_in_and_leaves_the_main_schedule_as
     plain = spec_for("kimi-k2.5", pretrain_steps=4, batch_size=4, seq_len=16)
     tail = spec_for("kimi-k2.5", pretrain_steps=4, batch_size=4, seq_len=16, long_seq_len=64, long_steps=3)
     assert plain.fingerprint("c") != tail.fingerprint("c") and tail.long_batch_size == 1
-    import pytest
-
-    from harness.errors import BadInput
-
     with pytest.raises(BadInput, match="needs both > 0"):
         spec_for("kimi-k2.5", long_steps=3)
     stream = torch.arange(4096) % 97
 
+    cfg = LlamaConfig(
+        vocab_size=97,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+    )
+
     def run(spec):
         torch.manual_seed(0)
-        cfg = LlamaConfig(
-            vocab_size=97,
-            hidden_size=16,
-            intermediate_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            num_key_value_heads=2,
-            max_position_embeddings=128,
-        )
         seen = []
         model = LlamaForCausalLM(cfg)
         fwd = model.forward
@@ -118,3 +118,5 @@ def test_a_long_context_tail_is_another_stand_in_and_leaves_the_main_schedule_as
     (short_losses, short_shapes), (losses, shapes) = run(plain), run(tail)
     assert shapes == [(4, 16)] * 4 + [(1, 64)] * 3 and short_shapes == [(4, 16)] * 4
     assert losses[:4] == short_losses
+    with pytest.raises(BadInput, match="no long windows"):
+        pretrain(LlamaForCausalLM(cfg), stream.view(-1, 16), tail)

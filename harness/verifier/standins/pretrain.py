@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import torch
 
+from harness.errors import BadInput
 from harness.hardware import cpu_compute_dtype
 from harness.verifier.standins.specs import StandinSpec
 from harness.verifier.standins.tokenizer import BOS, EOS, THINK_CLOSE, THINK_OPEN
@@ -121,8 +122,12 @@ def pretrain(
                 on_step(len(losses) - 1, losses[-1])
 
     model.train()
+    tail = long_windows if long_windows is not None and len(long_windows) else None
+    if spec.long_steps and tail is None:
+        # a spec fingerprinted with a tail must not be built without one
+        raise BadInput(f"stand-in spec has a {spec.long_seq_len}-token tail but no long windows were given")
     train_on(windows, spec.pretrain_steps, spec.batch_size, advance_lr=True)
-    if spec.long_steps and long_windows is not None and len(long_windows):
-        train_on(long_windows, spec.long_steps, spec.long_batch_size, advance_lr=False)
+    if tail is not None and spec.long_steps:
+        train_on(tail, spec.long_steps, spec.long_batch_size, advance_lr=False)
     model.eval()
     return losses
