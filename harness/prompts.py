@@ -146,6 +146,26 @@ def render(tokenizer, record: PromptRecord, history: list[dict[str, str]] | None
     return list(ids)
 
 
+END_THINK = "</think>"  # Kimi-K2.5's end of thinking (a single special token in its vocabulary)
+
+
+def with_answer(tokenizer, messages: list[dict[str, str]], output_ids, thinking: bool = True) -> list[dict[str, str]]:
+    """`messages` followed by the model's answer as the next turn's history holds it: the bench's
+    later turns and the training conversations' alike. The answer is what a client of the served
+    model gets as `content` and sends back: its text, special tokens dropped, and for an output that
+    closed a thinking segment only what follows `</think>` (vLLM's reasoning parser, which the
+    production recipe runs, returns the thinking as `reasoning_content` apart, and Moonshot's API
+    ignores historical reasoning by default). An output that never closed its thinking (cut at the
+    token limit) is fed back whole: it cannot be told from an answer without thinking. `thinking`
+    False: the prompt turned thinking off (a stray `</think>` is then part of the answer)."""
+    ids = list(output_ids)
+    end = tokenizer.get_vocab().get(END_THINK) if thinking and hasattr(tokenizer, "get_vocab") else None
+    if end is not None and end in ids:
+        ids = ids[ids.index(end) + 1 :]
+    answer = tokenizer.decode(ids, skip_special_tokens=True)
+    return [*messages, {"role": "assistant", "content": answer}]
+
+
 def load_hf_prompts(spec: str, field_map: dict[str, str], limit: int | None) -> list[PromptRecord]:
     """`hf:<dataset>[:<split>]` through `datasets` (needs the network)."""
     name, _, split = spec.removeprefix("hf:").partition(":")

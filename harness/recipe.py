@@ -158,6 +158,14 @@ class TrainSection(_Strict):
         "with lengths spread evenly up to engine.max_model_len - max_new_tokens, so the draft trains on the "
         "contexts long-context suites have (harness/train/long_documents.py).",
     )
+    conversations: int = Field(
+        0,
+        ge=0,
+        description="Continue N of the single-turn training prompts (seeded) with one or two follow-up turns, "
+        "answered turn by turn with each answer fed back as the bench does, every turn a training sample: "
+        "the draft learns what a chat's later turns are (harness/train/conversations.py). Prompts with "
+        "'turns' of their own are always answered turn by turn.",
+    )
     max_new_tokens: int = Field(256, ge=1, description="Longest regenerated response.")
     response_temperature: float = Field(0.0, ge=0, description="Sampling temperature of the verifier's responses.")
     response_concurrency: int = Field(64, ge=1, description="Requests in flight while regenerating responses.")
@@ -272,6 +280,7 @@ UNFINGERPRINTED_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("bench", "prefix_caching", []),
     ("bench", "allow_random_prompts", False),
     ("train", "long_documents", 0),
+    ("train", "conversations", 0),
 )
 
 

@@ -51,7 +51,7 @@ from harness.engine.settings import (
     refuse_what_vllm_cannot_run,
 )
 from harness.errors import BadInput
-from harness.prompts import PromptRecord, render
+from harness.prompts import PromptRecord, render, with_answer
 from harness.recipe import Recipe
 from harness.results.table import finished_cells, load_rows, write_cell
 from harness.suites import Suite, load_suites, with_prefix_caching, with_thinking
@@ -304,8 +304,8 @@ def run_arm(
             collect_output(acc, o, repeat)
             done += [o] if o.ok else []
             if rec.turns and o.ok:
-                answer = tokenizer.decode(o.output_token_ids, skip_special_tokens=True)
-                histories[rec.id] = msgs + [{"role": "assistant", "content": answer}]
+                thinking = dict(rec.template_kwargs).get("thinking") is not False
+                histories[rec.id] = with_answer(tokenizer, msgs, o.output_token_ids, thinking)
     acc.wall_s += wall
     acc.num_output_tokens += tokens
     acc.repeats.append(

@@ -107,9 +107,10 @@ def stage_prompts(recipe: Recipe, run_dir: Path, layout: VerifierLayout) -> list
     if out.is_file():
         return read_jsonl(out)
     from harness.suites import load_suite
+    from harness.train.conversations import with_follow_ups
     from harness.train.prompts import check_bench_overlap, load_training_prompts
 
-    records = load_training_prompts(recipe)
+    records = with_follow_ups(load_training_prompts(recipe), recipe.train.conversations, recipe.train.seed)
     if recipe.train.long_documents:
         records += _long_documents(recipe, layout)
     if recipe.train.bench_overlap == "refuse":
@@ -125,7 +126,10 @@ def stage_prompts(recipe: Recipe, run_dir: Path, layout: VerifierLayout) -> list
                 f"{len(hits)} training prompt(s) overlap bench prompts (first: {hits[0]}); remove them "
                 "from the training set, or set train.bench_overlap = 'allow' if that is intended"
             )
-    rows = [{"id": r.id, "messages": r.first_messages(), "prompt": r.prompt} for r in records]
+    rows = [
+        {"id": r.id, "messages": r.first_messages(), "prompt": r.prompt} | ({"turns": list(r.turns)} if r.turns else {})
+        for r in records
+    ]
     atomic_write_text(out, "".join(json.dumps(r) + "\n" for r in rows))
     return rows
 
@@ -200,9 +204,11 @@ def stage_responses(
         )
     chunks = [prompts[i : i + RESPONSE_CHUNK] for i in range(0, len(prompts), RESPONSE_CHUNK)]
     missing = [i for i in range(len(chunks)) if not (folder / f"part-{i:05d}.jsonl").is_file()]
+    conversations = {r["id"]: r["turns"] for r in rows if len(r.get("turns") or ()) > 1}
+    later_turns = [f for f in _turn_files(folder, conversations) if not f.is_file()]
     reporter.stage("responses (vLLM)", total=len(prompts))
     reporter.advance(sum(len(chunks[i]) for i in range(len(chunks)) if i not in missing))
-    if missing or need_greedy:
+    if missing or need_greedy or later_turns:
         from harness.engine.offline import OfflineEngine
 
         stop = tuple(layout.eos_token_ids)
@@ -219,19 +225,78 @@ def stage_responses(
             todo = [(i, chunks[i]) for i in missing]
             ntok = _generate_parts(eng, recipe, folder, todo, sampling, reporter)
             nreq = sum(len(c) for _, c in todo)
+            if later_turns:
+                ttok, treq = _generate_later_turns(eng, recipe, tok, folder, conversations, sampling, limit, reporter)
+                ntok, nreq = ntok + ttok, nreq + treq
             if need_greedy:
                 gtok, greq = _generate_greedy(eng, recipe, [p for c in chunks for p in c], greedy_path, stop)
                 ntok, nreq = ntok + gtok, nreq + greq
             _record_session(folder, eng.info.get("startup_s"), time.perf_counter() - t0, ntok, nreq, recipe)
     reporter.done()
-    samples = []
-    for i in range(len(chunks)):
-        for r in read_jsonl(folder / f"part-{i:05d}.jsonl"):
-            if r["output_ids"]:
-                samples.append(Sample(r["id"], tuple(r["prompt_ids"]), tuple(r["output_ids"])))
+    return _read_samples(
+        [folder / f"part-{i:05d}.jsonl" for i in range(len(chunks))] + _turn_files(folder, conversations)
+    )
+
+
+def _read_samples(files: list[Path]) -> list[Sample]:
+    """The responses stage's answered requests, in file order."""
+    samples = [
+        Sample(r["id"], tuple(r["prompt_ids"]), tuple(r["output_ids"]))
+        for path in files
+        for r in read_jsonl(path)
+        if r["output_ids"]
+    ]
     if not samples:
         raise BadInput("the verifier produced no responses; check train.prompts and engine.max_model_len")
     return samples
+
+
+def _turn_files(folder: Path, conversations: dict[str, list[str]]) -> list[Path]:
+    """The responses of the conversations' later turns, one file per turn (turn 1 first)."""
+    n = max((len(t) for t in conversations.values()), default=1)
+    return [folder / f"turn-{t}.jsonl" for t in range(1, n)]
+
+
+def _generate_later_turns(
+    eng, recipe: Recipe, tokenizer, folder: Path, conversations: dict[str, list[str]], sampling, limit: int, reporter
+) -> tuple[int, int]:
+    """The conversations' later turns, one round per turn (each needs the answer before it), each
+    round's file written atomically; a conversation that outgrows `limit` tokens, or whose earlier
+    turn failed, ends there. Returns (output tokens, requests)."""
+    from harness.engine.base import GenRequest
+    from harness.prompts import PromptRecord, render
+    from harness.train.conversations import conversation_so_far
+
+    answers: dict[str, list[list[int]]] = {}
+    for part in sorted(folder.glob("part-*.jsonl")):
+        for r in read_jsonl(part):
+            if r["id"] in conversations and r["output_ids"]:
+                answers[r["id"]] = [r["output_ids"]]
+    kwargs = _template_kwargs(recipe.train.thinking)
+    ntok = nreq = 0
+    for t, path in enumerate(_turn_files(folder, conversations), start=1):
+        if not path.is_file():
+            reqs = []
+            for rid, turns in conversations.items():
+                if t < len(turns) and len(answers.get(rid, ())) == t:
+                    msgs = conversation_so_far(tokenizer, turns, answers[rid], recipe.train.thinking is not False)
+                    ids = render(tokenizer, PromptRecord(rid, turns=tuple(turns), template_kwargs=kwargs), msgs)
+                    if len(ids) <= limit:
+                        reqs.append(GenRequest(f"{rid}#{t}", tuple(ids), recipe.train.max_new_tokens))
+            reporter.stage(f"responses, turn {t + 1} (vLLM)", total=len(reqs))
+            res = eng.generate(reqs, sampling, recipe.train.response_concurrency) if reqs else None
+            outs = res.outputs if res else []
+            lines = [
+                _response_line(q.request_id, q.prompt_token_ids, o) for q, o in zip(reqs, outs, strict=True) if o.ok
+            ]
+            ntok, nreq = ntok + (res.num_output_tokens if res else 0), nreq + len(reqs)
+            atomic_write_text(path, "".join(lines))
+            reporter.advance(len(reqs))
+        for r in read_jsonl(path):
+            rid = r["id"].rsplit("#", 1)[0]
+            if r["output_ids"] and len(answers.get(rid, ())) == t:
+                answers[rid].append(r["output_ids"])
+    return ntok, nreq
 
 
 def _generate_greedy(eng, recipe: Recipe, prompts: list, path: Path, stop: tuple[int, ...]) -> tuple[int, int]:
@@ -274,6 +339,12 @@ def _record_session(
     atomic_write_json(path, {"sessions": [*sessions, session]})
 
 
+def _response_line(request_id: str, prompt_ids, out) -> str:
+    """One response as the responses stage's files hold it (a JSONL line)."""
+    record = {"id": request_id, "prompt_ids": list(prompt_ids), "output_ids": out.output_token_ids}
+    return json.dumps(record | {"finish_reason": out.finish_reason}) + "\n"
+
+
 def _generate_parts(
     eng, recipe: Recipe, folder: Path, parts: list[tuple[int, list]], sampling, reporter: Reporter
 ) -> int:
@@ -285,20 +356,7 @@ def _generate_parts(
     for i, chunk in parts:
         reqs = [GenRequest(pid, tuple(ids), recipe.train.max_new_tokens) for pid, ids in chunk]
         res = eng.generate(reqs, sampling, recipe.train.response_concurrency)
-        lines = []
-        for (pid, ids), o in zip(chunk, res.outputs, strict=True):
-            if o.ok:
-                lines.append(
-                    json.dumps(
-                        {
-                            "id": pid,
-                            "prompt_ids": ids,
-                            "output_ids": o.output_token_ids,
-                            "finish_reason": o.finish_reason,
-                        }
-                    )
-                    + "\n"
-                )
+        lines = [_response_line(pid, ids, o) for (pid, ids), o in zip(chunk, res.outputs, strict=True) if o.ok]
         ntok += res.num_output_tokens
         atomic_write_text(folder / f"part-{i:05d}.jsonl", "".join(lines))
         reporter.advance(len(chunk), tok_s=ntok / (time.perf_counter() - t0))

@@ -56,27 +56,45 @@ def layout_for_plan(recipe: Recipe) -> tuple[VerifierLayout, str]:
     raise BadInput(f"verifier.path {v.path} has no config.json and no verifier.reference is set")
 
 
-def _prompt_set_size(recipe: Recipe) -> int | None:
-    """Prompts taken from train.prompts (the long documents not included)."""
+def _prompt_records(recipe: Recipe) -> list | None:
+    """train.prompts as the real run reads them, follow-up turns included; None when only known at
+    run time (a Hugging Face dataset, a file not there yet)."""
     from harness.prompts import load_jsonl
+    from harness.train.conversations import with_follow_ups
     from harness.train.prompts import BUILTIN
 
     t = recipe.train
     if t.prompts == "builtin":
-        n = len(load_jsonl(BUILTIN))
-    elif t.prompts.startswith("hf:"):
-        n = None
+        records = load_jsonl(BUILTIN)
+    elif t.prompts.startswith("hf:") or not Path(t.prompts).is_file():
+        return None
     else:  # parsed as the real run parses it: a malformed line fails the dry run too
-        p = Path(t.prompts)
-        n = len(load_jsonl(p, t.prompt_field_map or None)) if p.is_file() else None
-    if t.num_prompts is not None:
-        n = min(n, t.num_prompts) if n is not None else t.num_prompts
-    return n
+        records = load_jsonl(Path(t.prompts), t.prompt_field_map or None)
+    records = records[: t.num_prompts] if t.num_prompts is not None else records
+    return with_follow_ups(records, t.conversations, t.seed)
+
+
+def _prompt_set_size(recipe: Recipe) -> int | None:
+    """Prompts taken from train.prompts (the long documents not included)."""
+    records = _prompt_records(recipe)
+    return len(records) if records is not None else recipe.train.num_prompts
+
+
+def _later_turns(recipe: Recipe) -> list[int]:
+    """The turn number (1 = the second) of every later-turn request the responses stage will send:
+    exact where the prompts are known, else train.conversations' second turns and half as many
+    third (one or two follow-ups each, evenly)."""
+    records = _prompt_records(recipe)
+    if records is None:
+        n = recipe.train.conversations
+        return [1] * n + [2] * (n // 2)
+    return [t for r in records if r.turns for t in range(1, len(r.turns))]
 
 
 def _num_prompts(recipe: Recipe) -> int | None:
+    """Requests the responses stage sends: prompts, long documents and the conversations' later turns."""
     n = _prompt_set_size(recipe)
-    return n + recipe.train.long_documents if n is not None else None
+    return n + recipe.train.long_documents + len(_later_turns(recipe)) if n is not None else None
 
 
 def _long_document_tokens(recipe: Recipe) -> int:
@@ -207,6 +225,7 @@ def _responses_section(recipe: Recipe, cmds: _Commands) -> dict[str, Any]:
         "env": serve.env,
         "workarounds": list(serve.workarounds),
         "num_prompts": _num_prompts(recipe),
+        "later_turns": len(_later_turns(recipe)),
         "max_new_tokens": t.max_new_tokens,
         "concurrency": t.response_concurrency,
         "temperature": t.response_temperature,
@@ -220,6 +239,8 @@ def _hidden_states_section(recipe: Recipe, cmds: _Commands, aux: list[int], run_
     short = _prompt_set_size(recipe) or 0
     # ~256 prompt tokens on average for the prompt set (an estimate); the long documents' exactly
     tokens = short * (t.max_new_tokens + 256) + t.long_documents * t.max_new_tokens + _long_document_tokens(recipe)
+    # a later turn t holds the t turns before it, answers included, then its own
+    tokens += sum((turn + 1) * (t.max_new_tokens + 256) for turn in _later_turns(recipe))
     bytes_per = DTYPE_BYTES[t.hidden_states_dtype]
     disk = tokens * (len(aux) + 1) * layout.hidden_size * bytes_per
     offline = {
