@@ -70,8 +70,8 @@ def test_the_dry_run_plans_the_later_turns_requests_and_tokens(tmp_path):
     from harness.train.prompts import BUILTIN
 
     path = REPO_ROOT / "train" / "tiny-kimi-long.toml"
-    base = dry_run_plan(load_recipe(path), tmp_path / "a", include_bench=False)
-    plan = dry_run_plan(load_recipe(path, ["train.conversations=256"]), tmp_path / "b", include_bench=False)
+    base = dry_run_plan(load_recipe(path, ["train.conversations=0"]), tmp_path / "a", include_bench=False)
+    plan = dry_run_plan(load_recipe(path), tmp_path / "b", include_bench=False)  # its 256 conversations
     later = [len(r.turns) - 1 for r in with_follow_ups(load_jsonl(BUILTIN)[:512], 256) if r.turns]
     assert plan["responses"]["later_turns"] == sum(later) and 256 <= sum(later) <= 512
     assert plan["responses"]["num_prompts"] == base["responses"]["num_prompts"] + sum(later)

@@ -46,13 +46,15 @@ def test_the_dry_run_plans_the_long_documents_prompts_and_tokens(tmp_path):
     from harness.recipe import load_recipe
     from harness.train.plan import dry_run_plan
 
-    recipe = load_recipe(REPO_ROOT / "train" / "tiny-kimi-long.toml")
+    recipe = load_recipe(
+        REPO_ROOT / "train" / "tiny-kimi-long.toml", ["train.conversations=0"]
+    )  # tests/test_conversations.py
     plan = dry_run_plan(recipe, tmp_path / "run", include_bench=False)
     assert plan["responses"]["num_prompts"] == 512 + 128
     long_tokens = sum(target_lengths(128, 2048 - 96)) + 128 * 96
     assert plan["hidden_states"]["estimated_tokens"] == 512 * (96 + 256) + long_tokens
     short = dry_run_plan(
-        load_recipe(REPO_ROOT / "train" / "tiny-kimi-long.toml", ["train.long_documents=0"]),
+        load_recipe(REPO_ROOT / "train" / "tiny-kimi-long.toml", ["train.long_documents=0", "train.conversations=0"]),
         tmp_path / "r2",
         include_bench=False,
     )
