@@ -65,6 +65,31 @@ def test_identical_outputs_leave_no_lossless_columns_or_flag():
     assert not any(f.startswith("NOT LOSSLESS") for f in rs.flags)
 
 
+def test_later_turns_after_a_diverged_answer_are_not_compared():
+    """Chat demo, ngram arm: chat-007's first answer diverged by 0.125 nats, and its second turn,
+    whose prompt then held another answer, read as a 1.19-nat SPEC BUG. A later turn is compared only
+    when every earlier turn of its conversation matched; the flag says how many were left out."""
+    from harness.analysis.lossless import same_prompt_requests
+
+    base, spec = _arms(0.1)  # b#0 diverges at position 2 by 0.1 nats
+    far = [{9: -0.1, 7: -5.0}] * 4  # b#1 would read as a 4.9-nat miss, a SPEC BUG, if compared
+    base.outputs |= {"a#1": [1, 1], "b#1": [7, 7, 7, 7], "b#2": [3]}
+    spec.outputs |= {"a#1": [1, 1], "b#1": [9, 9, 9, 9], "b#2": [4]}
+    base.logprobs |= {"a#1": [{1: -0.1}] * 2, "b#1": far, "b#2": far}
+    keys, left = same_prompt_requests(sorted(base.outputs), spec.outputs, base.outputs)
+    assert keys == ["a#0", "a#1", "b#0"] and left == 2
+    _, rs = cell_rows(
+        IDENT, base, spec, predicted_al=None, deterministic_verifier=False, mismatch_tolerance=0.1, noise_nats=0.05
+    )
+    assert rs.lossless_compared == 3 and rs.lossless_matches == 2
+    assert rs.lossless_verdict == "UNEXPLAINED"  # b#0's 0.1 nats; b#1's prompt differed, so no SPEC BUG
+    (flag,) = [f for f in rs.flags if f.startswith("NOT LOSSLESS")]
+    assert flag.endswith("2 later turn(s) after a diverged answer not compared (their prompts differ)")
+    # a later turn whose earlier turns all matched is compared (a miss there is real); b#2 follows b#1's miss
+    spec.outputs["b#0"] = list(base.outputs["b#0"])
+    assert same_prompt_requests(sorted(base.outputs), spec.outputs, base.outputs) == (["a#0", "a#1", "b#0", "b#1"], 1)
+
+
 @pytest.mark.parametrize(
     "verdict,requirement,passes",
     [

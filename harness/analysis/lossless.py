@@ -228,6 +228,25 @@ class CellLossless:
         )
 
 
+def same_prompt_requests(
+    keys: Sequence[str], spec_outputs: Mapping[str, Sequence[int]], base_outputs: Mapping[str, Sequence[int]]
+) -> tuple[list[str], int]:
+    """The requests both arms sent the same prompt, and how many were left out. A later turn
+    (`<id>#<t>`, t >= 1) holds the arm's own earlier answers, so it is comparable only when every
+    earlier turn of its conversation came out identical in both arms: after one diverged answer the
+    prompts differ, and a margin read from the baseline's context says nothing about the other's."""
+
+    def earlier_match(key: str) -> bool:
+        rid, sep, turn = key.rpartition("#")
+        if not sep or not turn.isdigit():
+            return True
+        earlier = [f"{rid}#{t}" for t in range(int(turn))]
+        return all(k in spec_outputs and k in base_outputs and spec_outputs[k] == base_outputs[k] for k in earlier)
+
+    kept = [k for k in keys if earlier_match(k)]
+    return kept, len(keys) - len(kept)
+
+
 def cell_lossless(
     request_ids: Sequence[str],
     spec_outputs: Sequence[Sequence[int]],

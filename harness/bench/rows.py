@@ -139,9 +139,9 @@ def _lossless(
 ) -> list[str]:
     import json
 
-    from harness.analysis.lossless import cell_lossless
+    from harness.analysis.lossless import cell_lossless, same_prompt_requests
 
-    keys = sorted(set(base.outputs) & set(spec.outputs))
+    keys, unlike = same_prompt_requests(sorted(set(base.outputs) & set(spec.outputs)), spec.outputs, base.outputs)
     m, n = metrics.lossless_match([spec.outputs[k] for k in keys], [base.outputs[k] for k in keys])
     row.lossless_matches, row.lossless_compared = m, n
     row.lossless_match_rate = m / n if n else None
@@ -163,7 +163,8 @@ def _lossless(
     row.lossless_verdict, row.lossless_first_position = cols["lossless_verdict"], cols["lossless_first_position"]
     row.lossless_noise_nats = cols["lossless_noise_nats"]
     row.lossless_divergences = json.dumps(cols["lossless_divergences"])
-    return [cast(str, cell.flag())]  # m < n: the cell has a divergence, so a flag
+    after = f"; {unlike} later turn(s) after a diverged answer not compared (their prompts differ)" if unlike else ""
+    return [cast(str, cell.flag()) + after]  # m < n: the cell has a divergence, so a flag
 
 
 def _sampling(rb: CellRow, rs: CellRow, samples: tuple[list, list] | None, num_top: int) -> list[str]:
