@@ -25,7 +25,6 @@ PLAIN_RECIPE = Path(__file__).resolve().parent.parent / "train" / "tiny-kimi-pla
 CI_TRAIN = [
     "train.hidden_states_source='vllm'",
     "train.num_prompts=384",
-    "train.conversations=16",  # later turns answered turn by turn and trained on (harness/train/conversations.py)
     "train.max_new_tokens=96",
     "train.epochs=2",
     "train.total_seq_len=1024",

