@@ -149,19 +149,26 @@ def render(tokenizer, record: PromptRecord, history: list[dict[str, str]] | None
 END_THINK = "</think>"  # Kimi-K2.5's end of thinking (a single special token in its vocabulary)
 
 
-def with_answer(tokenizer, messages: list[dict[str, str]], output_ids, thinking: bool = True) -> list[dict[str, str]]:
+def end_think_token(tokenizer) -> int | None:
+    """The `</think>` token id where the tokenizer has it as a single token (K2.5's), else None.
+    Building a vocabulary dict is not free (163,840 entries for K2.5): look it up once per tokenizer."""
+    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+    return vocab.get(END_THINK)
+
+
+def with_answer(tokenizer, messages: list[dict[str, str]], output_ids, end_think: int | None) -> list[dict[str, str]]:
     """`messages` followed by the model's answer as the next turn's history holds it: the bench's
     later turns and the training conversations' alike. The answer is what a client of the served
     model gets as `content` and sends back: its text, special tokens dropped, and for an output that
     closed a thinking segment only what follows `</think>` (vLLM's reasoning parser, which the
     production recipe runs, returns the thinking as `reasoning_content` apart, and Moonshot's API
     ignores historical reasoning by default). An output that never closed its thinking (cut at the
-    token limit) is fed back whole: it cannot be told from an answer without thinking. `thinking`
-    False: the prompt turned thinking off (a stray `</think>` is then part of the answer)."""
+    token limit) is fed back whole: it cannot be told from an answer without thinking. `end_think`:
+    `end_think_token(tokenizer)`, or None where the prompt turned thinking off (a stray `</think>` is
+    then part of the answer)."""
     ids = list(output_ids)
-    end = tokenizer.get_vocab().get(END_THINK) if thinking and hasattr(tokenizer, "get_vocab") else None
-    if end is not None and end in ids:
-        ids = ids[ids.index(end) + 1 :]
+    if end_think is not None and end_think in ids:
+        ids = ids[ids.index(end_think) + 1 :]
     answer = tokenizer.decode(ids, skip_special_tokens=True)
     return [*messages, {"role": "assistant", "content": answer}]
 

@@ -47,14 +47,14 @@ def test_follow_ups_are_not_bench_prompts():
 def test_a_later_turn_holds_the_answers_as_the_bench_feeds_them_back(kimi_tokenizer):
     turns = ["Write a haiku about rain.", "Now make it more formal.", "Translate your answer into French."]
     answers = [kimi_tokenizer.encode("Rain taps the window", add_special_tokens=False)]
-    msgs = conversation_so_far(kimi_tokenizer, turns, answers)
+    msgs = conversation_so_far(kimi_tokenizer, turns, answers, None)  # no </think> in its vocabulary
     assert msgs == [
         {"role": "user", "content": turns[0]},
         {"role": "assistant", "content": "Rain taps the window"},
         {"role": "user", "content": turns[1]},
     ]
     answers.append(kimi_tokenizer.encode("Rainfall upon the pane", add_special_tokens=False))
-    third = conversation_so_far(kimi_tokenizer, turns, answers)
+    third = conversation_so_far(kimi_tokenizer, turns, answers, None)
     assert third[:3] == msgs and third[3]["content"] == "Rainfall upon the pane" and third[-1]["content"] == turns[2]
     rec = PromptRecord("c", turns=tuple(turns), template_kwargs=(("thinking", True),))
     ids = render(kimi_tokenizer, rec, third)
@@ -84,18 +84,19 @@ def test_the_dry_run_plans_the_later_turns_requests_and_tokens(tmp_path):
 def test_the_answer_fed_back_is_what_a_client_gets_as_content(tmp_path):
     """With thinking, only what follows </think> (the reasoning parser's `content`); an output that
     never closed its thinking, or a tokenizer without the marker, is fed back whole."""
-    from harness.prompts import END_THINK, with_answer
+    from harness.prompts import END_THINK, end_think_token, with_answer
     from harness.verifier.standins.tokenizer import train_tokenizer
 
     tok = train_tokenizer(["rivers carry water to the sea"] * 20, 300, tmp_path, thinking=True)
     end = tok.get_vocab()[END_THINK]
+    assert end_think_token(tok) == end
     plan, answer = (tok.encode(t, add_special_tokens=False) for t in ("rivers carry", "water to the sea"))
     asked = [{"role": "user", "content": "q"}]
-    fed = with_answer(tok, asked, [*plan, end, *answer])
+    fed = with_answer(tok, asked, [*plan, end, *answer], end)
     assert fed == [*asked, {"role": "assistant", "content": tok.decode(answer, skip_special_tokens=True)}]
     assert "rivers" not in fed[-1]["content"] and "sea" in fed[-1]["content"]
-    assert with_answer(tok, asked, plan)[-1]["content"] == tok.decode(plan, skip_special_tokens=True)
-    stray = with_answer(tok, asked, [*plan, end, *answer], thinking=False)[-1]["content"]
+    assert with_answer(tok, asked, plan, end)[-1]["content"] == tok.decode(plan, skip_special_tokens=True)
+    stray = with_answer(tok, asked, [*plan, end, *answer], None)[-1]["content"]
     assert "rivers" in stray and "sea" in stray  # thinking off: a stray </think> is part of the answer
 
 
@@ -126,7 +127,7 @@ def test_the_responses_stage_answers_conversations_turn_by_turn_on_vllm(tmp_path
             if t >= len(conv) or len(answers.get(rid, ())) != t:
                 assert f"{rid}#{t}" not in got
                 continue
-            msgs = conversation_so_far(kimi_tokenizer, conv, answers[rid])
+            msgs = conversation_so_far(kimi_tokenizer, conv, answers[rid], None)
             ids = render(kimi_tokenizer, PromptRecord(rid, turns=tuple(conv)), msgs)
             if len(ids) > limit:
                 assert f"{rid}#{t}" not in got

@@ -22,14 +22,11 @@ from dataclasses import dataclass, fields
 from typing import Any, TypeAlias
 
 from harness.analysis import k_sweep, load, power, repetition, steps
-from harness.prompts import END_THINK
 
 # harness.bench.rows.ArmResult / CellRow (rows imports this module, so not the other way round;
 # tests/test_layers.py counts a TYPE_CHECKING import too, so they stay Any here)
 ArmResult: TypeAlias = Any
 CellRow: TypeAlias = Any
-
-__all__ = ["END_THINK"]  # the thinking split's marker, re-exported for the bench
 
 
 @dataclass(frozen=True)

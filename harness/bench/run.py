@@ -27,7 +27,7 @@ from typing import Any, cast
 from harness import interrupts, metrics
 from harness.analysis import slo
 from harness.analysis.machine import FOREIGN_CPU_LIMIT, MachineReading, foreign_cpu, spread, tolerance
-from harness.bench.breakdown import END_THINK, RepeatRecord, RequestRecord
+from harness.bench.breakdown import RepeatRecord, RequestRecord
 from harness.bench.cpu_ticks import read_ticks
 from harness.bench.dynamic import derive_schedule, dynamic_label
 from harness.bench.grid import CellSpec, plan_grid, recipe_suite_aliases
@@ -51,7 +51,7 @@ from harness.engine.settings import (
     refuse_what_vllm_cannot_run,
 )
 from harness.errors import BadInput
-from harness.prompts import PromptRecord, render, with_answer
+from harness.prompts import PromptRecord, end_think_token, render, with_answer
 from harness.recipe import Recipe
 from harness.results.table import finished_cells, load_rows, write_cell
 from harness.suites import Suite, load_suites, with_prefix_caching, with_thinking
@@ -280,6 +280,7 @@ def run_arm(
     `arrivals`, each round sent open-loop on the same seeded schedule (both arms alike); with
     `fresh_prefix`, no request reuses another's cached prompt blocks."""
     histories: dict[str, list[dict[str, str]]] = {}
+    end_think = end_think_token(tokenizer)  # once per arm: answers fed back end their thinking there
     wall, tokens = 0.0, 0
     repeat, done = len(acc.repeats), []
     for turn in range(max(r.num_turns for r, _ in prompts)):
@@ -305,7 +306,7 @@ def run_arm(
             done += [o] if o.ok else []
             if rec.turns and o.ok:
                 thinking = dict(rec.template_kwargs).get("thinking") is not False
-                histories[rec.id] = with_answer(tokenizer, msgs, o.output_token_ids, thinking)
+                histories[rec.id] = with_answer(tokenizer, msgs, o.output_token_ids, end_think if thinking else None)
     acc.wall_s += wall
     acc.num_output_tokens += tokens
     acc.repeats.append(
@@ -668,8 +669,7 @@ def end_think_id(tokenizer, suite: Suite | None = None) -> int | None:
         and all(dict(r.template_kwargs).get("thinking") is False for r in suite.records)
     ):
         return None
-    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
-    return vocab.get(END_THINK)
+    return end_think_token(tokenizer)
 
 
 def record_cell(run: BenchRun, cell: CellSpec, measured: MeasuredCell) -> None:

@@ -77,14 +77,14 @@ def with_follow_ups(records: list[PromptRecord], n: int, seed: int = 0) -> list[
 
 
 def conversation_so_far(
-    tokenizer, turns: list[str], answers: list[list[int]], thinking: bool = True
+    tokenizer, turns: list[str], answers: list[list[int]], end_think: int | None
 ) -> list[dict[str, str]]:
     """The messages of turn len(answers): each earlier user turn and the verifier's answer to it
-    (as the bench feeds them back; `thinking` False: rendered with thinking off), then the next
-    user turn."""
+    (as the bench feeds them back; `end_think` as `harness.prompts.with_answer` takes it), then the
+    next user turn."""
     from harness.prompts import with_answer
 
     msgs: list[dict[str, str]] = []
     for text, ids in zip(turns, answers, strict=False):
-        msgs = with_answer(tokenizer, [*msgs, {"role": "user", "content": text}], ids, thinking)
+        msgs = with_answer(tokenizer, [*msgs, {"role": "user", "content": text}], ids, end_think)
     return [*msgs, {"role": "user", "content": turns[len(answers)]}]

@@ -264,7 +264,7 @@ def _generate_later_turns(
     round's file written atomically; a conversation that outgrows `limit` tokens, or whose earlier
     turn failed, ends there. Returns (output tokens, requests)."""
     from harness.engine.base import GenRequest
-    from harness.prompts import PromptRecord, render
+    from harness.prompts import PromptRecord, end_think_token, render
     from harness.train.conversations import conversation_so_far
 
     answers: dict[str, list[list[int]]] = {}
@@ -273,13 +273,14 @@ def _generate_later_turns(
             if r["id"] in conversations and r["output_ids"]:
                 answers[r["id"]] = [r["output_ids"]]
     kwargs = _template_kwargs(recipe.train.thinking)
+    end_think = end_think_token(tokenizer) if recipe.train.thinking is not False else None
     ntok = nreq = 0
     for t, path in enumerate(_turn_files(folder, conversations), start=1):
         if not path.is_file():
             reqs = []
             for rid, turns in conversations.items():
                 if t < len(turns) and len(answers.get(rid, ())) == t:
-                    msgs = conversation_so_far(tokenizer, turns, answers[rid], recipe.train.thinking is not False)
+                    msgs = conversation_so_far(tokenizer, turns, answers[rid], end_think)
                     ids = render(tokenizer, PromptRecord(rid, turns=tuple(turns), template_kwargs=kwargs), msgs)
                     if len(ids) <= limit:
                         reqs.append(GenRequest(f"{rid}#{t}", tuple(ids), recipe.train.max_new_tokens))
