@@ -281,6 +281,7 @@ UNFINGERPRINTED_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("bench", "allow_random_prompts", False),
     ("train", "long_documents", 0),
     ("train", "conversations", 0),
+    ("bench", "engine_schedule", "auto"),
 )
 
 
@@ -413,6 +414,16 @@ class BenchSection(_Strict):
         description=(
             "After the fixed ks, bench the best-k-per-concurrency schedule derived from them as its own arm "
             "(draft label '<draft>-dynamic', vLLM's num_speculative_tokens_per_batch_size)."
+        ),
+    )
+    engine_schedule: Literal["auto", "side_by_side", "one_at_a_time"] = Field(
+        "auto",
+        description=(
+            "How a verifier's engines are up during the bench: 'side_by_side' keeps the no-speculation engine up "
+            "beside each speculative engine (arms A/B interleaved within a cell); 'one_at_a_time' runs one engine "
+            "at a time, every cell of one engine configuration in one start, the baseline before and after the "
+            "speculative engines (ABA) with a machine sentinel at each start; 'auto': one_at_a_time where the "
+            "cluster cannot hold both engines ([cluster], harness/cluster.py), side_by_side otherwise."
         ),
     )
     k_from_one_engine: bool = Field(
@@ -555,6 +566,22 @@ class CostSection(_Strict):
     )
 
 
+class ClusterSection(_Strict):
+    """The hardware the plan runs on ([cluster]); unset: the engine device's defaults (harness/cluster.py).
+    It describes where the run goes, not what it measures, so no run folder's identity (Recipe.fingerprint)."""
+
+    nodes: int = Field(1, ge=1, description="Nodes the run may use.")
+    gpus_per_node: int | None = Field(
+        None, ge=0, description="GPUs per node (default: 8 with engine.device 'cuda', 0 on a CPU)."
+    )
+    gpu_memory_gib: float | None = Field(
+        None, gt=0, description="Memory of one GPU in GiB (default: 141, an H200, with engine.device 'cuda')."
+    )
+    disk_gib: float | None = Field(
+        None, gt=0, description="Free disk for the run folder in GiB (unset: the dry run cannot check disk)."
+    )
+
+
 class Recipe(_Strict):
     name: str = Field(description="Recipe name (used in run ids).")
     description: str = Field("", description="What this recipe is for.")
@@ -565,11 +592,12 @@ class Recipe(_Strict):
     bench: BenchSection = Field(default_factory=BenchSection)
     gate: GateSection = Field(default_factory=GateSection)
     cost: CostSection = Field(default_factory=CostSection)
+    cluster: ClusterSection = Field(default_factory=ClusterSection)
 
     def fingerprint(self, *sections: str) -> str:
         # [cost] only estimates and [gate] only judges: changing them keeps every run folder's name, so a
         # rerun with another tolerance or baseline gates the finished run again instead of retraining
-        data = self.model_dump(mode="json", exclude=set() if sections else {"cost", "gate"})
+        data = self.model_dump(mode="json", exclude=set() if sections else {"cost", "gate", "cluster"})
         # the loss that runs, not how it was stated: an unset loss and its method's default are one recipe
         # (and folders made when the default was written out keep their fingerprints)
         data["train"]["loss"] = self.train_loss

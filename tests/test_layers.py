@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
         "harness.benchfiles",
         "harness.suites",
         "harness.recipe",
+        "harness.cluster",
     ),
     ("harness.engine", "harness.metrics", "harness.analysis", "harness.results"),
     ("harness.verifier",),
