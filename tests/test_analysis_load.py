@@ -45,6 +45,29 @@ def test_unpaired_repeats_are_refused():
         load.speedup_ci([ArmRepeat(1, 1.0)], [])
 
 
+def test_arms_not_interleaved_resample_their_repeats_apart_and_pair_their_prompts():
+    """Engines one at a time (harness/bench/one_at_a_time.py): the baseline's repeats before and
+    after the speculative engine's, R = 1 giving 2 baseline repeats and 1 speculative."""
+    base = [ArmRepeat(100, 5.0), ArmRepeat(100, 5.2)]
+    spec = [ArmRepeat(100, 2.5)]
+    with pytest.raises(BadInput, match="paired"):
+        load.speedup_ci(base, spec)  # pairing by index needs as many repeats
+    # one speculative repeat, no per-request timings: no CI
+    assert load.speedup_ci(base, spec, interleaved=False) == Estimate((100 / 2.5) / (200 / 10.2))
+    two = load.speedup_ci(base, [*spec, ArmRepeat(100, 2.6)], interleaved=False)
+    assert two.low < two.value < two.high
+    # per-request timings of the same requests: one draw of prompt indices serves every repeat of
+    # both arms, so a draft exactly twice as fast on every prompt reads 2.0 in every replicate
+    tokens, lat = (10, 40, 20, 30), (1.0, 4.0, 2.0, 3.0)
+    base = [ArmRepeat(100, 10.0, tokens, lat), ArmRepeat(100, 10.0, tokens, lat)]
+    spec = [ArmRepeat(100, 5.0, tokens, tuple(x / 2 for x in lat))]
+    reps = load.speedup_replicates(base, spec, 200, seed=1, interleaved=False)
+    assert len(reps) == 200 and np.allclose(reps, 2.0)
+    slow_last = [ArmRepeat(100, 5.5, tokens, (0.5, 2.0, 1.0, 2.0))]  # no longer proportional: the CI opens
+    est = load.speedup_ci(base, slow_last, interleaved=False)
+    assert est.low < est.value < est.high and est.value == pytest.approx(10 / 5.5)
+
+
 GRID = [1, 2, 4, 8, 16]
 
 

@@ -11,6 +11,11 @@ Speedup and its CI (paired A/B repeats; same prompts, max tokens, sampling, conc
   both arms (paired) — a two-stage resampling, done by hand. A request's share of its batch's
   wall is wall × its latency / Σ latencies of the batch, so the full sample reproduces the
   point value exactly. No CI from a single repeat without per-request timings.
+  Arms not interleaved (bench.engine_schedule one_at_a_time: the baseline's repeats before and after
+  the speculative engine's, maybe one more of them): no repeat of one arm pairs with a repeat of
+  the other, so each arm's repeats are resampled on their own; where every repeat of both arms
+  timed the same requests, one draw of request indices per resample serves all of them (the
+  prompts stay paired). No CI without per-request timings unless each arm has two repeats.
 
 Crossover: speedup on a concurrency grid, x = log2(concurrency). The crossover is where the
   speedup first falls below 1.0: the first grid point below 1.0 and the point before it are joined
@@ -100,12 +105,19 @@ def _speedup_of_sums(bt: np.ndarray, bw: np.ndarray, st: np.ndarray, sw: np.ndar
 
 
 def speedup_replicates(
-    baseline: Sequence[ArmRepeat], speculative: Sequence[ArmRepeat], num_resamples: int = 2000, seed: int = 0
+    baseline: Sequence[ArmRepeat],
+    speculative: Sequence[ArmRepeat],
+    num_resamples: int = 2000,
+    seed: int = 0,
+    interleaved: bool = True,
 ) -> np.ndarray:
-    """Bootstrap replicates of the speedup (empty when there is nothing to resample)."""
+    """Bootstrap replicates of the speedup (empty when there is nothing to resample); `interleaved`:
+    the arms' repeats ran A/B in turn and pair by index (module docstring)."""
+    rng = np.random.default_rng(seed)
+    if not interleaved and baseline and speculative:
+        return _unpaired_replicates(baseline, speculative, num_resamples, rng)
     if len(baseline) != len(speculative) or not baseline:
         raise BadInput(f"speedup CI needs paired repeats: {len(baseline)} baseline vs {len(speculative)} speculative")
-    rng = np.random.default_rng(seed)
     n_rep = len(baseline)
     per_req = [(_request_arrays(b), _request_arrays(s)) for b, s in zip(baseline, speculative)]
     paired = all(b is not None and s is not None and len(b[0]) == len(s[0]) for b, s in per_req)
@@ -143,15 +155,44 @@ def speedup_replicates(
     return out
 
 
+def _unpaired_replicates(
+    baseline: Sequence[ArmRepeat], speculative: Sequence[ArmRepeat], num_resamples: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Each arm's repeats resampled on their own; requests by one shared draw when all timed the same ones."""
+    arms = (baseline, speculative)
+    per_req = [[_request_arrays(r) for r in arm] for arm in arms]
+    sizes = {len(a[0]) if a is not None else -1 for arm in per_req for a in arm}
+    by_request = len(sizes) == 1 and min(sizes) > 0
+    if num_resamples < 1 or not (by_request or min(len(baseline), len(speculative)) >= 2):
+        return np.empty(0)
+    (n_req,) = sizes
+    out = np.empty(num_resamples)
+    for i in range(num_resamples):
+        pick = rng.integers(0, n_req, size=n_req) if by_request else None
+        tok_s = []
+        for arm, reqs in zip(arms, per_req, strict=True):
+            tokens = wall = 0.0
+            for r in rng.integers(0, len(arm), size=len(arm)):
+                got = reqs[r]
+                if pick is not None and got is not None:
+                    tokens, wall = tokens + got[0][pick].sum(), wall + got[1][pick].sum()
+                else:
+                    tokens, wall = tokens + arm[r].output_tokens, wall + arm[r].wall_s
+            tok_s.append(tokens / wall)
+        out[i] = tok_s[1] / tok_s[0]
+    return out
+
+
 def speedup_ci(
     baseline: Sequence[ArmRepeat],
     speculative: Sequence[ArmRepeat],
     level: float = 0.95,
     num_resamples: int = 2000,
     seed: int = 0,
+    interleaved: bool = True,
 ) -> Estimate:
     """Speedup with its percentile bootstrap CI (module docstring)."""
-    reps = speedup_replicates(baseline, speculative, num_resamples, seed)
+    reps = speedup_replicates(baseline, speculative, num_resamples, seed, interleaved)
     point = speedup_point(baseline, speculative)
     if not len(reps) or point is None:
         return Estimate(point)

@@ -79,6 +79,7 @@ class CellContext:
     train_context_len: int | None = None
     end_think_id: int | None = None
     k_sweep: bool = False  # estimate AL at every k' < k from this cell's steps (bench.k_from_one_engine)
+    interleaved: bool = True  # the arms' repeats ran A/B in turn (not with engines one at a time)
 
 
 def prompt_of(request_id: str) -> str:
@@ -162,19 +163,28 @@ def _arm_repeat(rep: RepeatRecord, paired: bool) -> load.ArmRepeat:
     return load.ArmRepeat(rep.output_tokens, rep.wall_s, rep.request_tokens, rep.request_latency_s)
 
 
-def speedup_estimate(base: ArmResult, spec: ArmResult) -> load.Estimate | None:
-    """Speedup and its bootstrap CI over the paired repeats (and, when both arms finished the same
-    requests in every repeat, over requests too: analysis/load.py)."""
-    if not base.repeats or len(base.repeats) != len(spec.repeats):
+def speedup_estimate(base: ArmResult, spec: ArmResult, interleaved: bool = True) -> load.Estimate | None:
+    """Speedup and its bootstrap CI over the repeats, paired when `interleaved` (and, when both arms
+    finished the same requests in every repeat, over requests too: analysis/load.py)."""
+    if not base.repeats or not spec.repeats or (interleaved and len(base.repeats) != len(spec.repeats)):
         return None
+    # per request where the repeats compared timed the same requests: each pair, or (not
+    # interleaved) every repeat of both arms with the first speculative one
+    pairs = (
+        zip(base.repeats, spec.repeats)
+        if interleaved
+        else ((r, spec.repeats[0]) for r in (*base.repeats, *spec.repeats))
+    )
     paired = all(
         b.request_ids == s.request_ids
         and len(b.request_latency_s) == len(b.request_ids)
         and len(s.request_latency_s) == len(s.request_ids)
-        for b, s in zip(base.repeats, spec.repeats)
+        for b, s in pairs
     )
     return load.speedup_ci(
-        [_arm_repeat(b, paired) for b in base.repeats], [_arm_repeat(s, paired) for s in spec.repeats]
+        [_arm_repeat(b, paired) for b in base.repeats],
+        [_arm_repeat(s, paired) for s in spec.repeats],
+        interleaved=interleaved,
     )
 
 
@@ -207,7 +217,7 @@ def derive(
     rb: CellRow, rs: CellRow, base: ArmResult, spec: ArmResult, ctx: CellContext
 ) -> tuple[str | None, str | None]:
     """Fill the speculative row's derived columns; returns the (looping, context) flags."""
-    est = speedup_estimate(base, spec)
+    est = speedup_estimate(base, spec, ctx.interleaved)
     if est is not None:
         rs.speedup_ci_low, rs.speedup_ci_high = est.low, est.high
     rs.al_se, rs.num_prompts = al_standard_error(spec)

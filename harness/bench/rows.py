@@ -255,6 +255,7 @@ def cell_rows(
     ignore_eos: bool = False,
     random_prompts: str | None = None,
     slo_bounds: dict[str, float] | None = None,
+    interleaved: bool = True,
 ) -> tuple[CellRow, CellRow]:
     """`sampling_samples`: at T > 0, (baseline, speculative) output tokens with the verifier's
     distribution at each position (harness/analysis/lossless_sampling.py). The (baseline,
@@ -274,7 +275,7 @@ def cell_rows(
     if spec.counters.num_drafts == 0 and spec.num_output_tokens > 0:
         flags.append("ZERO DRAFTS: speculation was silently off in this cell")
     _prediction(rs, predicted_al, t)
-    ctx = breakdown.CellContext(identity.k, train_context_len, end_think_id, k_sweep)
+    ctx = breakdown.CellContext(identity.k, train_context_len, end_think_id, k_sweep, interleaved)
     looping, beyond = breakdown.derive(rb, rs, base, spec, ctx)
     flags += breakdown.explained_gap(rs, mismatch_tolerance, looping, beyond)
     flags += _machine(rs, machine)
