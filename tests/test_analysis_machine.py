@@ -23,6 +23,22 @@ def test_spread_and_tolerance():
     assert not MachineReading((100.0, 100.0), (100.0, 135.2), noise=0.12).steady
 
 
+def test_own_engine_sentinels_compare_only_with_their_own_engine():
+    """Engines one at a time (harness/bench/one_at_a_time.py): the speculative engine times the
+    sentinel itself, so its readings compare with each other and the baseline engine's with theirs."""
+    steady = MachineReading((100.0, 101.0, 99.0, 100.0), (250.0, 252.0), 0.01, speculative_own_engine=True)
+    assert steady.drift == pytest.approx(101 / 99 - 1) and steady.flag() is None
+    # the same figures read as one engine's: a 150 % "drift" (the speculative engine's own speed)
+    assert MachineReading(steady.baseline_tok_s, steady.speculative_tok_s, 0.01).drift > 1
+    moved = MachineReading((100.0, 100.0, 70.0, 70.0), (250.0, 252.0), 0.01, speculative_own_engine=True)
+    assert moved.drift == pytest.approx(100 / 70 - 1)
+    flag = moved.flag()
+    assert flag is not None and flag.startswith(machine.FLAG)
+    assert "70-100 tok/s on the baseline engine, 250-252 tok/s on the speculative one" in flag
+    within = MachineReading((100.0, 100.0), (250.0, 180.0), 0.01, speculative_own_engine=True)
+    assert within.drift == pytest.approx(250 / 180 - 1) and within.flag() is not None  # moved during B
+
+
 def test_sentinel_is_never_longer_than_the_arms_it_brackets():
     assert machine.sentinel_tokens(512) == machine.SENTINEL_TOKENS  # production cells: the fixed job
     assert machine.sentinel_tokens(12) == 12  # short cells: no longer than they are

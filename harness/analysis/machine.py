@@ -11,6 +11,10 @@ Noise: the spread of CALIBRATION_RUNS sentinels back to back when the baseline e
   spread = max / min − 1 (a steady machine's own jitter at this job's size).
 Drift of a cell: the spread of the sentinels that bracket the two arms its speedup pairs (before
   and after each arm; for a shared baseline arm, the ones that bracketed it when it was measured).
+  With engines one at a time (bench.engine_schedule, harness/bench/one_at_a_time.py) no baseline
+  engine is up beside the speculative one, so that engine times the sentinel itself at its start
+  and end: its readings compare only with each other (its speed is not the baseline engine's),
+  and the drift is the larger of the two engines' own spreads.
 Tolerance: NOISE_FACTOR × noise, held between DRIFT_FLOOR and DRIFT_CEILING: the floor so a very
   quiet calibration does not flag a steady machine's jitter, the ceiling so a calibration taken while
   the machine was busy (measured: 12 % read as noise, 36 % tolerance, a 35 % drift passed) cannot
@@ -90,6 +94,7 @@ class MachineReading:
     noise: float
     baseline_remeasured: bool = False  # the shared baseline arm was measured again beside this arm
     foreign_cpu: float = 0.0  # the most any of the two arms' runs saw (foreign_cpu)
+    speculative_own_engine: bool = False  # speculative_tok_s timed on the speculative engine (one at a time)
 
     @property
     def sentinels(self) -> tuple[float, ...]:
@@ -97,6 +102,8 @@ class MachineReading:
 
     @property
     def drift(self) -> float:
+        if self.speculative_own_engine:  # two engines' speeds: each compared with itself only
+            return max(spread(self.baseline_tok_s), spread(self.speculative_tok_s))
         return spread(self.sentinels)
 
     @property
@@ -118,14 +125,26 @@ class MachineReading:
                 f"{FOREIGN_CPU_LIMIT:.0%}): contention slows a speculative arm more than a baseline one"
             )
         if self.drift > self.tolerance:
-            xs = [x for x in self.sentinels if x > 0]
             why.append(
-                f"the machine's speed moved {self.drift:.0%} across this cell's arms (sentinel "
-                f"{min(xs):.0f}-{max(xs):.0f} tok/s; steady noise {self.noise:.1%}, tolerance {self.tolerance:.0%})"
+                f"the machine's speed moved {self.drift:.0%} across this cell's arms (sentinel {self._ranges()}; "
+                f"steady noise {self.noise:.1%}, tolerance {self.tolerance:.0%})"
             )
         return (
             f"{FLAG}: {'; '.join(why)}; speedup CI widened by the drift{again}: this speedup is not the quiet "
             "machine's, rerun on a quiet machine"
+        )
+
+    def _ranges(self) -> str:
+        """The sentinels' range in tok/s, per engine when each engine timed its own."""
+
+        def span(tok_s: Sequence[float]) -> str:
+            xs = [x for x in tok_s if x > 0]
+            return f"{min(xs):.0f}-{max(xs):.0f} tok/s" if xs else "no reading"
+
+        if not self.speculative_own_engine:
+            return span(self.sentinels)
+        return (
+            f"{span(self.baseline_tok_s)} on the baseline engine, {span(self.speculative_tok_s)} on the speculative one"
         )
 
 
