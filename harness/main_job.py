@@ -200,7 +200,9 @@ def _run_gate(recipe: Recipe, run_dir: Path, paths: dict[str, str], notes: list[
 
 
 def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None = None) -> MainJobResult:
+    from harness.bench.one_at_a_time import refuse_what_one_at_a_time_cannot_run
     from harness.bench.run import check_prompts_fit, run_bench
+    from harness.cluster import engine_schedule
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
     from harness.engine.settings import refuse_what_vllm_cannot_run
@@ -214,11 +216,14 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
     layout = resolve_verifier(recipe, reporter)
     refuse_what_vllm_cannot_run(recipe.engine, layout, recipe.bench.method)
     check_prompts_fit(recipe, layout)
+    refuse_what_one_at_a_time_cannot_run(recipe)
     run_dir = run_dir or default_run_dir(recipe)
     run_dir.mkdir(parents=True, exist_ok=True)
     # The bench's speculative engine starts while its baseline engine is up: one more host, its
-    # vLLM imported during the responses stage (harness/engine/offline.py prespawn).
-    spare = 1 if recipe.bench.engine == "offline" and recipe.engine.device == "cpu" else 0
+    # vLLM imported during the responses stage (harness/engine/offline.py prespawn). Not when the
+    # engines run one at a time: each reuses the host the last one closed.
+    side_by_side = engine_schedule(recipe) == "side_by_side"
+    spare = 1 if recipe.bench.engine == "offline" and recipe.engine.device == "cpu" and side_by_side else 0
     trained = run_train(recipe, run_dir / "train", reporter, spare_hosts=spare)
     drafts = resolve_drafts(recipe, trained.layout, trained.draft_dir, label="draft")
     run_bench(recipe, drafts, run_dir, reporter, resume=(run_dir / MANIFEST).is_file())

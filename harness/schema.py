@@ -210,6 +210,9 @@ class CellRow(CellIdentity):
     train_context_len: int | None = None
     baseline_cell: str | None = None  # the cell whose run measured this cell's baseline arm (bench.shared_baseline)
     k_schedule: str | None = None  # the dynamic arm's num_speculative_tokens_per_batch_size (JSON)
+    # how the verifier's engines ran (bench.engine_schedule resolved): "side_by_side" (None in older rows)
+    # or "one_at_a_time" (the speculative sentinels then timed on the speculative engine itself)
+    engine_schedule: str | None = None
     # T = 0 misses, located and classified (harness/analysis/lossless.py): the worst verdict,
     # the earliest diverging output position, the engine noise measured, one record per miss (JSON)
     lossless_verdict: str | None = None

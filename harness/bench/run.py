@@ -9,6 +9,8 @@ cell by cell (harness/results/table.py).
 Engines: one baseline engine per verifier stays up for the whole run; one speculative engine
 per (draft, k) — k is an engine setting in vLLM — runs all of its cells, then stops. A CPU
 server's first speculative engine starts beside the baseline (a start is one core's imports there).
+Where the two cannot be up at once (bench.engine_schedule, harness/cluster.py), the engines run
+one at a time instead: harness/bench/one_at_a_time.py, with the same arms and the same rows.
 
 The loop reads top to bottom: plan the cells, open the run, then per verifier start the
 baseline, per (draft, k) start the speculative engine, measure each cell, write it.
@@ -39,7 +41,14 @@ from harness.bench.manifest import (
     start_manifest,
     update_manifest,
 )
+from harness.bench.one_at_a_time import (
+    EngineKey,
+    bench_one_at_a_time,
+    phase_plan,
+    refuse_what_one_at_a_time_cannot_run,
+)
 from harness.bench.rows import ArmResult, CellIdentity, CellRow, cell_rows
+from harness.cluster import engine_schedule
 from harness.draft.under_test import DraftUnderTest, verifier_identity
 from harness.draft.verifier import load_tokenizer
 from harness.engine.background_start import BackgroundStart
@@ -128,6 +137,7 @@ class MeasuredArms:
     speculative: ArmResult
     baseline_cell: str
     machine: MachineReading | None
+    interleaved: bool = True  # repeats ran A/B in turn; not with engines one at a time (speedup CI unpaired)
 
 
 @dataclass(frozen=True)
@@ -446,22 +456,35 @@ def default_engine_factory(recipe: Recipe, run_dir: Path) -> EngineFactory:
 # ----------------------------------------------------------------------------- one cell
 
 
+def arm_inputs(run: BenchRun, cell: CellSpec, layout: VerifierLayout, tokenizer, prompts: Prompts) -> ArmInputs:
+    max_prompt = run.recipe.engine.max_model_len - run.recipe.bench.max_tokens
+    sampling = sampling_for(run.recipe, cell.temperature, layout)
+    return ArmInputs(tokenizer, prompts, sampling, max_prompt, not run.suites[cell.suite].prefix_caching)
+
+
 def measure_cell(
     run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: tuple[Engine, Engine], tokenizer, prompts: Prompts
 ) -> MeasuredCell:
     """Both arms of a cell (_measure_arms): the cell's two rows, and its per-request records by
     arm (the side file beside the cell)."""
+    inputs = arm_inputs(run, cell, draft.verifier, tokenizer, prompts)
+    arms = _measure_arms(run, cell, draft, engines, inputs)
+    return finish_cell(run, cell, draft, engines[0], engines[1].kind, inputs, arms)
+
+
+def finish_cell(
+    run: BenchRun,
+    cell: CellSpec,
+    draft: DraftUnderTest,
+    base_engine: Engine,
+    engine_kind: str,
+    inputs: ArmInputs,
+    arms: MeasuredArms,
+) -> MeasuredCell:
+    """A cell's rows from its measured arms, whichever schedule measured them: the T = 0 noise probe
+    and the T > 0 re-scoring run on the baseline engine (up when this is called), then cell_rows."""
     b = run.recipe.bench
-    base_engine, spec_engine = engines
-    sampling = sampling_for(run.recipe, cell.temperature, draft.verifier)
-    max_prompt = run.recipe.engine.max_model_len - b.max_tokens
-    arms = _measure_arms(
-        run,
-        cell,
-        draft,
-        engines,
-        ArmInputs(tokenizer, prompts, sampling, max_prompt, not run.suites[cell.suite].prefix_caching),
-    )
+    tokenizer, prompts, sampling, max_prompt = inputs.tokenizer, inputs.prompts, inputs.sampling, inputs.max_prompt
     barm, sarm = arms.baseline, arms.speculative
     missed = cell.temperature == 0 and any(sarm.outputs.get(k) != v for k, v in barm.outputs.items())
     key = (draft.verifier.path, cell.suite, cell.concurrency)
@@ -476,7 +499,7 @@ def measure_cell(
         else None
     )
     rows = cell_rows(
-        cell_identity(run, cell, draft, spec_engine.kind),
+        cell_identity(run, cell, draft, engine_kind),
         barm,
         sarm,
         predicted_al=draft.predicted_al(cell.k),
@@ -492,9 +515,10 @@ def measure_cell(
         ignore_eos=b.ignore_eos,
         random_prompts=random_suite_flag(tokenizer, prompts) if b.allow_random_prompts else None,
         slo_bounds=slo.bounds_s(b.slo.model_dump()) if b.slo else None,
+        interleaved=arms.interleaved,
     )
     for r in rows:
-        r.baseline_cell = arms.baseline_cell
+        r.baseline_cell, r.engine_schedule = arms.baseline_cell, engine_schedule(run.recipe)
     return MeasuredCell(
         rows, {"baseline": [r.to_dict() for r in barm.requests], "speculative": [r.to_dict() for r in sarm.requests]}
     )
@@ -516,25 +540,9 @@ def _measure_arms(
     foreign: dict[str, float] = {"baseline": 0.0, "speculative": 0.0}  # the most other processes used
 
     def measure(which: str, arm: ArmResult) -> None:
-        interrupts.check()  # a safe point: SIGTERM stops the run here even if its exception was lost
-        eng = engines[0] if which == "baseline" else engines[1]
-        before = read_ticks() if clock else None
-        run_arm(
-            eng,
-            inputs.tokenizer,
-            inputs.prompts,
-            inputs.sampling,
-            b.max_tokens,
-            cell.concurrency,
-            inputs.max_prompt,
-            arm,
-            Arrivals(cell.request_rate, b.burstiness, b.arrival_seed) if cell.request_rate else None,
-            inputs.fresh_prefix,
-        )
+        cpu = timed_arm(run, engines[0] if which == "baseline" else engines[1], cell, inputs, arm, clock is not None)
         if clock:  # the sentinels before and after this arm, and the CPU others took while it ran
-            after = read_ticks()
-            if before is not None and after is not None:
-                foreign[which] = max(foreign[which], foreign_cpu(before, after))
+            foreign[which] = max(foreign[which], cpu)
             timeline.append(sentinel_tok_s(engines[0], clock))
             brackets[which] += timeline[-2:]
 
@@ -574,6 +582,28 @@ def _measure_arms(
         )
     )
     return MeasuredArms(barm, sarm, measured.cell_id if measured else cell.id, reading)
+
+
+def timed_arm(run: BenchRun, engine: Engine, cell: CellSpec, inputs: ArmInputs, arm: ArmResult, cpu: bool) -> float:
+    """One repeat of the cell's arm on `engine`; with `cpu`, the share of the machine's CPUs that
+    other processes used while it ran (0 without)."""
+    b = run.recipe.bench
+    interrupts.check()  # a safe point: SIGTERM stops the run here even if its exception was lost
+    before = read_ticks() if cpu else None
+    run_arm(
+        engine,
+        inputs.tokenizer,
+        inputs.prompts,
+        inputs.sampling,
+        b.max_tokens,
+        cell.concurrency,
+        inputs.max_prompt,
+        arm,
+        Arrivals(cell.request_rate, b.burstiness, b.arrival_seed) if cell.request_rate else None,
+        inputs.fresh_prefix,
+    )
+    after = read_ticks() if before is not None else None
+    return foreign_cpu(before, after) if before is not None and after is not None else 0.0
 
 
 def sentinel_tok_s(engine: Engine, clock: Clock) -> float:
@@ -711,15 +741,14 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
         for k in recipe.bench.k
         if (kcells := [c for c in cells if c.draft == d.label and c.k == k])
     }
-
-    def spec_engine_for(d: DraftUnderTest, k: int) -> Engine:
-        spec = SpeculativeSpec(d.method, k, d.path, recipe.bench.rejection_sample_method)
-        return run.make_engine(engine_plan(recipe.engine, layout, spec), f"{d.label}-k{k}")
+    if engine_schedule(recipe) == "one_at_a_time":  # dynamic cells were refused (run_bench)
+        bench_one_at_a_time(OneAtATimeSteps(run, layout, drafts), phase_plan(engines, recipe.bench.repeats))
+        return
 
     early: BackgroundStart | None = None
     if engines and recipe.engine.device == "cpu" and recipe.bench.engine == "server":
         label, k0 = next(iter(engines))
-        early = BackgroundStart(lambda: spec_engine_for(next(d for d in drafts if d.label == label), k0))
+        early = BackgroundStart(lambda: _spec_engine(run, layout, next(d for d in drafts if d.label == label), k0))
     started: dict[tuple[str, int], Engine] = {}  # the early engine until its cells run
     try:
         with run.make_engine(engine_plan(recipe.engine, layout), f"baseline-{Path(layout.path).name}") as base_engine:
@@ -727,20 +756,12 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
             if early is not None:
                 started[next(iter(engines))] = early.result()
             warm_up(base_engine, first, recipe, layout)
-            if (clock := calibrate_clock(base_engine, first, recipe)) is not None:
-                run.clocks[layout.path] = clock
-                update_manifest(
-                    run.run_dir,
-                    machine_noise={
-                        **(read_manifest(run.run_dir).get("machine_noise") or {}),
-                        Path(layout.path).name: round(clock.noise, 4),
-                    },
-                )
+            _calibrate(run, layout, base_engine)
             for d in drafts:
                 for k in recipe.bench.k:
                     if (d.label, k) not in engines:
                         continue
-                    with started.pop((d.label, k), None) or spec_engine_for(d, k) as spec_engine:
+                    with started.pop((d.label, k), None) or _spec_engine(run, layout, d, k) as spec_engine:
                         record_engine(run.run_dir, f"{d.label}-k{k}", spec_engine)
                         warm_up(spec_engine, first, recipe, layout)
                         for cell in engines[(d.label, k)]:
@@ -754,6 +775,77 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
             early.abandon()  # closes it when it comes up, had it not been handed over
         for engine in started.values():  # handed over, but the run failed before its cells
             engine.close()
+
+
+def _spec_engine(run: BenchRun, layout: VerifierLayout, draft: DraftUnderTest, k: int) -> Engine:
+    spec = SpeculativeSpec(draft.method, k, draft.path, run.recipe.bench.rejection_sample_method)
+    return run.make_engine(engine_plan(run.recipe.engine, layout, spec), f"{draft.label}-k{k}")
+
+
+def _calibrate(run: BenchRun, layout: VerifierLayout, base_engine: Engine) -> Clock | None:
+    """The verifier's clock (calibrate_clock) on its warm baseline engine, kept in `run` and the manifest."""
+    _, prompts = run.prompts[layout.path]
+    clock = calibrate_clock(base_engine, next(iter(prompts.values())), run.recipe)
+    if clock is not None:
+        run.clocks[layout.path] = clock
+        noise = read_manifest(run.run_dir).get("machine_noise") or {}
+        update_manifest(run.run_dir, machine_noise={**noise, Path(layout.path).name: round(clock.noise, 4)})
+    return clock
+
+
+class OneAtATimeSteps:
+    """One verifier's engines, arms, sentinels and rows as the one-at-a-time schedule asks for them
+    (harness/bench/one_at_a_time.py Steps): the same pieces the side-by-side loop uses."""
+
+    def __init__(self, run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnderTest]):
+        self.run, self.layout, self.drafts = run, layout, {d.label: d for d in drafts}
+        self.run_dir, self.verifier = run.run_dir, Path(layout.path).name
+        self.tokenizer, self.prompts = run.prompts[layout.path]
+
+    def start(self, engine: EngineKey | None, phase: str) -> Engine:
+        if engine is None:  # the second baseline start gets a log and a manifest entry of its own
+            name = "baseline" if phase == "A1" else f"baseline-{phase.lower()}"
+            started = self.run.make_engine(engine_plan(self.run.recipe.engine, self.layout), f"{name}-{self.verifier}")
+        else:
+            name = f"{engine[0]}-k{engine[1]}"
+            started = _spec_engine(self.run, self.layout, self.drafts[engine[0]], engine[1])
+        try:
+            record_engine(self.run_dir, name, started)
+        except BaseException:
+            started.close()
+            raise
+        return started
+
+    def warm_up(self, engine: Engine) -> None:
+        warm_up(engine, next(iter(self.prompts.values())), self.run.recipe, self.layout)
+
+    def calibrate(self, engine: Engine) -> float | None:
+        clock = _calibrate(self.run, self.layout, engine)
+        return None if clock is None else clock.noise
+
+    def sentinel(self, engine: Engine) -> float:
+        return sentinel_tok_s(engine, self.run.clocks[self.layout.path])
+
+    def measure(self, engine: Engine, cell: CellSpec, arm: ArmResult, repeats: int) -> float:
+        inputs = arm_inputs(self.run, cell, self.layout, self.tokenizer, self.prompts[cell.suite])
+        cpu = self.layout.path in self.run.clocks
+        return max((timed_arm(self.run, engine, cell, inputs, arm, cpu) for _ in range(repeats)), default=0.0)
+
+    def finish(
+        self,
+        cell: CellSpec,
+        base_engine: Engine,
+        arms: tuple[ArmResult, ArmResult],
+        baseline_cell: str,
+        machine: MachineReading | None,
+    ) -> None:
+        inputs = arm_inputs(self.run, cell, self.layout, self.tokenizer, self.prompts[cell.suite])
+        measured = MeasuredArms(arms[0], arms[1], baseline_cell, machine, interleaved=False)
+        record_cell(
+            self.run,
+            cell,
+            finish_cell(self.run, cell, self.drafts[cell.draft], base_engine, base_engine.kind, inputs, measured),
+        )
 
 
 def bench_dynamic(
@@ -800,10 +892,12 @@ def render_all(
     out = {}
     max_prompt = recipe.engine.max_model_len - recipe.bench.max_tokens
     for layout, _ in _by_verifier(drafts):
-        if recipe.bench.engine == "offline":  # the baseline and the first speculative engine, side by side
+        # offline: the baseline and the first speculative engine side by side, or (engines one at a
+        # time) each engine on the host the last one left
+        if recipe.bench.engine == "offline":
             from harness.engine.offline import prespawn
 
-            prespawn(engine_plan(recipe.engine, layout), 2)
+            prespawn(engine_plan(recipe.engine, layout), 2 if engine_schedule(recipe) == "side_by_side" else 1)
         tok = load_tokenizer(layout, recipe.engine.trust_remote_code)
         out[layout.path] = (
             tok,
@@ -833,10 +927,12 @@ def run_bench(
     cells = plan_cells(recipe, drafts, suites)
     for d in drafts:  # what vLLM cannot serve stops here: one line, exit 2, no run folder
         refuse_what_vllm_cannot_run(recipe.engine, d.verifier, d.method)
+    refuse_what_one_at_a_time_cannot_run(recipe)
     prompts = render_all(recipe, drafts, suites)  # a prompt too long for the context: exit 2, no run folder
     open_run(run_dir, recipe, resume)
     vhash = {d.verifier.path: verifier_identity(d.verifier.path) for d in drafts}
     start_manifest(run_dir, recipe, [c.id for c in cells], drafts, suites, vhash)
+    update_manifest(run_dir, engine_schedule=engine_schedule(recipe))
     run = BenchRun(
         recipe,
         run_dir,

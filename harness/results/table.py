@@ -53,7 +53,7 @@ in harness/metrics.py):
   machine    machine_sentinels_baseline machine_sentinels_speculative machine_drift machine_noise
              machine_baseline_remeasured machine_foreign_cpu (analysis/machine.py)
   arms       baseline_cell (the cell that measured a shared baseline arm) k_schedule (a dynamic arm's
-             schedule, JSON)
+             schedule, JSON) engine_schedule (side_by_side | one_at_a_time: harness/bench/one_at_a_time.py)
   status     status (ok | failed) error flags
 The typed record of a row is harness/schema.py's CellRow (read back with CellRow.from_dict).
 """
