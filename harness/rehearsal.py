@@ -11,7 +11,9 @@ setting as written except:
   - the draft's shape, which follows the stand-in's (hidden size, heads, vocabulary, aux layers);
   - datasets named by hub id, replaced by the local copies in train/rehearsal/ in their released
     layouts (`LOCAL_COPIES`), so the same readers run;
-  - [cost] figures (the production hardware's): the rehearsal predicts with the CPU's defaults.
+  - [cost] figures (the production hardware's): the rehearsal predicts with the CPU's defaults;
+  - bench.engine_schedule "auto", where it resolves to one_at_a_time on the recipe's hardware: set
+    to that, since a CPU's "auto" runs the engines side by side (a row "ran as written" says so).
 Engine mode, hidden-state source and mode, launcher, FSDP, scheduler, loss, thinking,
 temperatures, suites, the gate: as written. `SettingRow`s say, for every setting, which it was.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from harness.cluster import engine_schedule, gpus_per_node, instance_gpus
 from harness.errors import BadInput
 from harness.paths import REPO_ROOT
 from harness.recipe import Recipe
@@ -228,6 +231,19 @@ def _cost_changes(recipe: Recipe) -> Changes:
     return {f"cost.{k}": (None, REPLACED, why) for k in recipe.cost.model_dump(exclude_none=True)}
 
 
+def _schedule_changes(recipe: Recipe) -> Changes:
+    """The bench's engine schedule as the recipe's own hardware resolves it (harness/cluster.py)."""
+    b = recipe.bench
+    if engine_schedule(recipe) != "one_at_a_time" or b.engine_schedule == "one_at_a_time":
+        return {}
+    why = (
+        f"as on the recipe's hardware: 'auto' resolves to one_at_a_time there (a baseline and a speculative "
+        f"engine of {instance_gpus(recipe.engine)} GPUs each do not fit a node of {gpus_per_node(recipe)}); "
+        "set explicitly, as a CPU's 'auto' runs them side by side (harness/bench/one_at_a_time.py)"
+    )
+    return {"bench.engine_schedule": ("one_at_a_time", RAN, why)}
+
+
 def rehearsal_recipe(recipe: Recipe, model_type: str) -> tuple[Recipe, list[SettingRow]]:
     """The recipe as a CPU rehearsal runs it, and one row per setting of the written recipe
     saying whether it ran as written, was shrunk, replaced, or cannot run on a CPU (and why).
@@ -238,6 +254,7 @@ def rehearsal_recipe(recipe: Recipe, model_type: str) -> tuple[Recipe, list[Sett
         **_data_changes(recipe),
         **_draft_changes(recipe),
         **_cost_changes(recipe),
+        **_schedule_changes(recipe),
     }
     written = recipe.model_dump(mode="json")
     data = recipe.model_dump(mode="json")

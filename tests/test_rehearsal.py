@@ -93,6 +93,22 @@ def test_the_verifier_becomes_the_stand_in_of_its_architecture(production):
         rehearsal_recipe(load_recipe(None), "mamba")
 
 
+def test_the_bench_runs_its_engines_as_the_production_node_does(production):
+    """Two TP=8 engines do not fit one 8-GPU node: 'auto' runs them one at a time there, and the
+    rehearsal runs that mode on the CPU, where 'auto' would run them side by side."""
+    from harness.cluster import engine_schedule
+
+    recipe, rehearsed, rows = production
+    assert engine_schedule(recipe) == "one_at_a_time" and recipe.bench.engine_schedule == "auto"
+    assert rehearsed.bench.engine_schedule == "one_at_a_time"
+    row = rows["bench.engine_schedule"]
+    assert (row.status, row.written, row.rehearsed) == (RAN, "auto", "one_at_a_time")
+    assert "'auto' resolves to one_at_a_time there" in row.why
+    cpu, cpu_rows = rehearsal_recipe(load_recipe(None), "kimi_k25")  # a CPU recipe: as written, no why
+    assert cpu.bench.engine_schedule == "auto" and engine_schedule(cpu) == "side_by_side"
+    assert not next(r for r in cpu_rows if r.key == "bench.engine_schedule").why
+
+
 def test_rehearse_dry_run_prints_the_table_and_plan_and_writes_nothing(tmp_path):
     import subprocess
     import sys

@@ -60,6 +60,11 @@ def test_rehearsal_exits_0_and_its_table_says_the_production_settings_ran(rehear
     rows = {r["setting"]: r for r in json.loads((run_dir / "rehearsal.json").read_text())["settings"]}
     for key in PRODUCTION_SETTINGS:
         assert rows[key]["status"] in (RAN, SHRUNK), rows[key]
+    # the production node's engine schedule: one engine at a time, baseline before and after (ABA)
+    assert rows["bench.engine_schedule"]["rehearsed"] == "one_at_a_time"
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["engine_schedule"] == "one_at_a_time"
+    assert [p["phase"] for p in manifest["engine_phases"]] == ["A1", "B", "A2"]
     assert "rehearsal: the recipe's settings" in p.stdout and "cannot run on CPU" in p.stdout
 
 
