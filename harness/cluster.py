@@ -49,3 +49,20 @@ def engine_schedule(recipe: Recipe) -> Schedule:
     if s != "auto":
         return s
     return "side_by_side" if engines_fit_side_by_side(recipe) else "one_at_a_time"
+
+
+def baseline_repeats(repeats: int) -> tuple[int, int]:
+    """One engine at a time: the baseline arm's repeats before and after the speculative engines (ABA).
+    The first half before, the rest after, at least one on each side so the pair is centred in time."""
+    first = (repeats + 1) // 2
+    return first, max(1, repeats - first)
+
+
+def extraction_engine(recipe: Recipe) -> EngineSettings:
+    """The engine settings of the hidden-state extraction server: the recipe's, except that during
+    online training on GPUs it takes train.extraction_gpu_memory_utilization of each GPU, leaving the
+    rest to the draft's training on the same GPUs."""
+    e, t = recipe.engine, recipe.train
+    if t.extraction_gpu_memory_utilization and e.device == "cuda" and t.hidden_states_mode == "online":
+        return e.model_copy(update={"gpu_memory_utilization": t.extraction_gpu_memory_utilization})
+    return e

@@ -193,6 +193,14 @@ class TrainSection(_Strict):
         "CPU, where server and trainer share the cores, 2 workers were slower (455 vs 394 s). Each worker "
         "holds one sample's states on disk at a time (the run's disk bound counts them).",
     )
+    extraction_gpu_memory_utilization: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="GPU, online training: the extraction server's vLLM memory fraction while the draft trains on "
+        "the same GPUs (the rest is training's); unset: engine.gpu_memory_utilization. The dry run shows the "
+        "budget per GPU and refuses fractions that leave either side short.",
+    )
     hidden_states_shard_size: int = Field(64, ge=1, description="Samples per hidden-state shard (bounds memory).")
     forward_batch_tokens: int = Field(8192, ge=64, description="Tokens per transformers forward batch when extracting.")
     validation_fraction: float = Field(
@@ -282,6 +290,9 @@ UNFINGERPRINTED_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("train", "long_documents", 0),
     ("train", "conversations", 0),
     ("bench", "engine_schedule", "auto"),
+    ("train", "extraction_gpu_memory_utilization", None),
+    ("bench", "k_measured", []),
+    ("bench", "max_prompts_by_concurrency", {}),
 )
 
 
@@ -434,6 +445,22 @@ class BenchSection(_Strict):
             "starts saved. Exact at the largest k; an estimate below it; no speedup for the smaller ks."
         ),
     )
+    k_measured: list[int] = Field(
+        default_factory=list,
+        description=(
+            "With k_from_one_engine: ks besides the largest that get engines (and speedups) of their own. Two "
+            "measured ks fit the step-cost line that estimates the speedup at every other k "
+            "(harness/analysis/k_speedup.py); one leaves smaller ks with AL only."
+        ),
+    )
+    max_prompts_by_concurrency: dict[int, int] = Field(
+        default_factory=dict,
+        description=(
+            "Cells at a concurrency listed here send only the first N prompts of each suite (e.g. {1 = 16}: a "
+            "batch-1 arm decodes its requests one after another, the bench's costliest, and its speedup varies "
+            "little between prompts). The dry run states the precision each cell is left with."
+        ),
+    )
     mismatch_tolerance: float = Field(
         0.10, ge=0, description="Flag a served AL this far (relative) from the training prediction."
     )
@@ -454,8 +481,14 @@ class BenchSection(_Strict):
 
     @property
     def engine_ks(self) -> list[int]:
-        """The ks the grid starts engines for: every bench.k, or the largest with k_from_one_engine."""
-        return [max(self.k)] if self.k_from_one_engine else list(self.k)
+        """The ks the grid starts engines for: every bench.k, or with k_from_one_engine the largest and
+        bench.k_measured."""
+        return sorted({max(self.k), *self.k_measured}) if self.k_from_one_engine else list(self.k)
+
+    def prompts_at(self, concurrency: int, available: int) -> int:
+        """Prompts a cell at this concurrency sends, of the `available` its suite has."""
+        cap = self.max_prompts_by_concurrency.get(concurrency)
+        return available if cap is None else min(cap, available)
 
     @model_validator(mode="after")
     def _checks(self):
@@ -487,6 +520,18 @@ class BenchSection(_Strict):
             raise ValueError(
                 "bench.dynamic_k derives its schedule from each k's measured speedup; bench.k_from_one_engine "
                 "measures only the largest k (the smaller ones' AL is estimated): turn one of them off"
+            )
+        if self.k_measured and not (self.k_from_one_engine and set(self.k_measured) <= set(self.k)):
+            raise ValueError(
+                f"bench.k_measured {self.k_measured}: ks from bench.k that get engines of their own beside the "
+                "largest, with bench.k_from_one_engine = true"
+            )
+        if any(n < 1 for n in self.max_prompts_by_concurrency.values()) or not set(
+            self.max_prompts_by_concurrency
+        ) <= set(self.concurrency) | {x.concurrency for x in self.extra_cells}:
+            raise ValueError(
+                f"bench.max_prompts_by_concurrency {self.max_prompts_by_concurrency}: each key a concurrency the "
+                "bench runs, each value at least 1"
             )
         if self.engine == "attach" and self.dynamic_k:
             raise ValueError("bench.dynamic_k starts an engine with the derived schedule; engine 'attach' cannot")

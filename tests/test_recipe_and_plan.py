@@ -109,10 +109,15 @@ def test_kimi_dry_run_matches_real_structure():
         assert flag in cmd, flag
     assert plan["training"]["command"].startswith("torchrun --nproc_per_node=8")
     assert plan["draft"]["draft_vocab_size"] == 32000
-    # online: the extraction server and training share the node's GPUs, and 0.9 leaves too little
-    assert "lower the utilization to <= 0.80" in plan["checks"]["warnings"][0]
-    # the bench holds the baseline and a speculative TP8 instance at once: 16 GPUs, two weight copies
-    assert any("2 x 8 GPUs" in w and "more than one node of 8" in w for w in plan["checks"]["warnings"])
+    # the production plan fits its one 8xH200 node: nothing predicted to fail, nothing allowed by name
+    assert plan["checks"]["predicted_failures"] == [] == plan["checks"]["allowed"]
+    # online: the extraction server takes 0.75 of each GPU, training the rest, with room to spare
+    budget = plan["memory_estimates"]["gpu_budget_online_training"]
+    assert budget["extraction_fraction"] == 0.75 and budget["left_gib"] > 0
+    assert budget["fractions_that_fit"][0] <= 0.75 <= budget["fractions_that_fit"][1]
+    assert "--gpu-memory-utilization 0.75" in plan["hidden_states"]["extraction_command"]
+    # the bench runs one TP8 engine at a time on the node (baseline, speculative, baseline)
+    assert plan["bench"]["engine_schedule"] == "one_at_a_time" and plan["cost"]["stages"][-1]["gpus"] == 8
     # online: a bounded cache where offline would store terabytes: 8 ranks x 4 loader workers + 1 samples
     hs = plan["hidden_states"]
     assert hs["mode"] == "online" and hs["disk_by_mode"]["offline"]["disk_gib"] > 5000
@@ -123,6 +128,10 @@ def test_kimi_dry_run_matches_real_structure():
     )
     assert plan["memory_estimates"]["verifier_weights_gib_per_gpu"] < 141
     assert plan["bench"]["k"] == [1, 2, 3, 4, 5, 6, 7, 8] and plan["checks"]["ok"]
+    # a bench sized by its answers: at most a quarter of the plan's GPU-hours, every question answered
+    assert plan["cost"]["total"]["gpu_h_share"]["bench"] <= 0.25
+    assert plan["bench"]["measured_k"] == [3, 8]
+    assert set(plan["bench"]["questions"]) >= {"best k per load", "speedup per suite", "thinking on/off", "T = 0 / 1"}
 
 
 def test_dry_run_refuses_an_impossible_plan():

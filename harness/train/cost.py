@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from harness.analysis.machine import CALIBRATION_RUNS, SENTINEL_PROMPTS, sentinel_tokens
+from harness.cluster import baseline_repeats, engine_schedule, instance_gpus
 from harness.recipe import CostSection, EngineSettings, Recipe
 
 HOUR = 3600.0
@@ -308,10 +309,15 @@ def totals(costs: Sequence[StageCost]) -> dict[str, Any]:
     """Stages run one after another: hours add, and so do GPU-hours. `complete`: no stage lacks a figure."""
     walls = [c.wall_s for c in costs]
     wall = sum(w for w in walls if w is not None)
+    gpu_h = sum(c.gpu_h for c in costs if c.gpu_h is not None) if any(c.gpus for c in costs) else None
     return {
         "wall_s": round(wall, 1),
         "wall_h": round(wall / HOUR, 2),
-        "gpu_h": round(sum(c.gpu_h for c in costs if c.gpu_h is not None), 1) if any(c.gpus for c in costs) else None,
+        "gpu_h": None if gpu_h is None else round(gpu_h, 1),
+        # each stage's share of the GPU-hours (the bench's is the question a budget asks first)
+        "gpu_h_share": {c.stage: round(c.gpu_h / gpu_h, 3) for c in costs if c.gpu_h is not None and gpu_h}
+        if gpu_h
+        else {},
         "complete": all(w is not None for w in walls),
     }
 
@@ -342,9 +348,7 @@ class PlanNumbers:
 
 def serving_gpus(engine: EngineSettings) -> int:
     """GPUs one serving instance holds (tensor x pipeline parallel ranks); none on a CPU."""
-    from harness.engine.settings import ranks_of
-
-    return ranks_of(engine) if engine.device == "cuda" else 0
+    return instance_gpus(engine)
 
 
 def responses_work(recipe: Recipe, num_prompts: int | None, gpus: int) -> StageWork:
@@ -443,17 +447,25 @@ def bench_count(recipe: Recipe, suite_requests: Sequence[tuple[str, int | None]]
     reqs = [n or 0 for _, n in suite_requests]
     engines = spec_arms = base_arms = runs = cells_n = saved = 0
     tokens: dict[int, int] = {}
+    # one engine at a time: the baseline engine starts twice (before and after the speculative ones), its
+    # arm split over both (harness/cluster.py baseline_repeats), a sentinel at every start
+    aba = engine_schedule(recipe) == "one_at_a_time"
+    base_repeats = sum(baseline_repeats(b.repeats)) if aba else b.repeats
     for drafts in _verifier_groups(recipe):
         cells = _cells(recipe, drafts, names, aliases)
         # the baseline arm: once per (suite, concurrency, temperature, rate) when shared, else beside every cell
         keys = [(s, c, t, i if not b.shared_baseline else 0) for i, (s, c, t) in enumerate(cells)]
         bases = sorted(set(keys))
-        for s, c in [(s, c) for s, c, _ in cells] + [(s, c) for s, c, _, _ in bases]:
-            tokens[c] = tokens.get(c, 0) + reqs[s] * b.max_tokens * b.repeats
-        engines += 1 + drafts * (len(b.engine_ks) + b.dynamic_k)
+        for (s, c), repeats in [((s, c), b.repeats) for s, c, _ in cells] + [
+            ((s, c), base_repeats) for s, c, _, _ in bases
+        ]:
+            tokens[c] = tokens.get(c, 0) + b.prompts_at(c, reqs[s]) * b.max_tokens * repeats
+        starts = 1 + aba + drafts * (len(b.engine_ks) + b.dynamic_k)
+        engines += starts
         saved += drafts * (len(b.k) - len(b.engine_ks))
-        spec_arms, base_arms = spec_arms + len(cells) * b.repeats, base_arms + len(bases) * b.repeats
-        runs += (len(cells) + (len(cells) + len(bases)) * b.repeats + CALIBRATION_RUNS) * b.machine_sentinel
+        spec_arms, base_arms = spec_arms + len(cells) * b.repeats, base_arms + len(bases) * base_repeats
+        sentinels = len(cells) + len(cells) * b.repeats + len(bases) * base_repeats + CALIBRATION_RUNS
+        runs += (sentinels + 2 * starts * aba) * b.machine_sentinel
         cells_n += len(cells)
     temps = len(set(b.temperature) | {x.temperature for x in b.extra_cells})
     overhead = {SENTINEL_PROMPTS: runs * SENTINEL_PROMPTS * sentinel_tokens(b.max_tokens)}
@@ -465,7 +477,7 @@ def bench_count(recipe: Recipe, suite_requests: Sequence[tuple[str, int | None]]
 
 
 def bench_work(recipe: Recipe, count: BenchCount, serving_gpus: int) -> StageWork:
-    b = recipe.bench
+    b, aba = recipe.bench, engine_schedule(recipe) == "one_at_a_time"
     starts = 0 if b.engine == "attach" else count.engines
     parts = [Part(t, c) for c, t in sorted(count.tokens_by_concurrency.items())]
     parts += [Part(t, c, "warm-up + sentinels") for c, t in sorted(count.overhead_tokens.items()) if t]
@@ -481,10 +493,14 @@ def bench_work(recipe: Recipe, count: BenchCount, serving_gpus: int) -> StageWor
         "generate_tok_s",
         tuple(parts),
         engine_starts=starts,
-        gpus=2 * serving_gpus,  # the baseline engine stays up beside each speculative engine
+        gpus=serving_gpus * (1 if aba else 2),
         note="upper bound: every request runs to bench.max_tokens; speculative arms costed at the verifier's "
-        "decode rate (a draft that speeds decoding shortens them); GPUs: the baseline engine stays up beside "
-        "each speculative engine",
+        "decode rate (a draft that speeds decoding shortens them); GPUs: "
+        + (
+            "one engine at a time (bench.engine_schedule), the baseline before and after the speculative engines"
+            if aba
+            else "the baseline engine stays up beside each speculative engine"
+        ),
     )
 
 
@@ -591,6 +607,9 @@ def render_cost(section: dict[str, Any], console) -> None:
     modes side by side, and every figure with its source."""
     measured = any("measured" in s for s in section["stages"])
     console.print(_measured_table(section) if measured else _plan_table(section))
+    if share := section["total"].get("gpu_h_share"):
+        text = " · ".join(f"{stage} {v:.0%}" for stage, v in share.items())
+        console.print(f"GPU-hours by stage: {text}", highlight=False)
     _render_modes(section.get("hidden_states_by_mode") or {}, console)
     _render_assumptions(section["assumptions"], console)
     console.print(f"not counted: {section['not_counted']}", highlight=False, soft_wrap=True, markup=False)

@@ -156,11 +156,12 @@ def extraction_server(
 ) -> Iterator[OnlineSource]:
     """A vLLM server extracting states at [*aux_ids, L] into `cache_dir`, for as long as the block
     runs; what a killed run left in `cache_dir` is removed first (clear_cache)."""
+    from harness.cluster import extraction_engine
     from harness.engine.server import ServerEngine
     from harness.train.vllm_states import extraction_plan
 
     clear_cache(cache_dir)
-    plan = extraction_plan(recipe.engine, layout, aux_ids, cache_dir)
+    plan = extraction_plan(extraction_engine(recipe), layout, aux_ids, cache_dir)
     log = run_dir / "logs" / "hidden_states.log"
     with ServerEngine(plan, log, recipe.engine.startup_timeout_s, recipe.engine.request_timeout_s) as eng:
         yield OnlineSource(

@@ -137,6 +137,7 @@ def positions_per_token(method: str, steps: int, total_seq_len: int = 0, max_anc
 
 def _structure_problems(recipe: Recipe, layout: VerifierLayout) -> list[str]:
     """What the real verifier's structure says against this recipe (same checks as a real run)."""
+    from harness.cluster import gpu_memory_gib
     from harness.draft.config import aux_layer_ids, check_draft_vocab
 
     e, problems = recipe.engine, []
@@ -156,9 +157,9 @@ def _structure_problems(recipe: Recipe, layout: VerifierLayout) -> list[str]:
         problems.append(f"{experts} routed experts do not split over {tp * pp} expert-parallel ranks")
     if e.device == "cuda" and layout.multimodal and not e.trust_remote_code:
         problems.append("a multimodal remote-code verifier on GPU needs engine.trust_remote_code = true")
-    weights_gib = _weights_gib(layout)
-    if e.device == "cuda" and weights_gib and weights_gib / (tp * pp) > 0.9 * 141:
-        problems.append(f"verifier weights {weights_gib} GiB do not fit {tp * pp} x 141 GiB (H200)")
+    weights_gib, mem = _weights_gib(layout), gpu_memory_gib(recipe)
+    if e.device == "cuda" and weights_gib and mem and weights_gib / (tp * pp) > 0.9 * mem:
+        problems.append(f"verifier weights {weights_gib} GiB do not fit {tp * pp} x {mem:g} GiB GPUs")
     return problems
 
 
@@ -257,11 +258,12 @@ def _hidden_states_section(recipe: Recipe, cmds: _Commands, aux: list[int], run_
         "disk_by_mode": {"offline": offline},
     }
     if t.hidden_states_source == "vllm":
+        from harness.cluster import extraction_engine
         from harness.train.online import disk_bound
         from harness.train.vllm_states import extraction_plan
 
         ext = dataclasses.replace(
-            extraction_plan(recipe.engine, layout, aux, run_dir / "hidden_raw"),
+            extraction_plan(extraction_engine(recipe), layout, aux, run_dir / "hidden_raw"),
             model=recipe.verifier.path or layout.path,
         )
         bound, formula = disk_bound(recipe, layout, aux, ext)
@@ -361,6 +363,8 @@ def _suite_requests(recipe: Recipe) -> tuple[tuple[str, int | None], ...]:
 def _bench_section(
     recipe: Recipe, cmds: _Commands, run_dir: Path, suite_requests: tuple[tuple[str, int | None], ...]
 ) -> dict[str, Any]:
+    from harness.cluster import engine_schedule
+    from harness.train.bench_precision import questions
     from harness.train.cost import bench_count
 
     b = recipe.bench
@@ -378,6 +382,10 @@ def _bench_section(
         "cells": count.cells,
         "engines": count.engines,
         "repeats": b.repeats,
+        "engine_schedule": engine_schedule(recipe),
+        "measured_k": b.engine_ks,
+        "max_prompts_by_concurrency": b.max_prompts_by_concurrency,
+        "questions": questions(recipe, b.num_prompts or min((n for _, n in suite_requests if n), default=None)),
         "engine": b.engine,
         "baseline_command": " ".join(cmds.engine().server_command(cmds.python, "127.0.0.1", 8000)),
         "speculative_command_example": " ".join(spec.server_command(cmds.python, "127.0.0.1", 8000)),
@@ -397,8 +405,11 @@ def engine_record(plan) -> dict[str, Any]:
     }
 
 
-def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> dict[str, Any]:
-    """Every command, config and estimate of a real run, checked against the verifier's structure."""
+def dry_run_plan(
+    recipe: Recipe, run_dir: Path, include_bench: bool = False, allow: list[str] | None = None
+) -> dict[str, Any]:
+    """Every command, config and estimate of a real run, checked against the verifier's structure and
+    the hardware it names ([cluster]); `allow`: predicted failures the user accepts by name."""
     layout, source = layout_for_plan(recipe)
     plan: dict[str, Any] = {"recipe": recipe.name, "verifier_source": source}
     problems = _structure_problems(recipe, layout)
@@ -415,15 +426,46 @@ def dry_run_plan(recipe: Recipe, run_dir: Path, include_bench: bool = False) -> 
     if suite_requests is not None:
         plan["bench"] = _bench_section(recipe, cmds, run_dir, suite_requests)
     plan["cost"] = _cost_section(recipe, layout, plan, suite_requests)
-    warnings = _online_gpu_warnings(recipe, plan["memory_estimates"])
-    if include_bench:
-        warnings += _bench_gpu_warnings(recipe, plan["memory_estimates"].get("verifier_weights_gib"))
-    plan["checks"] = {"problems": problems, "warnings": warnings, "ok": not problems}
+    plan["checks"] = _checks(recipe, plan, problems, include_bench, allow or [])
     if problems:
         raise BadInput(
             f"dry run of {recipe.name}: {len(problems)} problem(s):\n" + "\n".join(f"  - {p}" for p in problems)
         )
     return plan
+
+
+def _checks(
+    recipe: Recipe, plan: dict[str, Any], problems: list[str], include_bench: bool, allow: list[str]
+) -> dict[str, Any]:
+    """Problems (the structure refuses the recipe), the failures the plan predicts on its [cluster]
+    (harness/train/plan_fit.py) split into those accepted by name (--allow) and those not, and notes.
+    `ok`: nothing refused and nothing predicted that the user did not accept."""
+    from harness.cluster import engine_schedule
+    from harness.train.plan_fit import gpu_budget, predicted_failures, unknown_allowances
+
+    if bad := unknown_allowances(allow):
+        from harness.train.plan_fit import NAMES
+
+        raise BadInput(f"--allow {', '.join(bad)}: no such predicted failure; known: {', '.join(NAMES)}")
+    disk = plan["hidden_states"].get("estimated_disk_gib")
+    failures = predicted_failures(recipe, plan["memory_estimates"], disk, include_bench)
+    notes = []
+    if (budget := gpu_budget(recipe, plan["memory_estimates"])) is not None:
+        plan["memory_estimates"]["gpu_budget_online_training"] = budget
+    if recipe.engine.device == "cuda" and recipe.cluster.disk_gib is None:
+        notes.append(f"disk not checked (~{disk} GiB of hidden states planned): set cluster.disk_gib")
+    if include_bench and engine_schedule(recipe) == "one_at_a_time":
+        notes.append(
+            "the bench runs one engine at a time (bench.engine_schedule): baseline, each speculative engine with "
+            "all its cells, baseline again (ABA), a machine sentinel at each start"
+        )
+    return {
+        "problems": problems,
+        "predicted_failures": [f.to_dict() for f in failures if f.name not in allow],
+        "allowed": [f.to_dict() for f in failures if f.name in allow],
+        "notes": notes,
+        "ok": not problems and all(f.name in allow for f in failures),
+    }
 
 
 def _cost_section(
@@ -454,44 +496,6 @@ def _cost_section(
     return plan_cost(recipe, numbers, with_recipe(recipe.cost, defaults))
 
 
-H200_GIB = 141
-
-
-def _online_gpu_warnings(recipe: Recipe, memory: dict[str, Any]) -> list[str]:
-    """Online training keeps the extraction server up while the draft trains: on one GPU node
-    both share the GPUs, and the server reserves engine.gpu_memory_utilization of each."""
-    e, t = recipe.engine, recipe.train
-    util, need = e.gpu_memory_utilization, memory.get("training_gpu_gib_per_process")
-    if t.hidden_states_mode != "online" or e.device != "cuda" or not util or need is None or t.nnodes > 1:
-        return []
-    left = round((1 - util) * H200_GIB, 1)
-    if left >= need:
-        return []
-    return [
-        f"online training shares the node's GPUs with the extraction server, which reserves "
-        f"engine.gpu_memory_utilization {util} of each ({H200_GIB} GiB H200): {left} GiB left per GPU, "
-        f"training needs ~{need} GiB per process; lower the utilization to <= {1 - need / H200_GIB:.2f} for "
-        "training (--set engine.gpu_memory_utilization=...), or train on other GPUs"
-    ]
-
-
-def _bench_gpu_warnings(recipe: Recipe, weights_gib: float | None) -> list[str]:
-    """The bench keeps the no-speculation engine up beside each speculative engine (both arms of a
-    cell, A/B interleaved: harness/bench/run.py bench_verifier), so it holds two serving instances
-    and two copies of the verifier's weights at once. train.nproc_per_node stands for a node's GPUs."""
-    from harness.train.cost import serving_gpus
-
-    gpus, node = serving_gpus(recipe.engine), recipe.train.nproc_per_node
-    if not gpus or 2 * gpus <= node:
-        return []
-    weights = f" and two copies of the verifier's weights ({2 * weights_gib:,.0f} GiB)" if weights_gib else ""
-    return [
-        f"the bench keeps the no-speculation engine up beside each speculative engine: 2 x {gpus} GPUs"
-        f"{weights} at once, more than one node of {node} GPUs (train.nproc_per_node): the harness starts "
-        "both engines on the machine it runs on, so on such a node the speculative engine fails to start"
-    ]
-
-
 def _weights_gib(layout: VerifierLayout) -> float | None:
     import json
 
@@ -519,6 +523,16 @@ def render_plan(plan: dict[str, Any], console) -> None:
             continue
         console.print(Pretty(body, expand_all=False), soft_wrap=True)
     checks = plan.get("checks", {})
-    for w in checks.get("warnings", []):
-        console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
-    console.print("[green]plan validated: no problems[/]" if checks.get("ok", True) else "[red]problems found[/]")
+    for n in checks.get("notes", []):
+        console.print(f"[dim]note:[/] {n}", highlight=False, soft_wrap=True)
+    for f in checks.get("allowed", []):
+        console.print(
+            f"[yellow]predicted failure, allowed ({f['name']}):[/] {f['message']}", highlight=False, soft_wrap=True
+        )
+    for f in checks.get("predicted_failures", []):
+        console.print(f"[red]predicted failure ({f['name']}):[/] {f['message']}", highlight=False, soft_wrap=True)
+    if checks.get("ok", True):
+        accepted = f" ({len(checks['allowed'])} predicted failure(s) allowed)" if checks.get("allowed") else ""
+        console.print(f"[green]plan validated: no problems{accepted}[/]")
+    else:
+        console.print("[red]problems found[/]")
