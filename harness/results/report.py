@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.analysis import slo
-from harness.results import answer, cache_view, load_view, plots, slo_view
+from harness.results import answer, cache_view, k_view, load_view, plots, slo_view
 from harness.results import published as pub
 from harness.results.runs import Run, fmt, read_run
 from harness.schema import BASELINE, CellRow
@@ -479,6 +479,24 @@ def _dynamic_blocks(run: Run) -> list[tuple]:
     ]
 
 
+def _k_blocks(spec: list[CellRow]) -> list[tuple]:
+    """Speedup at every k from the measured ks (bench.k_measured; harness/results/k_view.py)."""
+    rows = k_view.table_rows(k_view.k_groups(spec))
+    if not rows:
+        return []
+    return [
+        ("h", 2, "Speedup at every k (measured ks and the step-cost line between them)"),
+        (
+            "p",
+            "Measured ks have an engine of their own; the others (marked ~) are estimated: tokens per step from the "
+            "largest k's per-step records, step cost from the line through the measured ks (speedup = tokens per "
+            "step / (a + s k), harness/analysis/k_speedup.py), the interval the line's range over the measured "
+            "CIs' ends. Where ks are not told apart from the best, another k's engine would settle it.",
+        ),
+        ("table", k_view.HEADERS, rows),
+    ]
+
+
 def _pct(v) -> str:
     return "—" if v is None else f"{v:.0%}"
 
@@ -573,7 +591,7 @@ def build_blocks(
         for label, rs in plots.series(spec).items():
             rs = sorted(rs, key=lambda r: (r.k, r.concurrency, r.temperature))
             blocks += [("h", 3, label), ("table", CELL_HEADERS, [_cell_row(r, base.get(r.cell_id)) for r in rs])]
-        blocks += _explained_blocks(run) + _load_blocks(run)
+        blocks += _explained_blocks(run) + _k_blocks(spec) + _load_blocks(run)
     blocks += rate_blocks(run, slo_view.rate_lines(run) if rate_lines is None else rate_lines)
     blocks += cache_blocks(cache_view.cache_pairs(run))
     pairs = pub.matches(run.rows, run.manifest, published or [])
