@@ -148,6 +148,17 @@ def extract_to_shards(
                 on_progress(len(batch))
         order = {s.id: i for i, s in enumerate(chunk)}
         records.sort(key=lambda r: order[r["id"]])
-        with atomic_path(path) as tmp:
+        size = sum(v.nbytes for r in records for v in r.values() if isinstance(v, torch.Tensor))
+        with atomic_path(path, size) as tmp:
             torch.save(records, tmp)
     return paths
+
+
+def pending_tokens(samples: Sequence[Sample], folder: Path, shard_size: int) -> int:
+    """Tokens of the samples whose shard is not written yet: what a (resumed) extraction writes."""
+    return sum(
+        len(s.input_ids)
+        for k in range(0, len(samples), shard_size)
+        if not shard_path(folder, k // shard_size).exists()
+        for s in samples[k : k + shard_size]
+    )

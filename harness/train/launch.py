@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.errors import BadInput, InfraError
+from harness.errors import BadInput, DiskFull, InfraError, log_says_disk_full
 from harness.recipe import Recipe
 
 RDZV_HOST = "$MASTER_ADDR"
@@ -94,7 +94,10 @@ def run_torchrun(cmd: list[str], run_dir: Path, env: dict[str, str]) -> None:
         code = proc.wait()
     if code == 0:
         return
-    failures = failed_ranks(log_path.read_text())
+    text = log_path.read_text()
+    if log_says_disk_full(text):  # a rank's checkpoint or state write did not fit
+        raise DiskFull(run_dir / "checkpoints", detail=f"a training rank; log: {log_path}")
+    failures = failed_ranks(text)
     who = f"torchrun {_describe_exit(code)}"
     if failures:
         r, lr, c = failures[0]

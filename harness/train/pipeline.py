@@ -28,7 +28,7 @@ from typing import Any, cast
 from harness.draft.config import aux_layer_ids, check_draft_vocab, draft_layer_config, mask_token_id
 from harness.draft.formats import inspect_draft
 from harness.draft.verifier import load_tokenizer, resolve_verifier
-from harness.errors import BadInput
+from harness.errors import BadInput, DiskFull, disk_full_as_infra
 from harness.provenance import (
     atomic_dir,
     atomic_path,
@@ -460,15 +460,20 @@ def stage_hidden(
             states = transformers_states(model, aux_ids)
         # vLLM takes a whole shard at once (bounded by its own request concurrency); the
         # transformers forward takes padded batches of forward_batch_tokens.
-        extract_to_shards(
-            states,
-            samples,
-            folder,
-            shard_size=recipe.train.hidden_states_shard_size,
-            max_batch_tokens=None if source == "vllm" else recipe.train.forward_batch_tokens,
-            dtype=getattr(torch, recipe.train.hidden_states_dtype),
-            on_progress=reporter.advance,
-        )
+        try:
+            extract_to_shards(
+                states,
+                samples,
+                folder,
+                shard_size=recipe.train.hidden_states_shard_size,
+                max_batch_tokens=None if source == "vllm" else recipe.train.forward_batch_tokens,
+                dtype=getattr(torch, recipe.train.hidden_states_dtype),
+                on_progress=reporter.advance,
+            )
+        except DiskFull as e:  # one shard did not fit: say what the rest of the stage needs
+            raise DiskFull.from_exception(
+                e, folder, *_hidden_states_need(recipe, layout, folder, samples, aux_ids)
+            ) from e
     ntok = sum(len(s.input_ids) for s in samples)
     atomic_write_json(
         done_marker,
@@ -484,6 +489,22 @@ def stage_hidden(
     )
     reporter.done()
     return folder
+
+
+def _hidden_states_need(
+    recipe: Recipe, layout: VerifierLayout, folder: Path, samples: list[Sample], aux_ids: list[int]
+) -> tuple[int, str]:
+    """(bytes, for what) the shards not on disk yet take: the dry run's offline formula on the real
+    token count."""
+    from harness.train.hidden_states import DTYPE_BYTES, pending_tokens
+
+    tokens = pending_tokens(samples, folder, recipe.train.hidden_states_shard_size)
+    per = DTYPE_BYTES[recipe.train.hidden_states_dtype]
+    need = tokens * ((len(aux_ids) + 1) * layout.hidden_size * per + 9)  # + an int64 id and a bool mask
+    return need, (
+        f"the shards still to write: {tokens:,} tokens x ((aux {len(aux_ids)} + 1) "
+        f"x hidden {layout.hidden_size} x {per} B + 9 B of ids and loss mask)"
+    )
 
 
 def stage_vocab(recipe: Recipe, layout: VerifierLayout, run_dir: Path, samples: list[Sample]) -> dict[str, Any]:
@@ -640,26 +661,46 @@ def _run_fit(
     curve: list[dict[str, Any]] = []
     val: list[dict[str, Any]] = []
     init = _init_accuracy(plan, reporter) if plan.init_from else None
-    if recipe.train.launcher == "torchrun":
-        result, curve, val = _fit_with_torchrun(recipe, run_dir, reporter)
-    else:
-        from harness.train.fit import run_fit
-
-        reporter.stage("training (speculators Trainer)", total=None)
-
-        def on_train(m: dict[str, Any]) -> None:
-            curve.append(m)
-            fields = {"loss": m.get("loss", float("nan"))}
-            for k in range(recipe.train.ttt_steps):
-                key = position_acc_key(recipe.draft.method, k)
-                if key in m:
-                    fields[f"acc{k}"] = m[key]
-            reporter.advance(1, **fields)
-
-        result = run_fit(plan, on_train=on_train, on_val=val.append)
-        reporter.done()
+    ckpt = Path(plan.checkpoint_dir)
+    # speculators writes the checkpoints (safetensors, torch.save): a full disk names their folder
+    with disk_full_as_infra(ckpt, _last_checkpoint_bytes(ckpt), "another checkpoint as big as the last"):
+        if recipe.train.launcher == "torchrun":
+            result, curve, val = _fit_with_torchrun(recipe, run_dir, reporter)
+        else:
+            result = _fit_here(recipe, plan, reporter, curve, val)
     result["init_held_out_full_acc"] = init
     return result, curve, val
+
+
+def _fit_here(
+    recipe: Recipe, plan: FitConfig, reporter: Reporter, curve: list[dict[str, Any]], val: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """speculators' Trainer in this process; its metrics are appended to `curve` and `val` as they come."""
+    from harness.train.fit import run_fit
+
+    reporter.stage("training (speculators Trainer)", total=None)
+
+    def on_train(m: dict[str, Any]) -> None:
+        curve.append(m)
+        fields = {"loss": m.get("loss", float("nan"))}
+        for k in range(recipe.train.ttt_steps):
+            key = position_acc_key(recipe.draft.method, k)
+            if key in m:
+                fields[f"acc{k}"] = m[key]
+        reporter.advance(1, **fields)
+
+    result = run_fit(plan, on_train=on_train, on_val=val.append)
+    reporter.done()
+    return result
+
+
+def _last_checkpoint_bytes(ckpt_dir: Path) -> int | None:
+    """The size of the newest finished checkpoint: what the next one needs (None before the first)."""
+    done = [p for p in ckpt_dir.glob(f"*/{CHECKPOINT_DONE}") if p.parent.name.isdigit()] if ckpt_dir.is_dir() else []
+    if not done:
+        return None
+    last = max((p.parent for p in done), key=lambda p: int(p.name))
+    return sum(f.stat().st_size for f in last.rglob("*") if f.is_file())
 
 
 # speculators' Trainer writes training_state.json last, after the weights, optimizer and scheduler
