@@ -8,10 +8,12 @@ Reference setting: T = 0 and concurrency 1 when the run has them, else the lowes
 
 from __future__ import annotations
 
+import io
 from collections import defaultdict
 from pathlib import Path
 from typing import cast
 
+from harness.provenance import atomic_write_bytes
 from harness.results.load_view import enough_ks, enough_load_points
 from harness.results.runs import BASELINE, closed_loop, is_speculative
 from harness.schema import CellRow
@@ -94,9 +96,16 @@ def _color(i: int):
 def _save(fig, ax, path: Path, title: str, note: str | None = None) -> str:
     title = f"{title}\n{note}" if note else title
     ax.set_title(title, fontsize=10.5)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png")
+    _write_png(fig, path)
     return title
+
+
+def _write_png(fig, path: Path) -> None:
+    """Rendered first, then written atomically: a full disk leaves no truncated PNG behind for the
+    report to embed, and says how big the PNG is."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def plot_per_position(rows: list[Row], path: Path, note: str | None = None) -> str | None:
@@ -250,7 +259,7 @@ def plot_al_breakdown(rows: list[Row], path: Path, note: str | None = None) -> s
         "AL = 1 + accepted / drafts of the verify steps in each bucket (vLLM's per-step record)"
     )
     fig.suptitle(title + (f"\n{note}" if note else ""), fontsize=10.5)
-    fig.savefig(path, format="png")
+    _write_png(fig, path)
     return title
 
 

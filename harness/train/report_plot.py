@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
+
+from harness.provenance import atomic_write_bytes
 
 
 def plot_training(run_dir: Path) -> Path:
@@ -49,6 +52,8 @@ def plot_training(run_dir: Path) -> Path:
     ax2.legend()
     fig.tight_layout()
     out = run_dir / "train_report.png"
-    fig.savefig(out, dpi=100)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    atomic_write_bytes(out, buf.getvalue())  # a full disk leaves no truncated PNG
     plt.close(fig)
     return out
