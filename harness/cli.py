@@ -345,11 +345,77 @@ def _progress():
         rep.close()
 
 
-def _show_dry_run(recipe, train_dir: Path, include_bench: bool, json_out: bool) -> None:
+def _show_dry_run(
+    recipe, train_dir: Path, include_bench: bool, json_out: bool, allow: list[str] | None, fit: dict | None = None
+) -> None:
+    """Print the plan; exit 2 when it predicts a failure on its [cluster] that --allow did not accept."""
+    from harness.errors import BadInput
     from harness.train.plan import dry_run_plan, render_plan
 
-    plan = dry_run_plan(recipe, train_dir, include_bench=include_bench)
+    plan = dry_run_plan(recipe, train_dir, include_bench=include_bench, allow=allow)
+    if fit is not None:
+        plan["budget"] = fit
     print(json.dumps(plan, indent=2)) if json_out else render_plan(plan, _stdout())
+    if failed := plan["checks"]["predicted_failures"]:
+        names = ", ".join(f["name"] for f in failed)
+        raise BadInput(
+            f"dry run of {recipe.name}: {len(failed)} predicted failure(s) on its cluster ({names}); fix the "
+            "settings each names, or accept one by name with --allow NAME"
+        )
+
+
+def _fit_budget(recipe, train_dir: Path, gpu_hours: float | None, hours: float | None):
+    """The recipe with its bench fitted to --budget-gpu-hours / --budget-hours (harness/train/budget.py),
+    and what the fit changed; (recipe, None) without a budget."""
+    if gpu_hours is None and hours is None:
+        return recipe, None
+    from harness.errors import BadInput
+    from harness.train.budget import fit_budget
+    from harness.train.plan import dry_run_plan
+    from harness.train.plan_fit import NAMES
+
+    if gpu_hours is not None and hours is not None:
+        raise BadInput("give one budget: --budget-gpu-hours or --budget-hours")
+    key, budget = ("gpu_h", gpu_hours) if gpu_hours is not None else ("wall_h", cast(float, hours))
+    if key == "gpu_h" and recipe.engine.device != "cuda":
+        raise BadInput("--budget-gpu-hours needs engine.device 'cuda' (a CPU plan holds no GPUs): use --budget-hours")
+
+    def cost_of(r):
+        return dry_run_plan(r, train_dir, include_bench=True, allow=list(NAMES))["cost"]
+
+    fit = fit_budget(recipe, float(budget), cost_of, key, recipe.bench.num_prompts)
+    out = fit.to_dict(float(budget), "GPU-hours" if key == "gpu_h" else "hours")
+    if not fit.fits:
+        raise BadInput(
+            f"the plan cannot fit {budget:g} {out['unit']}: {out['total']:g} after "
+            + (f"every bench lever ({', '.join(c['set'] for c in out['changes'])})" if out["changes"] else "no lever")
+            + "; what is left is the training stages' and the bench's floor: shrink train.num_prompts or raise "
+            "the budget"
+        )
+    return fit.recipe, out
+
+
+BudgetGpuOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--budget-gpu-hours",
+        min=0,
+        help="Fit the bench to this many GPU-hours for the whole plan: repeats, measured ks and prompts shrink "
+        "in order until it fits (harness/train/budget.py); the plan says what changed and what precision is left.",
+    ),
+]
+BudgetHoursOpt = Annotated[
+    float | None,
+    typer.Option("--budget-hours", min=0, help="As --budget-gpu-hours, in wall hours (CPU plans too)."),
+]
+AllowOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow",
+        help="With --dry-run: accept a predicted failure by name (serving-gpus, training-gpus, bench-engines, "
+        "extraction-memory, training-memory, disk); repeatable.",
+    ),
+]
 
 
 @app.command("train")
@@ -363,6 +429,7 @@ def train_cmd(
         bool, typer.Option("--dry-run", help="Print and validate every command and config; run nothing.")
     ] = False,
     json_out: JsonOpt = False,
+    allow: AllowOpt = None,
 ):
     """Train an EAGLE-3 draft for the recipe's verifier (prompts -> responses -> states -> draft)."""
     from harness.paths import REPO_ROOT
@@ -371,7 +438,7 @@ def train_cmd(
     r = load_recipe(recipe, set_ or [])
     run_dir = out or REPO_ROOT / "runs" / "train" / r.name
     if dry_run:
-        return _show_dry_run(r, run_dir, False, json_out)
+        return _show_dry_run(r, run_dir, False, json_out, allow)
     from harness.train.pipeline import run_train
 
     with _progress() as rep:
@@ -437,6 +504,9 @@ def train_and_bench_cmd(
         ),
     ] = False,
     json_out: JsonOpt = False,
+    allow: AllowOpt = None,
+    budget_gpu_hours: BudgetGpuOpt = None,
+    budget_hours: BudgetHoursOpt = None,
 ):
     """The main job: train a draft, bench it against the baseline, report and gate (default: the tiny
     Kimi-K2.5 stand-in on CPU)."""
@@ -451,9 +521,13 @@ def train_and_bench_cmd(
         r, rows = rehearsal_recipe(r, verifier_model_type(r))
         if not json_out:
             render_rows(rows, _stdout())
+    r, fit = _fit_budget(r, (run_dir or default_run_dir(r)) / "train", budget_gpu_hours, budget_hours)
     out = run_dir or default_run_dir(r)
     if dry_run:  # writes nothing
-        return _show_dry_run(r, out / "train", True, json_out)
+        return _show_dry_run(r, out / "train", True, json_out, allow, fit)
+    if fit is not None:
+        sets = " ".join(f"--set {x}" for c in fit["changes"] for x in c["set"].split())
+        _stderr().print(f"[dim]fitted to the budget: {sets}[/]", highlight=False)
     if rows is not None:
         from harness.provenance import atomic_write_json
 
