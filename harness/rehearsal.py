@@ -171,6 +171,10 @@ def _size_changes(recipe: Recipe) -> Changes:
         prompts = CAPS["bench.num_prompts"]
         batched = [c for c in sorted(b.concurrency) if c >= prompts] or [max(b.concurrency)]
         out["bench.concurrency"] = ([batched[0]], SHRUNK, f"one: the smallest written value >= the {prompts} prompts")
+        caps = {c: n for c, n in b.max_prompts_by_concurrency.items() if c == batched[0]}
+        if caps != b.max_prompts_by_concurrency:
+            why = "the caps of the concurrency the rehearsal runs (the others' cells do not run)"
+            out["bench.max_prompts_by_concurrency"] = (caps, SHRUNK, why)
     return out
 
 
