@@ -17,6 +17,7 @@ import errno
 import os
 import re
 import shutil
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -183,6 +184,8 @@ class DiskFull(InfraError):
     ) -> DiskFull:
         """The DiskFull for `exc` (is_disk_full(exc) holds) with what the caller knows of the write
         (the larger `needed`, its or the one `exc` carries, wins; the innermost folder and file win)."""
+        for e in _chain(exc):  # a failed writer's locals hold its (deleted) file open: free it before measuring
+            traceback.clear_frames(e.__traceback__)
         if isinstance(exc, DiskFull):
             if (exc.needed or 0) >= (needed or 0):
                 needed, what = exc.needed, exc.what
