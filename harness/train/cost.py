@@ -424,20 +424,29 @@ def _verifier_groups(recipe: Recipe) -> list[int]:
     return [1 + sum(r != "oracle" for r in refs)] + ([1] if "oracle" in refs else [])
 
 
-def _cells(
-    recipe: Recipe, drafts: int, names: Sequence[str], aliases: dict[str, list[str]]
-) -> list[tuple[int, int, tuple[float, float]]]:
-    """(suite index, concurrency, (temperature, request rate)) of each cell harness/bench/grid.py
-    plans over the suites `names` (one per bench_count suite request): a baseline arm is shared
-    per distinct triple."""
+def _grid(recipe: Recipe, drafts: int, names: Sequence[str], aliases: dict[str, list[str]]) -> list:
+    """The cells harness/bench/grid.py plans over the suites `names` (one per bench_count suite request)."""
     from harness.bench.grid import plan_grid
 
-    index = {n: i for i, n in enumerate(names)}
-    cells = plan_grid(recipe.bench, [str(d) for d in range(drafts)], names, aliases)
-    return [(index.get(c.suite, 0), c.concurrency, (c.temperature, c.request_rate)) for c in cells]
+    return plan_grid(recipe.bench, [str(d) for d in range(drafts)], names, aliases)
 
 
-def bench_count(recipe: Recipe, suite_requests: Sequence[tuple[str, int | None]]) -> BenchCount:
+def _kept(recipe: Recipe, cells: list, reqs: Sequence[int], node: tuple[int, int] | None) -> list:
+    """The cells node (index, of) measures when the bench spreads over nodes (harness/bench/placement.py)."""
+    if node is None:
+        return cells
+    from harness.bench.placement import decode_weight, place
+
+    b, index = recipe.bench, {f"#{i}": n for i, n in enumerate(reqs)}
+    placed = place(cells, node[1], decode_weight(lambda c: b.prompts_at(c.concurrency, index[c.suite]), None))
+    return [c for c in cells if placed[c] == node[0]]
+
+
+def bench_count(
+    recipe: Recipe, suite_requests: Sequence[tuple[str, int | None]], node: tuple[int, int] | None = None
+) -> BenchCount:
+    """The bench's work; `node` (index, of): only the cells that node measures when the bench spreads
+    over several (each node starts the engines its cells need)."""
     b = recipe.bench
     from harness.bench.grid import recipe_suite_aliases
 
@@ -452,15 +461,19 @@ def bench_count(recipe: Recipe, suite_requests: Sequence[tuple[str, int | None]]
     aba = engine_schedule(recipe) == "one_at_a_time"
     base_repeats = sum(baseline_repeats(b.repeats)) if aba else b.repeats
     for drafts in _verifier_groups(recipe):
-        cells = _cells(recipe, drafts, names, aliases)
+        cells = _kept(recipe, _grid(recipe, drafts, names, aliases), reqs, node)
+        if not cells:
+            continue
         # the baseline arm: once per (suite, concurrency, temperature, rate) when shared, else beside every cell
-        keys = [(s, c, t, i if not b.shared_baseline else 0) for i, (s, c, t) in enumerate(cells)]
+        keys = [
+            (c.suite, c.concurrency, c.temperature, c.request_rate, i * (not b.shared_baseline))
+            for i, c in enumerate(cells)
+        ]
         bases = sorted(set(keys))
-        for (s, c), repeats in [((s, c), b.repeats) for s, c, _ in cells] + [
-            ((s, c), base_repeats) for s, c, _, _ in bases
-        ]:
-            tokens[c] = tokens.get(c, 0) + b.prompts_at(c, reqs[s]) * b.max_tokens * repeats
-        starts = 1 + aba + drafts * (len(b.engine_ks) + b.dynamic_k)
+        arms = [(c.suite, c.concurrency, b.repeats) for c in cells] + [(k[0], k[1], base_repeats) for k in bases]
+        for suite, conc, repeats in arms:
+            tokens[conc] = tokens.get(conc, 0) + b.prompts_at(conc, reqs[int(suite[1:])]) * b.max_tokens * repeats
+        starts = 1 + aba + len({(c.draft, c.k) for c in cells})
         engines += starts
         saved += drafts * (len(b.k) - len(b.engine_ks))
         spec_arms, base_arms = spec_arms + len(cells) * b.repeats, base_arms + len(bases) * base_repeats

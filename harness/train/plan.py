@@ -19,6 +19,7 @@ from harness.engine.settings import SpeculativeSpec, engine_plan, pipeline_refus
 from harness.errors import BadInput
 from harness.recipe import Recipe
 from harness.train.records import dflash_anchors
+from harness.train.spread import spread_section
 from harness.verifier.layout import VerifierLayout, resolve_layout
 
 GIB = 1024**3
@@ -426,6 +427,8 @@ def dry_run_plan(
     if suite_requests is not None:
         plan["bench"] = _bench_section(recipe, cmds, run_dir, suite_requests)
     plan["cost"] = _cost_section(recipe, layout, plan, suite_requests)
+    if (nodes := spread_section(recipe, plan, suite_requests, run_dir.parent.name)) is not None:
+        plan["nodes"] = nodes
     plan["checks"] = _checks(recipe, plan, problems, include_bench, allow or [])
     if problems:
         raise BadInput(
@@ -522,6 +525,14 @@ def render_plan(plan: dict[str, Any], console) -> None:
             render_cost(body, console)
             continue
         console.print(Pretty(body, expand_all=False), soft_wrap=True)
+    if (nodes := plan.get("nodes")) and nodes.get("hours_saved") is not None:
+        b = nodes["bench"]
+        console.print(
+            f"spread over {len(b['nodes'])} nodes: bench {b['hours_on_one_node']} h -> {b['hours_spread']} h, plan "
+            f"{nodes['plan_hours_one_node']} h -> {nodes['plan_hours_spread']} h ({nodes['hours_saved']} h saved; "
+            f"bench GPU-hours {b['gpu_h_on_one_node']} -> {b['gpu_h_spread']}, each node starts its own engines)",
+            highlight=False,
+        )
     checks = plan.get("checks", {})
     for n in checks.get("notes", []):
         console.print(f"[dim]note:[/] {n}", highlight=False, soft_wrap=True)
