@@ -457,8 +457,12 @@ def default_engine_factory(recipe: Recipe, run_dir: Path) -> EngineFactory:
 
 
 def arm_inputs(run: BenchRun, cell: CellSpec, layout: VerifierLayout, tokenizer, prompts: Prompts) -> ArmInputs:
-    max_prompt = run.recipe.engine.max_model_len - run.recipe.bench.max_tokens
+    """What both arms of the cell run on: its suite's first prompts (all, or bench.max_prompts_by_concurrency
+    at the cell's concurrency), sampling and the longest prompt a later turn may grow to."""
+    b = run.recipe.bench
+    max_prompt = run.recipe.engine.max_model_len - b.max_tokens
     sampling = sampling_for(run.recipe, cell.temperature, layout)
+    prompts = prompts[: b.prompts_at(cell.concurrency, len(prompts))]
     return ArmInputs(tokenizer, prompts, sampling, max_prompt, not run.suites[cell.suite].prefix_caching)
 
 
