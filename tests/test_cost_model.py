@@ -159,12 +159,14 @@ def test_production_dry_run_states_hours_gpu_hours_disk_and_assumptions():
     cost = json.loads(p.stdout)["cost"]
     stages = {s["stage"]: s for s in cost["stages"]}
     assert list(stages) == ["responses", "hidden states (online)", "training", "bench"]
-    assert all(s["wall_h"] > 0 and s["gpus"] == (16 if n == "bench" else 8) for n, s in stages.items())
+    # every stage on the node's 8 GPUs: the bench runs one TP8 engine at a time there (bench.engine_schedule)
+    assert all(s["wall_h"] > 0 and s["gpus"] == 8 for s in stages.values())
     assert stages["responses"]["tokens"] == 50_000 * 2048
     assert stages["hidden states (online)"]["tokens"] == 50_000 * (2048 + 256) * 10  # every epoch, online
     assert cost["total"]["complete"] and cost["total"]["gpu_h"] == pytest.approx(
         sum(s["gpu_h"] for s in stages.values()), abs=0.2
     )
+    assert sum(cost["total"]["gpu_h_share"].values()) == pytest.approx(1.0, abs=0.01)
     modes = cost["hidden_states_by_mode"]
     assert modes["planned"] == "online" and modes["offline"]["disk_gib"] > 5000 and modes["online"]["disk_gib"] < 20
     assert modes["offline"]["extraction_h"] < modes["online"]["extraction_h"]
@@ -258,3 +260,15 @@ def test_the_rehearsal_predicts_with_the_cpu_figures():
     rehearsed, rows = rehearsal_recipe(recipe, "kimi_k25")
     row = {r.key: r for r in rows}["cost.generate_tok_s"]
     assert row.status == REPLACED and rehearsed.cost.generate_tok_s is None
+
+
+def test_planned_vs_measured_line_gives_each_stage_its_ratio():
+    from harness.train.cost_measured import planned_vs_measured
+
+    cost = {
+        "stages": [
+            {"stage": "responses", "measured": {"wall_s": 119.0, "planned_wall_s": 66.0}},
+            {"stage": "bench", "measured": {"wall_s": 182.0, "planned_wall_s": None}},
+        ]
+    }
+    assert planned_vs_measured(cost) == "planned / measured: responses 66 s / 119 s (1.80x) · bench — / 182 s"

@@ -152,7 +152,7 @@ def _merge(a: StageCost, b: StageCost, stage: str) -> StageCost:
     )
 
 
-def _compare(m: Measured, figures, planned: dict[str, int]) -> dict[str, Any]:
+def _compare(m: Measured, figures, planned: dict[str, tuple[int, float | None]]) -> dict[str, Any]:
     [cost] = stage_costs([m.work], figures)
     online = (m.extra or {}).get("online")
     if online is not None:
@@ -164,16 +164,21 @@ def _compare(m: Measured, figures, planned: dict[str, int]) -> dict[str, Any]:
         "wall_s": m.wall_s,
         "tok_s": m.tok_s,
         "ratio": None if ratio is None else round(ratio, 2),
-        "planned_tokens": _planned_tokens(cost.stage, planned),
+        "planned_tokens": _planned(cost.stage, planned, 0),
+        # the dry run's own hours for the stage (its upper-bound work): what a user plans with
+        "planned_wall_s": _planned(cost.stage, planned, 1),
     }
     return d
 
 
-def _planned_tokens(stage: str, planned: dict[str, int]) -> int | None:
-    """The plan's tokens for a measured stage: the plan's stages it covers, by first word ("hidden
-    states (online)" and "training" for the online row)."""
-    covered = [n for name, n in planned.items() if name.split(" ")[0] in stage]
-    return sum(covered) if covered else None
+def _planned(stage: str, planned: dict[str, tuple[int, float | None]], field: int) -> Any:
+    """The plan's tokens (field 0) or wall seconds (1) for a measured stage: the plan's stages it covers,
+    by first word ("hidden states (online)" and "training" for the online row)."""
+    covered = [v[field] for name, v in planned.items() if name.split(" ")[0] in stage]
+    if not covered or any(c is None for c in covered):
+        return None
+    total = sum(c for c in covered if c is not None)
+    return round(total, 1) if field else total
 
 
 def measured_costs(run_dir: Path, recipe: Recipe, planned: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -189,8 +194,8 @@ def measured_costs(run_dir: Path, recipe: Recipe, planned: dict[str, Any] | None
         *measured_training(train, recipe, gpus),
         measured_bench(run_dir, recipe, gpus),
     ]
-    plan_tokens = {s["stage"]: s["tokens"] for s in (planned or {}).get("stages", [])}
-    stages = [_compare(m, by_key(figures), plan_tokens) for m in rows if m is not None]
+    plan = {s["stage"]: (s["tokens"], s["wall_s"]) for s in (planned or {}).get("stages", [])}
+    stages = [_compare(m, by_key(figures), plan) for m in rows if m is not None]
     predicted = [StageCost(s["stage"], "", 0, 0, "", s["wall_s"], 0, None) for s in stages]
     measured_wall = sum(s["measured"]["wall_s"] or 0.0 for s in stages)
     return {
@@ -200,3 +205,18 @@ def measured_costs(run_dir: Path, recipe: Recipe, planned: dict[str, Any] | None
         "assumptions": [f.to_dict() for f in figures],
         "not_counted": NOT_COUNTED,
     }
+
+
+def planned_vs_measured(cost: dict[str, Any]) -> str:
+    """One line: per stage the dry run's planned seconds, the measured seconds and their ratio."""
+    parts = []
+    for s in cost["stages"]:
+        m = s["measured"]
+        plan, wall = m.get("planned_wall_s"), m["wall_s"]
+        ratio = f" ({wall / plan:.2f}x)" if plan and wall is not None else ""
+        parts.append(f"{s['stage']} {_secs(plan)} / {_secs(wall)}{ratio}")
+    return "planned / measured: " + " · ".join(parts)
+
+
+def _secs(v: float | None) -> str:
+    return "—" if v is None else f"{v:,.0f} s"
