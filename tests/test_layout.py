@@ -168,3 +168,14 @@ def test_no_weight_bytes_are_read(tmp_path, monkeypatch):
     monkeypatch.setattr(safetensors, "safe_open", lambda *a, **k: pytest.fail("weights opened"))
     monkeypatch.setattr(torch, "load", lambda *a, **k: pytest.fail("weights opened"))
     assert resolve_layout(folder).num_tensors > 0
+
+
+def test_attention_kind_reads_key_value_heads():
+    from harness.verifier.layout import attention_kind
+
+    # SmolLM2-135M: 9 query heads, 3 key-value heads (GQA), which inspect once called MHA
+    assert attention_kind({"num_key_value_heads": 3}, 9) == "gqa"
+    assert attention_kind({"num_key_value_heads": 9}, 9) == "mha"
+    assert attention_kind({}, 9) == "mha"  # absent: one per query head, as transformers reads it
+    assert attention_kind({"num_key_value_heads": 1}, 8) == "mqa"
+    assert attention_kind({"kv_lora_rank": 512, "num_key_value_heads": 64}, 64) == "mla"

@@ -21,7 +21,7 @@ def render_layout(layout: VerifierLayout, console) -> None:
     t.add_row("architecture", f"{arch} (model_type {layout.model_type})")
     t.add_row("text model", f"{layout.text_model_type}" + (" (nested text_config)" if layout.multimodal else ""))
     t.add_row("layers / hidden / vocab", f"{layout.num_layers} / {layout.hidden_size} / {layout.vocab_size}")
-    t.add_row("attention", f"{layout.attention.upper()}, {layout.num_attention_heads} heads")
+    t.add_row("attention", f"{layout.attention.upper()}, {layout.num_attention_heads} heads" + _kv_heads(layout))
     if layout.moe:
         t.add_row("MoE", ", ".join(f"{k}={v}" for k, v in layout.moe.items()))
     if layout.rope:
@@ -43,3 +43,9 @@ def render_layout(layout: VerifierLayout, console) -> None:
     for role, others in layout.ignored_candidates.items():
         t.add_row(f"[yellow]passed over[/] ({role})", ", ".join(others) + "  (outside the text model)")
     console.print(t)
+
+
+def _kv_heads(layout: VerifierLayout) -> str:
+    """' / N key-value heads' where they differ from the query heads (GQA, MQA)."""
+    kv = layout.text_config.get("num_key_value_heads")
+    return f" / {kv} key-value heads" if layout.attention in ("gqa", "mqa") and kv else ""

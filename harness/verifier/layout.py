@@ -52,7 +52,7 @@ class VerifierLayout:
     hidden_size: int
     vocab_size: int
     num_attention_heads: int
-    attention: str  # "mla" or "mha"
+    attention: str  # "mla", or by key/value heads: "mha" (as many as query heads), "gqa" (fewer), "mqa" (one)
     moe: dict[str, Any] | None
     rope: dict[str, Any] | None
     tie_word_embeddings: bool
@@ -308,6 +308,15 @@ def _tensor_refs(folder: Path, wm, picks: dict[str, str], vocab: int, hidden: in
     return refs
 
 
+def attention_kind(tc: dict[str, Any], heads: int) -> str:
+    """MLA (a latent KV: DeepSeek-V3, Kimi), else by key/value heads against query heads: MHA, GQA, MQA
+    (num_key_value_heads absent means one per query head, as transformers reads it)."""
+    if tc.get("kv_lora_rank"):
+        return "mla"
+    kv = tc.get("num_key_value_heads") or heads
+    return "mha" if kv == heads else "mqa" if kv == 1 else "gqa"
+
+
 def _moe_of(tc: dict[str, Any]) -> dict[str, Any] | None:
     if not (tc.get("n_routed_experts") or tc.get("num_local_experts") or tc.get("num_experts")):
         return None
@@ -374,7 +383,7 @@ def resolve_layout(path: str | Path, weight_keys: dict[str, str] | None = None) 
         hidden_size=hidden,
         vocab_size=vocab,
         num_attention_heads=heads,
-        attention="mla" if tc.get("kv_lora_rank") else "mha",
+        attention=attention_kind(tc, heads),
         moe=_moe_of(tc),
         rope=_rope_of(tc),
         tie_word_embeddings=bool(tie),
