@@ -12,8 +12,10 @@ Per verifier, in three phases (ABA at the engine level):
       so R = 1 has a baseline repeat on each side of B), a sentinel; then each cell is finished
       as the side-by-side schedule finishes it (T = 0 noise probe, T > 0 re-scoring: both need
       this engine) and written.
-The baseline's repeats sit on both sides of B, centred on it, so a machine drifting steadily
-cancels in the speedup as A/B interleaving cancels it within a cell. No baseline engine is up in
+The baseline's repeats sit on both sides of B (half and half, to one repeat), so a machine drifting
+steadily cancels in the speedup as A/B interleaving cancels it within a cell; no repeat of one arm
+pairs with one of the other in time, so the speedup CI resamples each arm's repeats on its own
+(harness/analysis/load.py, cell_rows(interleaved=False)). No baseline engine is up in
 B, so each speculative engine times the sentinel itself; a cell's drift is the larger of the
 baseline engine's spread (A1 to A2) and its own engine's (start to end) (MachineReading
 speculative_own_engine). A change confined to B moves neither: the foreign-CPU share, read around
