@@ -18,7 +18,6 @@ from harness.bench.one_at_a_time import (
     bench_one_at_a_time,
     phase_plan,
     refuse_what_one_at_a_time_cannot_run,
-    split_repeats,
 )
 from harness.errors import BadInput
 from harness.recipe import load_recipe
@@ -32,7 +31,10 @@ def _cell(draft: str, k: int, suite: str = "code", c: int = 1, t: float = 0.0) -
 
 
 def test_repeats_split_around_the_speculative_engines_with_one_at_least_after():
-    assert [split_repeats(r) for r in (1, 2, 3, 4, 5)] == [(1, 1), (1, 1), (2, 1), (2, 2), (3, 2)]
+    from harness.cluster import baseline_repeats  # the plan prices the same split
+
+    assert [baseline_repeats(r) for r in (1, 2, 3, 4, 5)] == [(1, 1), (1, 1), (2, 1), (2, 2), (3, 2)]
+    assert [phase_plan({}, r).baseline_repeats for r in (1, 3)] == [(1, 1), (2, 1)]
 
 
 def test_the_plan_measures_one_baseline_arm_per_suite_concurrency_temperature():

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +42,7 @@ from harness.analysis.machine import MachineReading
 from harness.bench.grid import CellSpec
 from harness.bench.manifest import read_manifest, update_manifest
 from harness.bench.rows import ArmResult
-from harness.cluster import engine_schedule, gpus_per_node, instance_gpus
+from harness.cluster import baseline_repeats, engine_schedule, gpus_per_node, instance_gpus
 from harness.engine.base import Engine
 from harness.errors import BadInput
 from harness.recipe import Recipe
@@ -86,13 +85,6 @@ def refuse_what_one_at_a_time_cannot_run(recipe: Recipe) -> None:
         )
 
 
-def split_repeats(repeats: int) -> tuple[int, int]:
-    """A baseline arm's repeats before (A1) and after (A2) the speculative engines: ceil(R/2), then
-    the rest, at least one (R = 1 still measures the baseline on both sides)."""
-    first = math.ceil(repeats / 2)
-    return first, max(1, repeats - first)
-
-
 @dataclass(frozen=True)
 class PhasePlan:
     """Which arm runs in which phase: A1 and A2 measure `baselines` (each with its first cell's
@@ -101,7 +93,7 @@ class PhasePlan:
     baselines: dict[ArmKey, CellSpec]
     engines: dict[EngineKey, list[CellSpec]]
     repeats: int  # bench.repeats: each speculative arm's, all in B
-    baseline_repeats: tuple[int, int]  # each baseline arm's in A1 and in A2 (split_repeats)
+    baseline_repeats: tuple[int, int]  # each baseline arm's in A1 and in A2 (harness/cluster.py: the plan's too)
 
     @property
     def cells(self) -> list[CellSpec]:
@@ -114,7 +106,7 @@ def phase_plan(engines: dict[EngineKey, list[CellSpec]], repeats: int) -> PhaseP
     for cells in engines.values():
         for c in cells:
             baselines.setdefault(arm_key(c), c)
-    return PhasePlan(baselines, dict(engines), repeats, split_repeats(repeats))
+    return PhasePlan(baselines, dict(engines), repeats, baseline_repeats(repeats))
 
 
 class Steps(Protocol):
