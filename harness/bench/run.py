@@ -48,6 +48,7 @@ from harness.bench.one_at_a_time import (
     refuse_what_one_at_a_time_cannot_run,
 )
 from harness.bench.rows import ArmResult, CellIdentity, CellRow, cell_rows
+from harness.bench.shards import Shard, run_id_of, shard_cells, shard_fields
 from harness.cluster import engine_schedule
 from harness.draft.under_test import DraftUnderTest, verifier_identity
 from harness.draft.verifier import load_tokenizer
@@ -112,6 +113,7 @@ class BenchRun:
     # per verifier path: its tokenizer and every suite's rendered prompts (render_all: checked
     # against the context before any engine starts or any file is written)
     prompts: dict[str, tuple[Any, dict[str, Prompts]]] = field(default_factory=dict)
+    run_id: str = ""  # the rows' run id when it is not the folder's: a shard's names its run (bench/shards.py)
 
 
 @dataclass(frozen=True)
@@ -672,7 +674,7 @@ def rescored_arms(
 def cell_identity(run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engine_kind: str) -> CellIdentity:
     b, suite = run.recipe.bench, run.suites[cell.suite]
     return CellIdentity(
-        run_id=run.run_dir.name,
+        run_id=run.run_id or run.run_dir.name,
         cell_id=cell.id,
         draft=draft.label,
         method=draft.method,
@@ -925,10 +927,14 @@ def run_bench(
     reporter: Reporter,
     engine_factory: EngineFactory | None = None,
     resume: bool = False,
+    shard: Shard | None = None,
 ) -> Path:
-    """Run (or resume) the matrix; returns the run folder."""
+    """Run (or resume) the matrix, or with `shard` this node's share of it (harness/bench/shards.py);
+    returns the run folder."""
     suites = recipe_suites(recipe)
     cells = plan_cells(recipe, drafts, suites)
+    if shard is not None:
+        cells = shard_cells(recipe, drafts, suites, cells, shard)
     for d in drafts:  # what vLLM cannot serve stops here: one line, exit 2, no run folder
         refuse_what_vllm_cannot_run(recipe.engine, d.verifier, d.method)
     refuse_what_one_at_a_time_cannot_run(recipe)
@@ -936,7 +942,7 @@ def run_bench(
     open_run(run_dir, recipe, resume)
     vhash = {d.verifier.path: verifier_identity(d.verifier.path) for d in drafts}
     start_manifest(run_dir, recipe, [c.id for c in cells], drafts, suites, vhash)
-    update_manifest(run_dir, engine_schedule=engine_schedule(recipe))
+    update_manifest(run_dir, engine_schedule=engine_schedule(recipe), **shard_fields(run_dir, shard))
     run = BenchRun(
         recipe,
         run_dir,
@@ -945,6 +951,7 @@ def run_bench(
         {s.name: s for s in suites},
         vhash,
         prompts=prompts,
+        run_id=run_id_of(run_dir, shard),
     )
     done = finished_cells(run_dir)
     todo = [c for c in cells if c.id not in done]
