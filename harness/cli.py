@@ -460,27 +460,71 @@ def bench_cmd(
     ] = None,
     run_id: Annotated[str | None, typer.Option(help="Run id (folder under results/runs/).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Complete an interrupted run (same recipe).")] = False,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            help="I/N: node I of N (from 0) measures its share of the cells (harness/bench/placement.py) into "
+            "results/runs/ID/shards/I-of-N/; needs --run-id ID, the same on every node."
+        ),
+    ] = None,
+    merge: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ID",
+            help="Merge the finished shards of run ID (an id or its folder) into results/runs/ID/; no other option.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ):
     """Measure acceptance and tokens/s against the no-speculation baseline across the matrix."""
     from harness.bench.run import bench_run_dir, run_bench
+    from harness.bench.shards import parse_shard, refuse_mixed_layout, shard_run_id
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
+    from harness.errors import BadInput
+    from harness.paths import RUNS_DIR
     from harness.recipe import load_recipe
     from harness.results.table import ensure_tables
     from harness.verifier.safetensors_index import check_checkpoint_files
 
+    if merge is not None:
+        if recipe or set_ or draft or run_id or resume or shard:
+            raise BadInput(
+                "--merge ID merges the shards as they ran: give it no recipe, --set, --draft, --run-id, --resume "
+                "or --shard"
+            )
+        return _bench_merge(merge, json_out)
+    part = parse_shard(shard) if shard is not None else None  # a malformed I/N is refused before anything loads
     r = load_recipe(recipe, set_ or [])
-    run_dir = bench_run_dir(r, run_id, resume)
+    if run_id:
+        refuse_mixed_layout(RUNS_DIR / run_id, part)
+    run_dir = bench_run_dir(r, shard_run_id(run_id, part) if part else run_id, resume)
     with _progress() as rep:
         if draft is not None:  # a broken draft is named now, not in an engine's log later
             check_checkpoint_files(draft, "draft")
         drafts = resolve_drafts(r, resolve_verifier(r, rep), draft)
-        run_bench(r, drafts, run_dir, rep, resume=resume)
+        run_bench(r, drafts, run_dir, rep, resume=resume, shard=part)
     if resume and (stale := ensure_tables(run_dir)):  # a resume with nothing left to measure writes no cell
         _stderr().print(f"[dim]rebuilt {run_dir / 'results.parquet'} and results.csv from cells/ ({stale})[/]")
     from harness.bench.summary import render_bench_summary
 
+    render_bench_summary(run_dir, _stdout(), as_json=json_out)
+
+
+def _bench_merge(run: str, json_out: bool) -> None:
+    """`harness bench --merge ID`: the run folder from its finished shards (harness/bench/shards.py)."""
+    from harness.bench.shards import SHARDS_DIR, merge_shards
+    from harness.bench.summary import render_bench_summary
+    from harness.paths import RUNS_DIR
+
+    run_dir = Path(run) if (Path(run) / SHARDS_DIR).is_dir() else RUNS_DIR / run
+    res = merge_shards(run_dir)
+    what = f"{res.cells} cells from {res.shards} shards"
+    if res.changed:
+        new = f"{len(res.added)} new, {len(res.removed)} removed" + (", tables rebuilt" if res.tables_rebuilt else "")
+        _stderr().print(f"merged {run_dir}: {what} ({new})", highlight=False, soft_wrap=True)
+    else:
+        _stderr().print(f"{run_dir} is up to date: {what}, nothing changed", highlight=False, soft_wrap=True)
     render_bench_summary(run_dir, _stdout(), as_json=json_out)
 
 
