@@ -164,6 +164,19 @@ def test_the_merged_folder_reads_like_any_run(sharded):
     assert Path(files.markdown).is_file() and Path(files.html).is_file()
 
 
+def test_compare_and_gate_read_the_merged_folder(sharded, tmp_path):
+    from tests.results_fixtures import invoke
+
+    root = sharded["root"]
+    code, out, exc = invoke(["compare", root, root])
+    assert code == 0 and "code" in out, (out, exc)
+    base = tmp_path / "baseline"
+    code, out, exc = invoke(["gate", root, "--baseline", base, "--update-baseline"])
+    assert code == 0 and (base / "baseline.json").is_file(), (out, exc)
+    code, out, exc = invoke(["gate", root, "--baseline", base])
+    assert code == 0, (out, exc)
+
+
 def test_a_second_merge_is_a_no_op_and_an_unfinished_shard_is_refused(sharded, tmp_path):
     from harness.bench.shards import merge_shards
     from harness.errors import BadInput
