@@ -579,7 +579,7 @@ def train_and_bench_cmd(
         atomic_write_json(out / "rehearsal.json", {"settings": [row.to_dict() for row in rows]})
     with _progress() as rep:
         res = run_train_and_bench(r, rep, out)
-    cost = _rehearsal_cost(r, out) if rows is not None else None
+    cost = _run_cost(r, out, rehearsal=rows is not None)
     if json_out:
         print(
             json.dumps(
@@ -590,10 +590,14 @@ def train_and_bench_cmd(
         )
     else:
         render_summary(res, _stdout())
-        if cost:
+        if cost and rows is not None:
             from harness.train.cost import render_cost
 
             render_cost(cost, _stdout())
+        elif cost:
+            from harness.train.cost_measured import planned_vs_measured
+
+            _stdout().print(planned_vs_measured(cost), highlight=False, soft_wrap=True)
     exit_for(res)
 
 
@@ -651,9 +655,10 @@ def soak_cmd(
     raise typer.Exit(soak_exit(windows))
 
 
-def _rehearsal_cost(recipe, out: Path) -> dict | None:
-    """What the rehearsal measured, stage by stage, beside the cost model's prediction for the same
-    work with the plan's (CPU) figures; stored in rehearsal.json under "cost"."""
+def _run_cost(recipe, out: Path, rehearsal: bool) -> dict | None:
+    """What the run measured, stage by stage, beside the dry run's plan for the same recipe (its hours
+    and the model's prediction for the work done); stored in cost.json (and a rehearsal's
+    rehearsal.json under "cost")."""
     from harness.errors import BadInput
     from harness.provenance import atomic_write_json
     from harness.train.cost_measured import measured_costs
@@ -664,8 +669,10 @@ def _rehearsal_cost(recipe, out: Path) -> dict | None:
     except BadInput:
         planned = None
     cost = measured_costs(out, recipe, planned)
-    data = json.loads((out / "rehearsal.json").read_text())
-    atomic_write_json(out / "rehearsal.json", {**data, "cost": cost})
+    atomic_write_json(out / "cost.json", cost)
+    if rehearsal:
+        data = json.loads((out / "rehearsal.json").read_text())
+        atomic_write_json(out / "rehearsal.json", {**data, "cost": cost})
     return cost
 
 
