@@ -569,6 +569,9 @@ def train_and_bench_cmd(
     out = run_dir or default_run_dir(r)
     if dry_run:  # writes nothing
         return _show_dry_run(r, out / "train", True, json_out, allow, fit)
+    from harness.bench.shards import refuse_mixed_layout
+
+    refuse_mixed_layout(out, None)  # a folder spread over nodes is bench --shard's and --merge's, not the main job's
     if fit is not None:
         sets = " ".join(f"--set {x}" for c in fit["changes"] for x in c["set"].split())
         _stderr().print(f"[dim]fitted to the budget: {sets}[/]", highlight=False)

@@ -272,3 +272,12 @@ def test_merge_through_the_cli(tmp_path, capsys, monkeypatch):
     assert code == 0 and f"merged {root}: 2 cells from 2 shards" in err
     code, err = run_cli(capsys, monkeypatch, "bench", "--merge", str(root))
     assert code == 0 and "is up to date" in err
+
+
+def test_main_job_refuses_a_run_folder_spread_over_nodes(tmp_path, capsys, monkeypatch):
+    """train-and-bench on a folder of shards would bench one node's way over it: refused in one line."""
+    from tests.test_faults import one_line, run_cli
+
+    (tmp_path / "run" / "shards" / "0-of-2").mkdir(parents=True)
+    code, err = run_cli(capsys, monkeypatch, "train-and-bench", "--run-dir", str(tmp_path / "run"))
+    assert code == 2 and "spread over nodes" in one_line(err) and "bench --merge" in err

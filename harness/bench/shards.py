@@ -4,7 +4,7 @@ Every node runs `harness bench RECIPE --draft DIR --run-id ID --shard I/N`. It p
 node would, keeps those harness/bench/placement.py gives node I (every node computes the same
 placement from the same recipe, with no coordination), and runs them into a run folder of its own,
 results/runs/ID/shards/I-of-N/: a complete, resumable run (manifest, cells, tables) whose manifest
-names the shard. `harness bench-merge ID` then writes results/runs/ID/ from the finished shards:
+names the shard. `harness bench --merge ID` then writes results/runs/ID/ from the finished shards:
 their cells and per-request files (hard links, copies across file systems), one manifest, the tables.
 
 A shard never writes a path another shard writes: the manifest and the tables are rewritten whole
@@ -81,7 +81,7 @@ def refuse_mixed_layout(run_root: Path, shard: Shard | None) -> None:
     if shard is None and (run_root / SHARDS_DIR).is_dir():
         raise BadInput(
             f"{run_root} is a run spread over nodes ({SHARDS_DIR}/): run a node's share with --shard I/N, "
-            f"or merge the shards with `harness bench-merge {run_root.name}`"
+            f"or merge the shards with `harness bench --merge {run_root.name}`"
         )
     if shard is not None and manifest and "shards" not in manifest:
         raise BadInput(f"{run_root} holds a run of one node; choose another run id for a run spread over nodes")
