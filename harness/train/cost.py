@@ -477,8 +477,9 @@ def bench_count(
         engines += starts
         saved += drafts * (len(b.k) - len(b.engine_ks))
         spec_arms, base_arms = spec_arms + len(cells) * b.repeats, base_arms + len(bases) * base_repeats
-        sentinels = len(cells) + len(cells) * b.repeats + len(bases) * base_repeats + CALIBRATION_RUNS
-        runs += (sentinels + 2 * starts * aba) * b.machine_sentinel
+        # side by side: a sentinel around every arm; one at a time: at each engine's start and end only
+        around_arms = len(cells) + len(cells) * b.repeats + len(bases) * base_repeats
+        runs += (CALIBRATION_RUNS + (2 * starts if aba else around_arms)) * b.machine_sentinel
         cells_n += len(cells)
     temps = len(set(b.temperature) | {x.temperature for x in b.extra_cells})
     overhead = {SENTINEL_PROMPTS: runs * SENTINEL_PROMPTS * sentinel_tokens(b.max_tokens)}
