@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from harness.analysis.machine import FLAG
 from harness.recipe import load_recipe
 from tests.conftest import CI_TRAIN, PLAIN_RECIPE
 
@@ -118,11 +119,16 @@ def test_lossless_verdict_is_the_same(both):
 
 
 def test_speedup_cis_overlap(both):
+    """The two schedules agree on speedup within their CIs, or the harness says the machine moved: a cell
+    flagged MACHINE NOISE is one a user is told not to trust (a within-run CI does not carry run-to-run
+    variation; issue 52)."""
     side, one = _spec(both["side_by_side"]), _spec(both["one_at_a_time"])
     for cid in side.index:
         a, b = side.loc[cid], one.loc[cid]
         assert b["speedup_ci_low"] < b["speedup"] < b["speedup_ci_high"], cid  # unpaired repeats still give a CI
-        assert a["speedup_ci_low"] <= b["speedup_ci_high"] and b["speedup_ci_low"] <= a["speedup_ci_high"], (
+        flagged = any(f.startswith(FLAG) for f in [*a["flags"], *b["flags"]])
+        overlap = a["speedup_ci_low"] <= b["speedup_ci_high"] and b["speedup_ci_low"] <= a["speedup_ci_high"]
+        assert overlap or flagged, (
             cid,
             (a["speedup_ci_low"], a["speedup_ci_high"]),
             (b["speedup_ci_low"], b["speedup_ci_high"]),
