@@ -14,11 +14,11 @@ from harness.analysis.machine import MachineReading
 from harness.bench.grid import CellSpec
 from harness.bench.manifest import read_manifest
 from harness.bench.one_at_a_time import (
-    arm_key,
     bench_one_at_a_time,
     phase_plan,
     refuse_what_one_at_a_time_cannot_run,
 )
+from harness.bench.placement import baseline_key
 from harness.errors import BadInput
 from harness.recipe import load_recipe
 from tests.conftest import PLAIN_RECIPE
@@ -44,7 +44,7 @@ def test_the_plan_measures_one_baseline_arm_per_suite_concurrency_temperature():
     assert list(plan.engines) == [("a", 1), ("a", 3), ("b", 3)]
     assert plan.cells == [a1, a1c4, a3, b3t]
     # each arm under the first cell that needs it (the rows' baseline_cell), as bench.shared_baseline shares it
-    assert plan.baselines == {arm_key(a1): a1, arm_key(a1c4): a1c4, arm_key(b3t): b3t}
+    assert plan.baselines == {baseline_key(a1): a1, baseline_key(a1c4): a1c4, baseline_key(b3t): b3t}
     assert (plan.repeats, plan.baseline_repeats) == (3, (2, 1))
 
 

@@ -41,18 +41,14 @@ from typing import Protocol
 from harness.analysis.machine import MachineReading
 from harness.bench.grid import CellSpec
 from harness.bench.manifest import read_manifest, update_manifest
+from harness.bench.placement import BaselineKey, baseline_key
 from harness.bench.rows import ArmResult
 from harness.cluster import baseline_repeats, engine_schedule, gpus_per_node, instance_gpus
 from harness.engine.base import Engine
 from harness.errors import BadInput
 from harness.recipe import Recipe
 
-ArmKey = tuple[str, int, float, float]  # (suite, concurrency, temperature, request rate): one baseline arm
 EngineKey = tuple[str, int]  # (draft label, k): one speculative engine
-
-
-def arm_key(cell: CellSpec) -> ArmKey:
-    return (cell.suite, cell.concurrency, cell.temperature, cell.request_rate)
 
 
 def refuse_what_one_at_a_time_cannot_run(recipe: Recipe) -> None:
@@ -90,7 +86,7 @@ class PhasePlan:
     """Which arm runs in which phase: A1 and A2 measure `baselines` (each with its first cell's
     inputs; that cell's id is the rows' baseline_cell), B runs `engines` in order."""
 
-    baselines: dict[ArmKey, CellSpec]
+    baselines: dict[BaselineKey, CellSpec]
     engines: dict[EngineKey, list[CellSpec]]
     repeats: int  # bench.repeats: each speculative arm's, all in B
     baseline_repeats: tuple[int, int]  # each baseline arm's in A1 and in A2 (harness/cluster.py: the plan's too)
@@ -102,10 +98,10 @@ class PhasePlan:
 
 def phase_plan(engines: dict[EngineKey, list[CellSpec]], repeats: int) -> PhasePlan:
     """`engines`: each speculative engine's cells, in the order they run."""
-    baselines: dict[ArmKey, CellSpec] = {}
+    baselines: dict[BaselineKey, CellSpec] = {}
     for cells in engines.values():
         for c in cells:
-            baselines.setdefault(arm_key(c), c)
+            baselines.setdefault(baseline_key(c), c)
     return PhasePlan(baselines, dict(engines), repeats, baseline_repeats(repeats))
 
 
@@ -153,7 +149,7 @@ class _Readings:
     noise: float | None = None
     baseline: list[float] = field(default_factory=list)  # A1 start and end, A2 start and end
     engines: dict[EngineKey, list[float]] = field(default_factory=dict)  # each B engine's start and end
-    base_cpu: dict[ArmKey, float] = field(default_factory=dict)
+    base_cpu: dict[BaselineKey, float] = field(default_factory=dict)
     spec_cpu: dict[str, float] = field(default_factory=dict)  # by cell id
 
     def reading(self, cell: CellSpec) -> MachineReading | None:
@@ -163,7 +159,7 @@ class _Readings:
             tuple(self.baseline),
             tuple(self.engines.get((cell.draft, cell.k), ())),
             self.noise,
-            foreign_cpu=max(self.base_cpu.get(arm_key(cell), 0.0), self.spec_cpu.get(cell.id, 0.0)),
+            foreign_cpu=max(self.base_cpu.get(baseline_key(cell), 0.0), self.spec_cpu.get(cell.id, 0.0)),
             speculative_own_engine=True,
         )
 
@@ -190,7 +186,7 @@ def _baseline_phase(
     steps: Steps,
     plan: PhasePlan,
     phase: str,
-    base: dict[ArmKey, ArmResult],
+    base: dict[BaselineKey, ArmResult],
     readings: _Readings,
     spec: dict[str, ArmResult],
 ) -> None:
@@ -206,7 +202,7 @@ def _baseline_phase(
             readings.base_cpu[key] = max(readings.base_cpu.get(key, 0.0), cpu)
         _sentinel(steps, engine, readings, readings.baseline)
         for cell in plan.cells if phase == "A2" else []:
-            key = arm_key(cell)
+            key = baseline_key(cell)
             steps.finish(cell, engine, (base[key], spec[cell.id]), plan.baselines[key].id, readings.reading(cell))
 
 
