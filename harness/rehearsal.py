@@ -64,7 +64,6 @@ CAPS: dict[str, int] = {
     "bench.max_tokens": 32,
     "bench.repeats": 1,
 }
-MAX_K_VALUES = 1  # the written k nearest 3 (one speculative engine)
 # setting -> (written values a CPU cannot run, rehearsal value, why, what covers the written value up to the engine)
 CPU_ONLY: dict[str, tuple[tuple[Any, ...], Any, str, str]] = {
     "engine.device": (

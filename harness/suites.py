@@ -135,10 +135,6 @@ def _stem(spec: str) -> str:
     return name
 
 
-def parse_inline(objs: list[dict], name: str) -> list[PromptRecord]:
-    return [parse_record(o, f"{name}[{i}]", f"{name}-{i}") for i, o in enumerate(objs)]
-
-
 THINKING_SUFFIX = {True: "think", False: "nothink"}
 
 
