@@ -19,7 +19,7 @@ from pathlib import Path
 from harness.benchfiles import expand_suite_specs, load_file_suite, load_hub_dataset, resolve_path
 from harness.errors import BadInput
 from harness.paths import SUITES_DIR
-from harness.prompts import PromptRecord, load_hf_prompts, load_jsonl, parse_record
+from harness.prompts import PromptRecord, load_hf_prompts, load_jsonl
 
 
 @dataclass(frozen=True)
