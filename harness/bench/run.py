@@ -63,7 +63,7 @@ from harness.engine.settings import (
 from harness.errors import BadInput
 from harness.prompts import PromptRecord, end_think_token, render, with_answer
 from harness.recipe import Recipe
-from harness.results.table import finished_cells, load_rows, write_cell
+from harness.results.table import ensure_tables, finished_cells, load_rows, write_cell
 from harness.suites import Suite, load_suites, with_prefix_caching, with_thinking
 from harness.ui import Reporter
 from harness.verifier.layout import VerifierLayout
@@ -957,9 +957,12 @@ def run_bench(
     todo = [c for c in cells if c.id not in done]
     reporter.stage("bench cells", total=len(cells))
     reporter.advance(len(cells) - len(todo))
-    with run_status(run_dir, reporter):
-        for layout, vdrafts in _by_verifier(drafts):
-            bench_verifier(run, layout, vdrafts, todo)
+    try:
+        with run_status(run_dir, reporter):
+            for layout, vdrafts in _by_verifier(drafts):
+                bench_verifier(run, layout, vdrafts, todo)
+    finally:  # the tables once, from every finished cell, however the run ends (cells are the record)
+        ensure_tables(run_dir)
     return run_dir
 
 

@@ -7,10 +7,11 @@ On disk, under results/runs/<run-id>/:
                      "speculative": [...]}: request id, repeat, prompt tokens, output token ids,
                      latency, TTFT, send time (open loop: scheduled arrival) and wait for a
                      slot, vLLM's per-step accepted/drafted arrays); written just before the cell
-  results.parquet    every finished cell's rows, typed (rebuilt atomically after each cell)
+  results.parquet    every finished cell's rows, typed (written atomically once, when the run ends
+                     however it ends; during a run the cells are the record)
   results.csv        the same, for spreadsheets and pull requests
-  derived.json       sha256 of both tables and of the cells they came from (stale tables are
-                     rebuilt by `bench --resume`)
+  derived.json       sha256 of both tables and of the cells they came from (stale tables, e.g.
+                     after a SIGKILL, are rebuilt by `bench --resume` and `bench --merge`)
 
 A killed run keeps every finished cell; `--resume` runs only the missing ones. One line of
 pandas loads a run: `pd.read_parquet("results/runs/<id>/results.parquet")`.
@@ -112,12 +113,13 @@ def write_cell(
 ) -> None:
     """The cell's per-request side file first, then its rows (the file that marks it finished).
     A cell file already there from another suite (another content hash under the same cell id) is
-    never overwritten: that would lose a measurement without a word."""
+    never overwritten: that would lose a measurement without a word. The tables derived from the
+    cells are written once, when the run ends (ensure_tables): rebuilding them after every cell
+    made a run's bookkeeping grow with the square of its cells."""
     _refuse_foreign_cell(run_dir / CELLS_DIR / f"{cid}.json", rows)
     if requests is not None:
         atomic_write_json(run_dir / CELLS_DIR / REQUESTS_DIR / f"{cid}.json", requests, compact=True)
     atomic_write_json(run_dir / CELLS_DIR / f"{cid}.json", rows)
-    rebuild_table(run_dir)
 
 
 def _refuse_foreign_cell(path: Path, rows: list[dict[str, Any]]) -> None:

@@ -1,0 +1,36 @@
+"""harness/results/table.py: a cell is two files, written once; the tables derived from the cells are
+written once when the run ends (O(cells), not a rebuild after every cell)."""
+
+from __future__ import annotations
+
+from harness.results.table import ensure_tables, finished_cells, tables_stale, write_cell
+
+
+def _rows(cid: str) -> list[dict]:
+    return [
+        {"cell_id": cid, "mode": "baseline", "flags": [], "acceptance_length": None},
+        {"cell_id": cid, "mode": "speculative", "flags": [], "acceptance_length": 2.5},
+    ]
+
+
+def test_write_cell_writes_the_cell_and_not_the_tables(tmp_path):
+    for cid in ("c1", "c2", "c3"):
+        write_cell(tmp_path, cid, _rows(cid), {"baseline": [], "speculative": []})
+    assert finished_cells(tmp_path) == {"c1", "c2", "c3"}
+    assert not (tmp_path / "results.parquet").exists() and not (tmp_path / "results.csv").exists()
+    assert tables_stale(tmp_path) is not None  # a reader can tell, and ensure_tables mends it
+    assert ensure_tables(tmp_path) is not None and tables_stale(tmp_path) is None
+    assert ensure_tables(tmp_path) is None  # current now: nothing rewritten
+
+
+def test_a_cell_after_the_tables_makes_them_stale_until_the_run_ends(tmp_path):
+    write_cell(tmp_path, "c1", _rows("c1"))
+    ensure_tables(tmp_path)
+    before = (tmp_path / "results.parquet").read_bytes()
+    write_cell(tmp_path, "c2", _rows("c2"))
+    assert (tmp_path / "results.parquet").read_bytes() == before  # untouched by the write
+    assert tables_stale(tmp_path) == "built from other cells"
+    ensure_tables(tmp_path)
+    import pandas as pd
+
+    assert len(pd.read_parquet(tmp_path / "results.parquet")) == 4
