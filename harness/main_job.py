@@ -8,7 +8,7 @@ command is run again (the run id is derived from the recipe):
     manifest.json     the bench run (provenance, planned cells, status)
     cells/ results.parquet results.csv
     report/           report.md, report.html, PNG plots
-    gate/             gate.md, junit.xml (when the recipe names a baseline)
+    gate/             gate.md, junit.xml, gate.json (when the recipe names a baseline)
     summary.json      the closing summary
 """
 
@@ -172,7 +172,8 @@ def _end_think_id(layout, recipe: Recipe) -> int | None:
 
 
 def _run_gate(recipe: Recipe, run_dir: Path, paths: dict[str, str], notes: list[str]):
-    """Gate the run against the recipe's baseline, writing gate.md and junit.xml; None without one."""
+    """Gate the run against the recipe's baseline, writing gate.md, junit.xml and gate.json (the verdict the
+    report reads); None without one."""
     if not recipe.gate.baseline:  # '' = no gate
         return None
     from harness.results import gate as gate_mod
@@ -194,7 +195,7 @@ def _run_gate(recipe: Recipe, run_dir: Path, paths: dict[str, str], notes: list[
     result = gate_mod.gate(run_dir, folder, gate_mod.GateOptions.from_recipe(recipe.gate, draft="draft"))
     notes += [f"gate power: {w}" for w in result.power_warnings]
     gate_dir = run_dir / "gate"
-    gate_mod.write_gate_files(result, gate_dir / "gate.md", gate_dir / "junit.xml")
+    gate_mod.write_gate_files(result, gate_dir / "gate.md", gate_dir / "junit.xml", gate_dir / "gate.json")
     paths.update(gate_markdown=str(gate_dir / "gate.md"), gate_junit=str(gate_dir / "junit.xml"))
     return result
 

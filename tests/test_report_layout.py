@@ -199,7 +199,7 @@ def test_the_verdict_shows_the_gate_result_the_run_folder_holds(tmp_path):
     ref = _grid(tmp_path, "ref")
     base_dir = tmp_path / "base"
     gate.update_baseline(ref, base_dir)
-    gate.write_gate_files(gate.gate(ref, base_dir), junit=ref / report.GATE_JUNIT)
+    gate.write_gate_files(gate.gate(ref, base_dir), verdict=ref / report.GATE_VERDICT)
     md = report.write_report(ref, tmp_path / "pass").markdown.read_text()
     assert re.search(r"Gate: passed, \d+ checks against baseline base\.", md)
     worse = make_run(
@@ -210,7 +210,7 @@ def test_the_verdict_shows_the_gate_result_the_run_folder_holds(tmp_path):
             for c, s in zip((1, 2, 4, 8), (1.8, 1.4, 1.1, 0.8))
         ],
     )
-    gate.write_gate_files(gate.gate(worse, base_dir), junit=worse / report.GATE_JUNIT)
+    gate.write_gate_files(gate.gate(worse, base_dir), verdict=worse / report.GATE_VERDICT)
     md = report.write_report(worse, tmp_path / "fail").markdown.read_text()
     assert re.search(r"Gate: FAILED, \d+ of \d+ checks below bound against baseline base: chat k=3 c=1 T=0", md)
 

@@ -444,7 +444,7 @@ def test_main_job_resumes_after_interrupt_and_passes_the_committed_gate(kimi_tra
     # the answer table says which methods this CPU could not weigh, and why (harness/engine/method_limits.py)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert any(x.startswith("dspark: ") for x in summary["not_weighed"]) and "not weighed on this device" in out
-    assert "pass" in out and (run_dir / "gate" / "junit.xml").is_file()
+    assert "pass" in out and (run_dir / "gate" / "junit.xml").is_file() and (run_dir / "gate" / "gate.json").is_file()
 
 
 # ----------------------------------------------------------------------------- the gate, end to end

@@ -542,13 +542,28 @@ def find_baseline_dir(path: str | Path) -> Path | None:
     return None
 
 
-def write_gate_files(result: GateResult, markdown: Path | None = None, junit: Path | None = None) -> None:
-    from harness.provenance import atomic_write_text
+def verdict_dict(res: GateResult) -> dict[str, Any]:
+    """The gate's verdict as gate.json holds it: what the report shows, read back without parsing a renderer."""
+    return {
+        "run_id": res.run_id,
+        "baseline": res.baseline,
+        "checks": len(res.checks),
+        "failures": [c.message() for c in res.checks if not c.passed],
+        "not_gated": list(res.not_gated),
+    }
+
+
+def write_gate_files(
+    result: GateResult, markdown: Path | None = None, junit: Path | None = None, verdict: Path | None = None
+) -> None:
+    from harness.provenance import atomic_write_json, atomic_write_text
 
     if markdown:
         atomic_write_text(markdown, to_markdown(result))
     if junit:
         atomic_write_text(junit, to_junit(result))
+    if verdict:
+        atomic_write_json(verdict, verdict_dict(result))
 
 
 def resolve_baseline_dir(path: str | Path) -> Path:

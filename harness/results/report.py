@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +59,7 @@ DEFINITIONS = [
     "1024 tokens (harness/analysis/repetition.py); loops inflate every draft's AL",
 ]
 VERDICT_HEADERS = ["suite", "draft", "faster?", "speedup [95% CI]", "AL [95% CI]", "at", "speedup over all cells"]
-GATE_JUNIT = Path("gate") / "junit.xml"  # where the main job writes the gate's verdict (harness/main_job.py)
+GATE_VERDICT = Path("gate") / "gate.json"  # where the main job writes the gate's verdict (harness/main_job.py)
 FLAG_CELLS_SHOWN = 3  # cells named per flag in the verdict; the detail section names them all
 CELL_HEADERS = [
     "k",
@@ -87,7 +88,7 @@ class ReportFiles:
 
 @dataclass(frozen=True)
 class GateSummary:
-    """The gate's verdict as the run folder holds it (gate/junit.xml)."""
+    """The gate's verdict as the run folder holds it (gate/gate.json)."""
 
     baseline: str
     checks: int
@@ -224,7 +225,7 @@ def verdict_rows(rows: list[CellRow]) -> list[list[str]]:
 
 def gate_line(gate: GateSummary | None) -> str:
     if gate is None:
-        return f"Gate: not gated (no {GATE_JUNIT.as_posix()} in the run folder)."
+        return f"Gate: not gated (no {GATE_VERDICT.as_posix()} in the run folder)."
     if not gate.failures:
         return f"Gate: passed, {gate.checks} checks against baseline {gate.baseline}."
     more = f" (+{len(gate.failures) - 1} more)" if len(gate.failures) > 1 else ""
@@ -668,21 +669,13 @@ def to_html(blocks: list[tuple], folder: Path) -> str:
 
 
 def read_gate(run_dir: Path) -> GateSummary | None:
-    """The gate's verdict from <run>/gate/junit.xml (harness/results/gate.py to_junit), or None
+    """The gate's verdict from <run>/gate/gate.json (harness/results/gate.py verdict_dict), or None
     without one (or when it cannot be read: the verdict then says "not gated")."""
-    import xml.etree.ElementTree as ET
-
-    path = run_dir / GATE_JUNIT
     try:
-        suite = ET.parse(path).getroot().find("testsuite")
-    except (OSError, ET.ParseError):
+        data = json.loads((run_dir / GATE_VERDICT).read_text())
+        return GateSummary(str(data["baseline"]), int(data["checks"]), tuple(map(str, data["failures"])))
+    except (OSError, ValueError, KeyError, TypeError):
         return None
-    if suite is None:
-        return None
-    cases = suite.findall("testcase")
-    failures = tuple(f.get("message", "") for tc in cases for f in tc.findall("failure"))
-    checks = sum(1 for tc in cases if tc.find("skipped") is None)
-    return GateSummary(suite.get("name", "").rpartition(" vs ")[2] or "?", checks, failures)
 
 
 def write_report(run: str | Path, out_dir: str | Path | None = None) -> ReportFiles:
