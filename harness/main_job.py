@@ -49,9 +49,9 @@ class MainJobResult:
 
 
 def _engine_startups(run_dir: Path) -> dict[str, float]:
-    from harness.bench.manifest import read_manifest
+    from harness.results.manifest import read_manifest_data
 
-    engines = read_manifest(run_dir).get("engines") or {}
+    engines = read_manifest_data(run_dir, missing_ok=True).get("engines") or {}
     return {name: e["startup_s"] for name, e in engines.items() if e.get("startup_s") is not None}
 
 

@@ -25,13 +25,8 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def read_manifest(run_dir: Path) -> dict[str, Any]:
-    """The manifest as written ({} before the run starts), to update."""
-    return read_manifest_data(run_dir, missing_ok=True)
-
-
 def update_manifest(run_dir: Path, **fields: Any) -> dict[str, Any]:
-    data = read_manifest(run_dir)
+    data = read_manifest_data(run_dir, missing_ok=True)
     data.update(fields)
     atomic_write_json(run_dir / MANIFEST, data)
     return data
@@ -39,7 +34,7 @@ def update_manifest(run_dir: Path, **fields: Any) -> dict[str, Any]:
 
 def open_run(run_dir: Path, recipe: Recipe, resume: bool) -> None:
     """Refuse to overwrite a run, or to resume one made by another bench recipe."""
-    manifest = read_manifest(run_dir)
+    manifest = read_manifest_data(run_dir, missing_ok=True)
     if manifest and not resume and finished_cells(run_dir):
         raise BadInput(f"{run_dir} already holds a run; pass --resume to complete it, or choose another run id")
     if resume and manifest and manifest.get("recipe_fingerprint") != recipe.fingerprint(*BENCH_SECTIONS):
@@ -55,7 +50,7 @@ def start_manifest(
     suites: list[Suite],
     verifier_hash: dict[str, str],
 ) -> None:
-    previous = read_manifest(run_dir)
+    previous = read_manifest_data(run_dir, missing_ok=True)
     update_manifest(
         run_dir,
         run_id=run_dir.name,
@@ -93,7 +88,7 @@ def start_manifest(
 
 def record_engine(run_dir: Path, name: str, engine) -> None:
     """Each engine the run started, as it was started (arguments, environment, startup seconds)."""
-    engines = read_manifest(run_dir).get("engines") or {}
+    engines = read_manifest_data(run_dir, missing_ok=True).get("engines") or {}
     update_manifest(run_dir, engines={**engines, name: engine.describe()})
 
 

@@ -40,13 +40,14 @@ from typing import Protocol
 
 from harness.analysis.machine import MachineReading
 from harness.bench.grid import CellSpec
-from harness.bench.manifest import read_manifest, update_manifest
+from harness.bench.manifest import update_manifest
 from harness.bench.placement import BaselineKey, baseline_key
 from harness.bench.rows import ArmResult
 from harness.cluster import baseline_repeats, engine_schedule, gpus_per_node, instance_gpus
 from harness.engine.base import Engine
 from harness.errors import BadInput
 from harness.recipe import Recipe
+from harness.results.manifest import read_manifest_data
 
 EngineKey = tuple[str, int]  # (draft label, k): one speculative engine
 
@@ -217,11 +218,11 @@ def _phase(steps: Steps, phase: str, engine: EngineKey | None, measured: list[st
     time written once its engine is closed (none: the phase did not finish)."""
     name = "baseline" if engine is None else f"{engine[0]}-k{engine[1]}"
     entry = {"verifier": steps.verifier, "phase": phase, "engine": name, "arms": measured, "started_at": _now()}
-    phases = read_manifest(steps.run_dir).get("engine_phases") or []
+    phases = read_manifest_data(steps.run_dir, missing_ok=True).get("engine_phases") or []
     update_manifest(steps.run_dir, engine_phases=[*phases, entry])
     index = len(phases)
     yield
-    phases = read_manifest(steps.run_dir)["engine_phases"]
+    phases = read_manifest_data(steps.run_dir, missing_ok=True)["engine_phases"]
     phases[index]["ended_at"] = _now()
     update_manifest(steps.run_dir, engine_phases=phases)
 

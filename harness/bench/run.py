@@ -35,7 +35,6 @@ from harness.bench.dynamic import derive_schedule, dynamic_label
 from harness.bench.grid import CellSpec, plan_grid, recipe_suite_aliases
 from harness.bench.manifest import (
     open_run,
-    read_manifest,
     record_engine,
     run_status,
     start_manifest,
@@ -63,6 +62,7 @@ from harness.engine.settings import (
 from harness.errors import BadInput
 from harness.prompts import PromptRecord, end_think_token, render, with_answer
 from harness.recipe import Recipe
+from harness.results.manifest import read_manifest_data
 from harness.results.table import ensure_tables, finished_cells, load_rows, write_cell
 from harness.suites import Suite, load_suites, with_prefix_caching, with_thinking
 from harness.ui import Reporter
@@ -794,7 +794,7 @@ def _calibrate(run: BenchRun, layout: VerifierLayout, base_engine: Engine) -> Cl
     clock = calibrate_clock(base_engine, next(iter(prompts.values())), run.recipe)
     if clock is not None:
         run.clocks[layout.path] = clock
-        noise = read_manifest(run.run_dir).get("machine_noise") or {}
+        noise = read_manifest_data(run.run_dir, missing_ok=True).get("machine_noise") or {}
         update_manifest(run.run_dir, machine_noise={**noise, Path(layout.path).name: round(clock.noise, 4)})
     return clock
 
@@ -864,7 +864,7 @@ def bench_dynamic(
         run.reporter.log(f"[{draft.label}] dynamic k: no finished fixed-k cell to derive a schedule from; skipped")
         return
     b = run.recipe.bench
-    known = read_manifest(run.run_dir).get("dynamic_k") or {}
+    known = read_manifest_data(run.run_dir, missing_ok=True).get("dynamic_k") or {}
     update_manifest(run.run_dir, dynamic_k={**known, dynamic_label(draft.label): [list(r) for r in schedule]})
     spec = SpeculativeSpec(draft.method, max(b.k), draft.path, b.rejection_sample_method, k_schedule=schedule)
     dyn = replace(draft, label=dynamic_label(draft.label), held_out_full_acc=())  # k varies: no prediction

@@ -108,13 +108,13 @@ def measured_training(train: Path, recipe: Recipe, gpus: int) -> list[Measured]:
 def measured_bench(run_dir: Path, recipe: Recipe, gpus: int) -> Measured | None:
     """Engine starts and measured arms: a baseline arm counts in the cell that measured it (a
     shared one is copied into the cells that reuse it). Warm-up and sentinels are in neither side."""
-    from harness.bench.manifest import read_manifest
+    from harness.results.manifest import read_manifest_data
     from harness.results.table import load_rows
 
     rows = load_rows(run_dir)
     if not rows:
         return None
-    engines = (read_manifest(run_dir).get("engines") or {}).values()
+    engines = (read_manifest_data(run_dir, missing_ok=True).get("engines") or {}).values()
     starts = [e["startup_s"] for e in engines if e.get("startup_s") is not None]
     arms = [r for r in rows if r["mode"] == "speculative" or r.get("baseline_cell") in (None, r["cell_id"])]
     by_c: dict[int, int] = {}
