@@ -80,10 +80,11 @@ def test_cli_fits_the_unsized_production_plan_to_a_budget():
     plan = json.loads(p.stdout)
     assert plan["budget"]["fits"] and plan["cost"]["total"]["gpu_h"] <= 600
     assert plan["budget"]["changes"][0]["set"] == "bench.repeats=1"
+    # a budget the plan cannot reach is refused in one line, exit 2 (the CPU demo: no lever applies to it)
     too_small = subprocess.run(
-        [sys.executable, "-m", "harness", *args, "--budget-gpu-hours", "100"],
+        [sys.executable, "-m", "harness", "train-and-bench", "--dry-run", "--budget-hours", "0.0001"],
         capture_output=True,
         text=True,
         cwd=REPO_ROOT,
     )
-    assert too_small.returncode == 2 and "cannot fit 100 GPU-hours" in too_small.stderr
+    assert too_small.returncode == 2 and "cannot fit 0.0001 hours" in too_small.stderr

@@ -3,6 +3,7 @@ predict (GPU counts, memory, disk) exits 2 unless accepted by name, and 'no prob
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -19,7 +20,13 @@ KIMI = REPO_ROOT / "train" / "kimi-k2.5.toml"
 
 
 def _plan(tmp_path, *sets: str, allow: list[str] | None = None) -> dict:
-    return dry_run_plan(load_recipe(KIMI, list(sets)), tmp_path / "train", include_bench=True, allow=allow)
+    return _cached_plan(sets, tuple(allow or ()))
+
+
+@functools.cache
+def _cached_plan(sets: tuple[str, ...], allow: tuple[str, ...]) -> dict:
+    """A plan per settings, made once for the module (each is seconds: the bundled structure, the suites)."""
+    return dry_run_plan(load_recipe(KIMI, list(sets)), REPO_ROOT / "runs" / "plan-fit" / "train", True, list(allow))
 
 
 def _names(plan: dict, key: str = "predicted_failures") -> list[str]:
