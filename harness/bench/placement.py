@@ -10,9 +10,10 @@ each to the least-loaded node). Pure.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from harness.bench.grid import CellSpec
+from harness.recipe import BenchSection
 
 BaselineKey = tuple[str, int, float, float]
 
@@ -44,3 +45,9 @@ def decode_weight(prompts: Callable[[CellSpec], int], in_flight_cap: int | None)
         return prompts(cell) / max(at_once, 1)
 
     return weight
+
+
+def bench_weight(b: BenchSection, requests: Mapping[str, int]) -> Callable[[CellSpec], float]:
+    """The weight the dry run prices and `harness bench --shard` places by (they must agree): a cell's
+    requests per suite (turns counted, bench.max_prompts_by_concurrency applied), no in-flight cap."""
+    return decode_weight(lambda c: b.prompts_at(c.concurrency, requests[c.suite]), None)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.bench.grid import CellSpec
-from harness.bench.placement import decode_weight, place
+from harness.bench.placement import bench_weight, place
 from harness.draft.under_test import DraftUnderTest
 from harness.errors import BadInput
 from harness.provenance import atomic_path, atomic_write_json
@@ -107,10 +107,9 @@ def shard_cells(
     Weights as the dry run's: requests per suite (turns counted) at the cell's concurrency, no in-flight
     cap; suites are named by their load order (#0, #1, ...) as there, so ties break the same way."""
     refuse_what_shards_cannot_run(recipe)
-    b = recipe.bench
     alias = {s.name: f"#{i}" for i, s in enumerate(suites)}
     requests = {alias[s.name]: sum(r.num_turns for r in s.records) for s in suites}
-    weight = decode_weight(lambda c: b.prompts_at(c.concurrency, requests[c.suite]), None)
+    weight = bench_weight(recipe.bench, requests)
     verifier = {d.label: d.verifier.path for d in drafts}
     kept: set[CellSpec] = set()
     for path in dict.fromkeys(verifier.values()):

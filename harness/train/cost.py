@@ -435,10 +435,9 @@ def _kept(recipe: Recipe, cells: list, reqs: Sequence[int], node: tuple[int, int
     """The cells node (index, of) measures when the bench spreads over nodes (harness/bench/placement.py)."""
     if node is None:
         return cells
-    from harness.bench.placement import decode_weight, place
+    from harness.bench.placement import bench_weight, place
 
-    b, index = recipe.bench, {f"#{i}": n for i, n in enumerate(reqs)}
-    placed = place(cells, node[1], decode_weight(lambda c: b.prompts_at(c.concurrency, index[c.suite]), None))
+    placed = place(cells, node[1], bench_weight(recipe.bench, {f"#{i}": n for i, n in enumerate(reqs)}))
     return [c for c in cells if placed[c] == node[0]]
 
 
