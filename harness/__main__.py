@@ -1,4 +1,4 @@
-from harness.cli import main
+from harness.cli.entry import main
 
 if __name__ == "__main__":
     main()

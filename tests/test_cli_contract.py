@@ -47,7 +47,7 @@ def test_help_exits_0(tmp_path):
 
 def test_a_bug_still_exits_4_with_a_crash_log(tmp_path, monkeypatch):
     """The other side of the contract: an unexpected exception is exit 4 with its traceback logged."""
-    from harness import cli
+    from harness.cli.entry import main
 
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
     monkeypatch.setattr(sys, "argv", ["harness", "recipe", "show"])
@@ -57,7 +57,7 @@ def test_a_bug_still_exits_4_with_a_crash_log(tmp_path, monkeypatch):
 
     monkeypatch.setattr("harness.recipe.load_recipe", boom)
     with pytest.raises(SystemExit) as ex:
-        cli.main()
+        main()
     assert ex.value.code == 4
     logs = list((tmp_path / "crash").glob("*.log"))
     assert len(logs) == 1 and "planted bug" in logs[0].read_text()

@@ -111,14 +111,15 @@ def test_a_full_disk_anywhere_in_the_chain_counts():
 _TORCH_SAVE_CMD = textwrap.dedent("""
     import sys
     import torch
-    from harness import cli
+    from harness.cli.app import app
+    from harness.cli.entry import main
 
-    @cli.app.command("save")
+    @app.command("save")
     def save():
         torch.save({{"a": torch.zeros(10**6)}}, {dev!r})
 
     sys.argv = ["harness", "save"]
-    cli.main()
+    main()
 """)
 
 
@@ -330,7 +331,7 @@ def test_report_into_a_full_disk_exits_3_in_one_line_and_resumes_after_freeing_s
 
 
 def _app():
-    from harness.cli import app
+    from harness.cli.app import app
 
     return app
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from harness.cli import app
+from harness.cli.app import app
 from harness.errors import BadInput
 from harness.verifier.layout import resolve_layout, validate_aux_layer_ids
 from tests.synthetic import HIDDEN, VOCAB, kimi_like, llama_like
