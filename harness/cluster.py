@@ -1,7 +1,7 @@
 """The hardware a plan runs on ([cluster] in a recipe), resolved with the device's defaults, and
 what it decides: whether a verifier's baseline and speculative engines can be up at once.
 
-Pure: values in, values out. The dry run (harness/train/plan.py) checks the plan against it; the
+Pure: values in, values out. The dry run (harness/plan/dry_run.py) checks the plan against it; the
 bench (harness/bench/run.py) asks `engine_schedule` how to order its engines.
 """
 

@@ -229,8 +229,8 @@ def _draft_changes(recipe: Recipe) -> Changes:
 
 def _cost_changes(recipe: Recipe) -> Changes:
     """[cost] figures describe the production hardware: the rehearsal predicts with this CPU's
-    defaults and prints them beside what it measured (harness/train/cost_measured.py)."""
-    why = "a figure of the production hardware; the rehearsal predicts with the CPU's defaults (harness/train/cost.py)"
+    defaults and prints them beside what it measured (harness/plan/cost_measured.py)."""
+    why = "a figure of the production hardware; the rehearsal predicts with the CPU's defaults (harness/plan/cost.py)"
     return {f"cost.{k}": (None, REPLACED, why) for k in recipe.cost.model_dump(exclude_none=True)}
 
 
@@ -283,7 +283,7 @@ def rehearsal_recipe(recipe: Recipe, model_type: str) -> tuple[Recipe, list[Sett
 def verifier_model_type(recipe: Recipe) -> str:
     """The written verifier's model_type: its config.json, else the bundled reference the recipe
     names (a production recipe on a machine without the checkpoint)."""
-    from harness.train.plan import layout_for_plan
+    from harness.plan.dry_run import layout_for_plan
 
     layout, _ = layout_for_plan(recipe)
     return layout.model_type

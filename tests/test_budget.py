@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from harness.paths import REPO_ROOT
+from harness.plan.bench_precision import by_concurrency
+from harness.plan.budget import fit_budget
 from harness.recipe import load_recipe
-from harness.train.bench_precision import by_concurrency
-from harness.train.budget import fit_budget
 
 KIMI = REPO_ROOT / "train" / "kimi-k2.5.toml"
 # the production matrix as it was before it was sized: every k its own engine, 3 repeats, 80 prompts

@@ -64,9 +64,9 @@ def test_a_later_turn_holds_the_answers_as_the_bench_feeds_them_back(kimi_tokeni
 
 def test_the_dry_run_plans_the_later_turns_requests_and_tokens(tmp_path):
     from harness.paths import REPO_ROOT
+    from harness.plan.dry_run import dry_run_plan
     from harness.prompts import load_jsonl
     from harness.recipe import load_recipe
-    from harness.train.plan import dry_run_plan
     from harness.train.prompts import BUILTIN
 
     path = REPO_ROOT / "train" / "tiny-kimi-long.toml"

@@ -1,6 +1,6 @@
-"""What the plan costs (harness/train/cost.py): the arithmetic by hand, the figures and where they come
+"""What the plan costs (harness/plan/cost.py): the arithmetic by hand, the figures and where they come
 from, the production recipe's dry run, and the same table built from a run folder's measurements
-(harness/train/cost_measured.py). Pure: no engine starts here."""
+(harness/plan/cost_measured.py). Pure: no engine starts here."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ import pytest
 from rich.console import Console
 
 from harness.paths import REPO_ROOT
-from harness.recipe import load_recipe
-from harness.train.cost import (
+from harness.plan.cost import (
     ASSUMPTION,
     CITED,
     CPU_DEFAULTS,
@@ -35,7 +34,8 @@ from harness.train.cost import (
     totals,
     with_recipe,
 )
-from harness.train.cost_measured import measured_costs
+from harness.plan.cost_measured import measured_costs
+from harness.recipe import load_recipe
 
 KIMI = REPO_ROOT / "train" / "kimi-k2.5.toml"
 
@@ -112,7 +112,7 @@ def test_every_default_figure_names_its_source_and_the_gpu_defaults_cite_theirs(
 
 
 def test_active_params_from_the_config():
-    from harness.train.plan import layout_for_plan
+    from harness.plan.dry_run import layout_for_plan
 
     layout, _ = layout_for_plan(load_recipe(KIMI))
     kimi = active_params(layout.text_config)
@@ -180,7 +180,7 @@ def test_production_dry_run_states_hours_gpu_hours_disk_and_assumptions():
 
 
 def test_train_dry_run_costs_no_bench():
-    from harness.train.plan import dry_run_plan
+    from harness.plan.dry_run import dry_run_plan
 
     plan = dry_run_plan(load_recipe(KIMI), REPO_ROOT / "runs" / "x", include_bench=False)
     assert [s["stage"] for s in plan["cost"]["stages"]] == ["responses", "hidden states (online)", "training"]
@@ -263,7 +263,7 @@ def test_the_rehearsal_predicts_with_the_cpu_figures():
 
 
 def test_planned_vs_measured_line_gives_each_stage_its_ratio():
-    from harness.train.cost_measured import planned_vs_measured
+    from harness.plan.cost_measured import planned_vs_measured
 
     cost = {
         "stages": [

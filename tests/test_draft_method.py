@@ -14,8 +14,8 @@ import pytest
 from harness.draft.config import mask_token_id
 from harness.errors import BadInput
 from harness.paths import REPO_ROOT
+from harness.plan.dry_run import positions_per_token
 from harness.recipe import load_recipe, merge_tables
-from harness.train.plan import positions_per_token
 from harness.train.records import held_out_full_acc, position_acc_key, predicted_al
 
 KIMI, KIMI_PEAGLE, KIMI_DFLASH = (

@@ -77,7 +77,24 @@ def test_a_steady_series_is_not_flagged_and_exits_0():
 def test_identical_windows_have_a_zero_slope_and_no_flag():
     """T = 0 with the same traffic every window: the same AL each time."""
     tr = verdict(_windows([3.1] * 6))
-    assert tr is not None and tr.slope_per_h == 0 and not tr.drifting
+    assert tr is not None and tr.slope_per_h == 0 and tr.ci == (0.0, 0.0) and not tr.drifting
+
+
+def test_the_trend_is_the_ols_slope_with_its_t_interval():
+    """The docstring's formulas, by hand: slope, se = sqrt(Σ residual² / (n − 2) / Σ (t − t̄)²), t quantile."""
+    t = np.array([0.1, 0.4, 0.5, 0.9, 1.3, 1.6])
+    v = np.array([3.0, 2.95, 2.97, 2.9, 2.86, 2.85])
+    tr = drift.trend(t, v)
+    sxx = ((t - t.mean()) ** 2).sum()
+    slope = ((t - t.mean()) * (v - v.mean())).sum() / sxx
+    resid = v - (v.mean() + slope * (t - t.mean()))
+    half = 2.7764451051977987 * np.sqrt((resid**2).sum() / 4 / sxx)  # t(0.975, 4 df)
+    assert tr is not None and tr.slope_per_h == pytest.approx(slope, rel=1e-12)
+    assert tr.ci == pytest.approx((slope - half, slope + half), rel=1e-9)
+    assert (tr.first, tr.last, tr.mean) == pytest.approx(
+        (v.mean() + slope * (0.1 - t.mean()), v.mean() + slope * (1.6 - t.mean()), v.mean())
+    )
+    assert drift.trend([1.0] * 5, [3.0, 2.0, 1.0, 4.0, 2.0]) is None  # no spread in time
 
 
 def test_a_significant_but_negligible_slope_is_not_flagged():

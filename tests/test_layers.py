@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("harness.verifier",),
     ("harness.draft",),
     ("harness.train", "harness.bench"),
+    ("harness.plan",),
     ("harness.main_job", "harness.rehearsal", "harness.soak"),
     ("harness.cli", "harness.__main__", "harness"),
 ]
@@ -135,8 +136,8 @@ def test_the_checkers_see_a_planted_upward_import_and_cycle():
     """The two checks above must be able to fail."""
     graph = {"harness.paths": {"harness.cli"}, "harness.cli": {"harness.main_job"}, "harness.main_job": {"harness.cli"}}
     assert upward_imports(graph) == [
-        "harness.main_job (layer 6) imports harness.cli (layer 7)",
-        "harness.paths (layer 0) imports harness.cli (layer 7)",
+        "harness.main_job (layer 7) imports harness.cli (layer 8)",
+        "harness.paths (layer 0) imports harness.cli (layer 8)",
     ]
     assert find_cycle(graph) == ["harness.cli", "harness.main_job", "harness.cli"]
     assert find_cycle({"harness.cli": {"harness.paths"}, "harness.paths": set()}) is None

@@ -43,8 +43,8 @@ def test_the_dry_run_plans_the_long_documents_prompts_and_tokens(tmp_path):
     """train/tiny-kimi-long.toml: 512 built-in prompts + 128 long documents, whose planned tokens are
     their exact lengths (spread up to max_model_len - max_new_tokens) plus their responses."""
     from harness.paths import REPO_ROOT
+    from harness.plan.dry_run import dry_run_plan
     from harness.recipe import load_recipe
-    from harness.train.plan import dry_run_plan
 
     recipe = load_recipe(
         REPO_ROOT / "train" / "tiny-kimi-long.toml", ["train.conversations=0"]

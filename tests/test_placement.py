@@ -6,8 +6,8 @@ from __future__ import annotations
 from harness.bench.grid import CellSpec
 from harness.bench.placement import baseline_key, decode_weight, place
 from harness.paths import REPO_ROOT
+from harness.plan.dry_run import dry_run_plan
 from harness.recipe import load_recipe
-from harness.train.plan import dry_run_plan
 
 KIMI = REPO_ROOT / "train" / "kimi-k2.5.toml"
 

@@ -13,8 +13,8 @@ import pytest
 from harness.cluster import baseline_repeats, engine_schedule
 from harness.errors import BadInput
 from harness.paths import REPO_ROOT
+from harness.plan.dry_run import dry_run_plan
 from harness.recipe import load_recipe
-from harness.train.plan import dry_run_plan
 
 KIMI = REPO_ROOT / "train" / "kimi-k2.5.toml"
 

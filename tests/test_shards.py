@@ -14,9 +14,9 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from harness.bench.run import plan_cells, recipe_suites
 
 from harness.bench.placement import baseline_key
-from harness.bench.run import plan_cells, recipe_suites
 from harness.bench.shards import Shard, merge_shards, parse_shard, shard_cells
 from harness.errors import BadInput
 from harness.paths import REPO_ROOT
@@ -119,10 +119,10 @@ def test_shares_are_disjoint_whole_baseline_groups_per_verifier():
 
 
 def test_the_shard_runs_the_share_the_dry_run_priced():
-    """The dry run prices node I's share with harness/train/cost.py bench_count(node=...); the shard
+    """The dry run prices node I's share with harness/plan/cost.py bench_count(node=...); the shard
     must run those cells: as many, with as many engine starts."""
-    from harness.train.cost import bench_count
-    from harness.train.plan import _suite_requests
+    from harness.plan.cost import bench_count
+    from harness.plan.dry_run import _suite_requests
 
     recipe = load_recipe(PLAIN_RECIPE, GRID)
     suites = recipe_suites(recipe)

@@ -6,7 +6,7 @@ trend test here says whether it drifts.
 
   windows      (t_i, AL_i): t_i the window's middle in hours of soak time, AL_i its pooled AL
                (1 + accepted / drafts over the window's verify steps)
-  slope        ordinary least squares of AL on t, in AL per hour
+  slope        ordinary least squares of AL on t, in AL per hour (scipy.stats.linregress)
   CI           the OLS slope's t interval: se = sqrt(Σ residual² / (n − 2) / Σ (t_i − t̄)²), n − 2
                degrees of freedom. A window's AL carries its own sampling noise, which the residuals
                include; windows are taken as independent (each its own requests)
@@ -46,32 +46,28 @@ class Trend:
 
 
 def trend(times_h: Sequence[float], values: Sequence[float], level: float = 0.95) -> Trend | None:
-    """The OLS trend of `values` over `times_h` with its CI; None with fewer than MIN_WINDOWS
-    windows or no spread in time."""
+    """The OLS trend of `values` over `times_h` with its CI (scipy.stats.linregress's slope and its
+    standard error); None with fewer than MIN_WINDOWS windows or no spread in time."""
+    from scipy.stats import linregress  # imported here: scipy.stats takes about a second
     from scipy.stats import t as student_t
 
     pairs = [(float(t), float(v)) for t, v in zip(times_h, values, strict=True) if v is not None and math.isfinite(v)]
     n = len(pairs)
-    if n < MIN_WINDOWS:
+    if n < MIN_WINDOWS or len({t for t, _ in pairs}) < 2:
         return None
-    tbar = sum(t for t, _ in pairs) / n
-    vbar = sum(v for _, v in pairs) / n
-    sxx = sum((t - tbar) ** 2 for t, _ in pairs)
-    if sxx <= 0:
-        return None
-    slope = sum((t - tbar) * (v - vbar) for t, v in pairs) / sxx
-    resid = sum((v - (vbar + slope * (t - tbar))) ** 2 for t, v in pairs)
-    se = math.sqrt(resid / (n - 2) / sxx)
+    ts, vs = zip(*pairs, strict=True)
+    fit = linregress(ts, vs)
+    se = float(fit.stderr) if math.isfinite(fit.stderr) else 0.0  # nan where every value is the same: no residual
     half = float(student_t.ppf(0.5 + level / 2, n - 2)) * se
-    t0, t1 = pairs[0][0], pairs[-1][0]
+    slope, t0, t1 = float(fit.slope), ts[0], ts[-1]
     return Trend(
         slope,
         (slope - half, slope + half),
         n,
         t1 - t0,
-        vbar,
-        vbar + slope * (t0 - tbar),
-        vbar + slope * (t1 - tbar),
+        sum(vs) / n,
+        float(fit.intercept) + slope * t0,
+        float(fit.intercept) + slope * t1,
     )
 
 

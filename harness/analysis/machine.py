@@ -21,9 +21,10 @@ Tolerance: NOISE_FACTOR × noise, held between DRIFT_FLOOR and DRIFT_CEILING: th
   blind the check. A cell whose drift exceeds it is flagged
   `MACHINE NOISE` with the figures, and its speedup CI is widened by the drift: [low / (1 + d),
   high × (1 + d)] (the speed change seen between the arms bounds the error it can cause). The gate
-  never passes a flagged speedup against a floor (harness/results/gate.py).
+  never passes a flagged speedup against a floor (harness/results/gate/cell_checks.py).
 Foreign CPU: the share of the machine's CPU time that processes outside the run used while each
-  arm ran (/proc/stat's busy ticks less the run's own process tree's, harness/bench/cpu_ticks.py).
+  arm ran (the machine's busy CPU time less the run's own process tree's, read with psutil by
+  harness/bench/cpu_ticks.py).
   The sentinel alone under-reads contention: it is timed on the baseline engine, and on a 2-core
   machine a CPU-bound neighbour slowed a speculative arm (more, smaller kernels per step, each a
   thread barrier) 12-15 % more than the sentinel moved (README, bench/machine_noise.py). Above
@@ -55,21 +56,20 @@ FOREIGN_CPU_LIMIT = 0.10  # of all the machine's CPUs: an idle machine's daemons
 
 
 @dataclass(frozen=True)
-class CpuTicks:
-    """Busy CPU ticks (user, nice, system, irq, softirq, steal) of the whole machine and of the run's
-    own process tree (the harness and every engine process below it) at monotonic time `t`."""
+class CpuTimes:
+    """Busy CPU seconds (user, nice, system, irq, softirq, steal) of the whole machine and of the
+    run's own process tree (the harness and every engine process below it) at monotonic time `t`."""
 
     t: float
-    machine: int
-    own: int
+    machine: float
+    own: float
     ncpu: int
-    hz: int
 
 
-def foreign_cpu(a: CpuTicks, b: CpuTicks) -> float:
+def foreign_cpu(a: CpuTimes, b: CpuTimes) -> float:
     """The share (0-1) of the machine's CPU time between readings a and b that processes outside
     the run used (a VM's steal counts: it is time someone else had)."""
-    span = (b.t - a.t) * a.hz * a.ncpu
+    span = (b.t - a.t) * a.ncpu
     if span <= 0:
         return 0.0
     return min(1.0, max(0.0, ((b.machine - a.machine) - (b.own - a.own)) / span))

@@ -1,52 +1,47 @@
-"""Read the machine's and the run's own busy CPU ticks from /proc (Linux), for the machine check's
+"""Read the machine's and the run's own busy CPU time with psutil, for the machine check's
 foreign-CPU share (harness/analysis/machine.py)."""
 
 from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
-from harness.analysis.machine import CpuTicks
-from harness.engine.ownership import stat_fields
+import psutil
 
-_BUSY = (0, 1, 2, 5, 6, 7)  # /proc/stat cpu fields: user nice system [idle iowait] irq softirq steal
+from harness.analysis.machine import CpuTimes
+
+# the machine's busy time, as /proc/stat's user nice system irq softirq steal (idle and iowait are
+# not busy; guest time is already inside user and nice). Fields a platform lacks read 0.
+_BUSY = ("user", "nice", "system", "irq", "softirq", "steal")
 
 
-def _own_ticks(root: int) -> int:
-    """utime + stime + cutime + cstime of `root` and every process below it (children that ended
-    and were reaped are in their parent's cutime/cstime, so an engine restart loses nothing)."""
-    parent: dict[int, int] = {}
-    ticks: dict[int, int] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+def _own_seconds(root: int) -> float:
+    """user + system + reaped children's user + system of `root` and every process below it
+    (children that ended and were reaped are in their parent's children times, so an engine
+    restart loses nothing)."""
+    try:
+        top = psutil.Process(root)
+        tree = [top, *top.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    total = 0.0
+    for p in tree:
+        try:
+            c = p.cpu_times()
+        except psutil.Error:  # ended since it was listed
             continue
-        f = stat_fields(entry.name)
-        if f is None:
-            continue
-        pid = int(entry.name)
-        parent[pid] = int(f[1])  # fields from "state": state ppid ... utime(11) stime cutime cstime(14)
-        ticks[pid] = sum(int(x) for x in f[11:15])
-    total = 0
-    for pid, t in ticks.items():
-        p, seen = pid, 0
-        while p not in (root, 0, 1) and seen < 64:
-            p, seen = parent.get(p, 0), seen + 1
-        if p == root:
-            total += t
+        total += c.user + c.system + c.children_user + c.children_system
     return total
 
 
-def read_ticks(root: int | None = None) -> CpuTicks | None:
-    """The machine's and `root`'s process tree's busy ticks now (root: this process); None where
-    /proc is not Linux's."""
+def read_ticks(root: int | None = None) -> CpuTimes | None:
+    """The machine's and `root`'s process tree's busy CPU seconds now (root: this process); None
+    where psutil cannot read them."""
     t = time.monotonic()
     try:
-        first = Path("/proc/stat").read_text().split("\n", 1)[0].split()
-    except OSError:
+        machine = psutil.cpu_times()
+    except (psutil.Error, OSError, NotImplementedError):
         return None
-    if not first or first[0] != "cpu":
-        return None
-    machine = sum(int(first[1 + i]) for i in _BUSY if 1 + i < len(first))
-    own = _own_ticks(os.getpid() if root is None else root)
-    return CpuTicks(t, machine, own, os.cpu_count() or 1, os.sysconf("SC_CLK_TCK"))
+    busy = sum(getattr(machine, f, 0.0) for f in _BUSY)
+    own = _own_seconds(os.getpid() if root is None else root)
+    return CpuTimes(t, busy, own, psutil.cpu_count() or 1)

@@ -17,7 +17,7 @@ BudgetGpuOpt = Annotated[
         "--budget-gpu-hours",
         min=0,
         help="Fit the bench to this many GPU-hours for the whole plan: repeats, measured ks and prompts shrink "
-        "in order until it fits (harness/train/budget.py); the plan says what changed and what precision is left.",
+        "in order until it fits (harness/plan/budget.py); the plan says what changed and what precision is left.",
     ),
 ]
 BudgetHoursOpt = Annotated[
@@ -39,7 +39,7 @@ def show_dry_run(
 ) -> None:
     """Print the plan; exit 2 when it predicts a failure on its [cluster] that --allow did not accept."""
     from harness.errors import BadInput
-    from harness.train.plan import dry_run_plan, render_plan
+    from harness.plan.dry_run import dry_run_plan, render_plan
 
     plan = dry_run_plan(recipe, train_dir, include_bench=include_bench, allow=allow)
     if fit is not None:
@@ -54,14 +54,14 @@ def show_dry_run(
 
 
 def fit_budget(recipe, train_dir: Path, gpu_hours: float | None, hours: float | None):
-    """The recipe with its bench fitted to --budget-gpu-hours / --budget-hours (harness/train/budget.py),
+    """The recipe with its bench fitted to --budget-gpu-hours / --budget-hours (harness/plan/budget.py),
     and what the fit changed; (recipe, None) without a budget."""
     if gpu_hours is None and hours is None:
         return recipe, None
     from harness.errors import BadInput
-    from harness.train.budget import fit_budget
-    from harness.train.plan import dry_run_plan
-    from harness.train.plan_fit import NAMES
+    from harness.plan.budget import fit_budget
+    from harness.plan.dry_run import dry_run_plan
+    from harness.plan.hardware import NAMES
 
     if gpu_hours is not None and hours is not None:
         raise BadInput("give one budget: --budget-gpu-hours or --budget-hours")
@@ -181,11 +181,11 @@ def train_and_bench_cmd(
     else:
         render_summary(res, stdout())
         if cost and rows is not None:
-            from harness.train.cost import render_cost
+            from harness.plan.cost import render_cost
 
             render_cost(cost, stdout())
         elif cost:
-            from harness.train.cost_measured import planned_vs_measured
+            from harness.plan.cost_measured import planned_vs_measured
 
             stdout().print(planned_vs_measured(cost), highlight=False, soft_wrap=True)
     exit_for(res)
@@ -196,9 +196,9 @@ def _run_cost(recipe, out: Path, rehearsal: bool) -> dict | None:
     and the model's prediction for the work done); stored in cost.json (and a rehearsal's
     rehearsal.json under "cost")."""
     from harness.errors import BadInput
+    from harness.plan.cost_measured import measured_costs
+    from harness.plan.dry_run import dry_run_plan
     from harness.provenance import atomic_write_json
-    from harness.train.cost_measured import measured_costs
-    from harness.train.plan import dry_run_plan
 
     try:  # the plan of the recipe that just ran: its figures and its (upper-bound) tokens
         planned = dry_run_plan(recipe, out / "train", include_bench=True).get("cost")

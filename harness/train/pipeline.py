@@ -327,7 +327,7 @@ def _record_session(
 ) -> None:
     """What one engine session of the responses stage took (responses/timing.json, one entry per
     session, a resumed stage adds one): the cost model's measured engine start and generation rate
-    (harness/train/cost_measured.py)."""
+    (harness/plan/cost_measured.py)."""
     path = folder / RESPONSES_TIMING
     sessions = json.loads(path.read_text())["sessions"] if path.is_file() else []
     session = {

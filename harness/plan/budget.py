@@ -24,7 +24,7 @@ from typing import Any
 from harness.recipe import Recipe
 
 MIN_PROMPTS = 8
-Cost = dict[str, Any]  # a dry run's cost section (harness/train/cost.py plan_cost)
+Cost = dict[str, Any]  # a dry run's cost section (harness/plan/cost.py plan_cost)
 
 
 @dataclass(frozen=True)

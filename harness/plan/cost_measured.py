@@ -1,4 +1,4 @@
-"""The cost table from what a run measured: the model of harness/train/cost.py, checked. Per stage the
+"""The cost table from what a run measured: the model of harness/plan/cost.py, checked. Per stage the
 work the run did, its measured wall time and throughput, the model's prediction for that same work
 with the figures the plan used (a rehearsal's: the CPU defaults), and measured / predicted. Predicting
 the measured work (not the plan's upper bounds) makes the ratio a check of the figures alone; the
@@ -18,8 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.recipe import Recipe
-from harness.train.cost import (
+from harness.plan.cost import (
     MODEL,
     NOT_COUNTED,
     Part,
@@ -34,6 +33,7 @@ from harness.train.cost import (
     totals,
     with_recipe,
 )
+from harness.recipe import Recipe
 
 
 @dataclass(frozen=True)

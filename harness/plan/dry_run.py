@@ -17,9 +17,9 @@ from typing import Any, cast
 
 from harness.engine.settings import SpeculativeSpec, engine_plan, pipeline_refusals
 from harness.errors import BadInput
+from harness.plan.spread import spread_section
 from harness.recipe import Recipe
 from harness.train.records import dflash_anchors
-from harness.train.spread import spread_section
 from harness.verifier.layout import VerifierLayout, resolve_layout
 
 GIB = 1024**3
@@ -365,8 +365,8 @@ def _bench_section(
     recipe: Recipe, cmds: _Commands, run_dir: Path, suite_requests: tuple[tuple[str, int | None], ...]
 ) -> dict[str, Any]:
     from harness.cluster import engine_schedule
-    from harness.train.bench_precision import questions
-    from harness.train.cost import bench_count
+    from harness.plan.bench_precision import questions
+    from harness.plan.cost import bench_count
 
     b = recipe.bench
     # the trained draft is served by its own method (P-EAGLE: eagle3 with parallel drafting)
@@ -441,13 +441,13 @@ def _checks(
     recipe: Recipe, plan: dict[str, Any], problems: list[str], include_bench: bool, allow: list[str]
 ) -> dict[str, Any]:
     """Problems (the structure refuses the recipe), the failures the plan predicts on its [cluster]
-    (harness/train/plan_fit.py) split into those accepted by name (--allow) and those not, and notes.
+    (harness/plan/hardware.py) split into those accepted by name (--allow) and those not, and notes.
     `ok`: nothing refused and nothing predicted that the user did not accept."""
     from harness.cluster import engine_schedule
-    from harness.train.plan_fit import gpu_budget, predicted_failures, unknown_allowances
+    from harness.plan.hardware import gpu_budget, predicted_failures, unknown_allowances
 
     if bad := unknown_allowances(allow):
-        from harness.train.plan_fit import NAMES
+        from harness.plan.hardware import NAMES
 
         raise BadInput(f"--allow {', '.join(bad)}: no such predicted failure; known: {', '.join(NAMES)}")
     disk = plan["hidden_states"].get("estimated_disk_gib")
@@ -477,8 +477,8 @@ def _cost_section(
     plan: dict[str, Any],
     suite_requests: tuple[tuple[str, int | None], ...] | None,
 ) -> dict[str, Any]:
-    """The plan's work in hours and GPU-hours (harness/train/cost.py); the bench's only with the bench."""
-    from harness.train.cost import PlanNumbers, active_params, default_figures, plan_cost, serving_gpus, with_recipe
+    """The plan's work in hours and GPU-hours (harness/plan/cost.py); the bench's only with the bench."""
+    from harness.plan.cost import PlanNumbers, active_params, default_figures, plan_cost, serving_gpus, with_recipe
 
     e, hs = recipe.engine, plan["hidden_states"]
     gpus = serving_gpus(e)
@@ -520,7 +520,7 @@ def render_plan(plan: dict[str, Any], console) -> None:
             continue
         console.print(Rule(section, align="left"))
         if section == "cost":
-            from harness.train.cost import render_cost
+            from harness.plan.cost import render_cost
 
             render_cost(body, console)
             continue

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from harness.plan.cost import Figure, bench_count, bench_work, by_key, serving_gpus, stage_costs
 from harness.recipe import Recipe
-from harness.train.cost import Figure, bench_count, bench_work, by_key, serving_gpus, stage_costs
 
 
 def bench_spread(
@@ -56,7 +56,7 @@ def spread_section(
 ) -> dict[str, Any] | None:
     """The dry run's `nodes` section: each stage's nodes, the bench's per-node share and commands, and
     the plan's wall time on one node and spread."""
-    from harness.train.cost import figures_from
+    from harness.plan.cost import figures_from
 
     if recipe.cluster.nodes < 2 or suite_requests is None:
         return None

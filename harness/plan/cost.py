@@ -8,7 +8,7 @@ comes from (cited, derived from cited figures, an assumption, or measured).
   GPU-hours = hours x GPUs held while the stage runs (none on a CPU)
 
 Stages run one after another, so their hours add. Pure: the dry run feeds it the plan's numbers
-(harness/train/plan.py), the rehearsal what its run folder measured (harness/train/cost_measured.py),
+(harness/plan/dry_run.py), the rehearsal what its run folder measured (harness/plan/cost_measured.py),
 and both print the same table (`render_cost`).
 """
 
@@ -337,7 +337,7 @@ def _num(v: float | None) -> str:
 
 @dataclass(frozen=True)
 class PlanNumbers:
-    """What the dry run knows of the work (harness/train/plan.py)."""
+    """What the dry run knows of the work (harness/plan/dry_run.py)."""
 
     num_prompts: int | None  # training prompts (None: read at run time)
     sample_tokens: int  # prompt + response tokens of all samples (the plan's estimate)
