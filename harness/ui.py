@@ -1,11 +1,13 @@
-"""Progress for people: one rich display across stages, on stderr. Pipelines talk to a
-`Reporter`; tests use the silent one."""
+"""Output for people: progress (one rich display across stages, on stderr: pipelines talk to a
+`Reporter`, tests use the silent one), the consoles, the one number formatter (`fmt`) and the one
+Markdown table (`md_table`)."""
 
 from __future__ import annotations
 
 import math
 import sys
 import time
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -140,3 +142,13 @@ def fmt(value: Any, spec: int | str = 3) -> str:
     if isinstance(spec, int):
         return f"{value:.{spec}f}" if isinstance(value, float) else str(value)
     return spec.format(value) if isinstance(value, int | float) else str(value)
+
+
+def md_table(columns: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    """The one Markdown table (a pipe table: header, rule, a line per row), as lines. Cells are text
+    already formatted (`fmt`); a '|' inside one is escaped, so it cannot split its cell."""
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+    return [line(columns), "|" + "---|" * len(columns), *(line(r) for r in rows)]
