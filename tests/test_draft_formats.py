@@ -223,7 +223,7 @@ def test_a_draft_saved_by_speculators_converts(tmp_path, kimi):
 
 def _harness(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
     """The CLI in-process, as a user runs it: exit code, stdout, stderr."""
-    from harness.cli import main
+    from harness.cli.entry import main
 
     monkeypatch.setattr(sys, "argv", ["harness", *args])
     with pytest.raises(SystemExit) as e:

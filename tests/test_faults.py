@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness.cli.entry import main
 from harness.engine.ownership import process_alive, start_ticks
 from harness.errors import BadInput, InfraError
 from harness.paths import REPO_ROOT
@@ -190,14 +190,15 @@ def test_attach_error_names_the_recipe_settings():
 
 _RAISING = textwrap.dedent("""
     import errno, sys
-    from harness import cli
+    from harness.cli.app import app
+    from harness.cli.entry import main
 
-    @cli.app.command("boom")
+    @app.command("boom")
     def boom():
         raise {exc}
 
     sys.argv = ["harness", "boom"]
-    cli.main()
+    main()
 """)
 
 
@@ -235,9 +236,10 @@ def test_disk_full_is_infrastructure(tmp_path):
 _SLEEPER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from harness import cli
+    from harness.cli.app import app
+    from harness.cli.entry import main
 
-    @cli.app.command("nap")
+    @app.command("nap")
     def nap(marker: str):
         try:
             Path(marker).write_text("started")
@@ -246,7 +248,7 @@ _SLEEPER = textwrap.dedent("""
             Path(marker).write_text("cleaned up")  # what closes engines and writes the manifest
 
     sys.argv = ["harness", "nap", sys.argv[1]]
-    cli.main()
+    main()
 """)
 
 
@@ -281,9 +283,11 @@ def test_terminating_signals_unwind_like_ctrl_c(tmp_path, sig, code):
 _SWALLOWER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from harness import cli, interrupts
+    from harness import interrupts
+    from harness.cli.app import app
+    from harness.cli.entry import main
 
-    @cli.app.command("nap")
+    @app.command("nap")
     def nap(marker: str):
         Path(marker).write_text("started")
         try:
@@ -296,7 +300,7 @@ _SWALLOWER = textwrap.dedent("""
         Path(marker).write_text("ran to the end")
 
     sys.argv = ["harness", "nap", sys.argv[1]]
-    cli.main()
+    main()
 """)
 
 

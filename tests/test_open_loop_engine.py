@@ -115,7 +115,7 @@ def sweep(tmp_path_factory, kimi_trained_run, shared):
 
 def _cli(capsys, monkeypatch, *args: str) -> tuple[int, str]:
     """`harness ARGS...` in this process, through the real entry point: (exit code, stdout + stderr)."""
-    from harness.cli import main
+    from harness.cli.entry import main
 
     monkeypatch.setattr(sys, "argv", ["harness", *args])
     try:
