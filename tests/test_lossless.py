@@ -18,9 +18,9 @@ from harness.analysis.lossless import (
     classify,
     first_divergence,
     margin_at,
-    meets_requirement,
     noise_margin,
     top_n,
+    verdict_meets,
 )
 from harness.analysis.lossless_sampling import (
     SampledToken,
@@ -95,7 +95,7 @@ def test_cell_flag_for_one_numerics_miss_matches_the_issue_format():
     cell = cell_lossless(["a", "b"], spec, base, base_lps, noise_nats=0.05)
     assert cell.verdict == NUMERICS and cell.first_position == 1
     assert cell.flag() == "NOT LOSSLESS: 1/2, first at token 1, margin 0.02 (NUMERICS; engine noise 0.05)"
-    assert meets_requirement(cell, "numerics-only") and not meets_requirement(cell, "exact")
+    assert verdict_meets(cell.verdict, "numerics-only") and not verdict_meets(cell.verdict, "exact")
     cols = cell.columns()
     assert cols["lossless_verdict"] == NUMERICS and cols["lossless_first_position"] == 1
     (row,) = cols["lossless_divergences"]
@@ -113,12 +113,12 @@ def test_cell_takes_the_worst_verdict_and_counts_each():
     assert cell.flag() == (
         "NOT LOSSLESS: 2/3, first at token 0, margins 0.01-5.9 (1 SPEC BUG, 1 NUMERICS; engine noise 0.02)"
     )
-    assert not meets_requirement(cell, "numerics-only") and meets_requirement(cell, "none")
+    assert not verdict_meets(cell.verdict, "numerics-only") and verdict_meets(cell.verdict, "none")
 
 
 def test_identical_cell_has_no_flag_and_passes_exact():
     cell = cell_lossless(["a"], [[1, 2]], [[1, 2]], [None], noise_nats=None)
-    assert cell.flag() is None and cell.verdict is None and meets_requirement(cell, "exact")
+    assert cell.flag() is None and cell.verdict is None and verdict_meets(cell.verdict, "exact")
 
 
 def test_unmeasured_noise_is_said_and_never_excuses_a_miss():

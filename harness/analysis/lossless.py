@@ -274,7 +274,3 @@ def verdict_meets(verdict: str | None, requirement: LosslessRequirement) -> bool
     if requirement == "no-spec-bug":
         return verdict != SPEC_BUG
     return requirement == "numerics-only" and verdict == NUMERICS
-
-
-def meets_requirement(cell: CellLossless, requirement: LosslessRequirement) -> bool:
-    return verdict_meets(cell.verdict, requirement)
