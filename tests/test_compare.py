@@ -73,10 +73,9 @@ def test_compare_killed_run_lists_missing_cells(runs):
 
 
 def test_compact_compare_of_a_run_with_itself_marks_nothing(tmp_path):
-    from harness.results import compare_compact as cc
 
     run = make_run(tmp_path, "demo", [dict(m, ci=(2.7, 3.0)) for m in MATRIX])
-    res = cc.compact_runs([run, run])
+    res = compare.compare_runs([run, run])
     assert len(res.table.rows) == len(MATRIX) and not res.table.only_in
     deltas = [d for r in res.table.rows for ds in r.deltas.values() for d in ds if d is not None]
     assert deltas and all(d.delta == 0 and d.beyond_noise is False for d in deltas)
@@ -88,7 +87,6 @@ def test_compact_compare_of_a_run_with_itself_marks_nothing(tmp_path):
 
 
 def test_compact_compare_marks_separated_cis_and_lists_one_run_cells(tmp_path):
-    from harness.results import compare_compact as cc
 
     ref = make_run(tmp_path, "ref", [dict(m, ci=(2.7, 3.0)) for m in MATRIX])
     worse = make_run(
@@ -96,7 +94,7 @@ def test_compact_compare_marks_separated_cis_and_lists_one_run_cells(tmp_path):
         "worse",
         [dict(MATRIX[0], per_pos=BAD, ci=(2.3, 2.5)), dict(MATRIX[1], ci=(2.7, 3.0)), dict(suite="math", c=1)],
     )
-    res = cc.compact_runs([ref, worse])
+    res = compare.compare_runs([ref, worse])
     assert res.table.marked == [(("chat", 3, 1, 0.0), "acceptance_length", 1)]
     assert [run for _, run in res.table.only_in] == ["ref", "ref", "worse"]
     md = tmp_path / "c.md"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import BadInput
+from harness.results import compare, gate, gate_load, load_view, report
 from harness.results import compare_compact as cc
-from harness.results import gate, gate_load, load_view, report
 from harness.results.runs import read_run
 from harness.results.table import write_cell
 from harness.schema import CellRow
@@ -78,7 +78,7 @@ def test_one_k_draws_no_al_vs_k_plot(tmp_path):
 
 def test_a_one_concurrency_compare_says_one_load_point(tmp_path):
     a, b = make_run(tmp_path, "a", ONE_POINT), make_run(tmp_path, "b", ONE_POINT)
-    res = cc.compact_runs([a, b])
+    res = compare.compare_runs([a, b])
     assert res.crossovers == {} and any("one load point (c=4)" in n for n in res.notes())
     md = cc.to_markdown(res)
     assert "one load point (c=4)" in md and "above the grid" not in md and "Crossover concurrency" not in md
@@ -90,7 +90,7 @@ def test_a_one_concurrency_compare_says_one_load_point(tmp_path):
 def test_compare_of_a_grid_run_and_a_one_point_run_names_each(tmp_path):
     grid = _grid(tmp_path, "grid")
     one = make_run(tmp_path, "one", [dict(k=3, c=4, spec_tok_s=110.0)])
-    res = cc.compact_runs([grid, one], force=True)
+    res = compare.compare_runs([grid, one], force=True)
     (texts,) = res.crossovers.values()
     assert texts[0].startswith(f"{2 ** (2 + 0.1 / 0.3):.3g} [") and texts[1] == "one load point (c=4)"
     assert res.load_note is None
@@ -155,7 +155,7 @@ def test_a_two_concurrency_run_still_shows_its_crossover_and_schedule(tmp_path):
     assert f"| eagle | chat | 1 | 0 | 1,4 | {2 ** (2 * 0.5 / 0.6):.3g} [" in md
     assert "num_speculative_tokens_per_batch_size = [[1, 2, 3], [3, 4, 0]]" in md
     assert "speedup_vs_concurrency.png" in [p.name for p in files.plots]
-    res = cc.compact_runs([run, run])
+    res = compare.compare_runs([run, run])
     assert res.load_note is None and list(res.crossovers.values())[0][0].startswith(f"{2 ** (2 * 0.5 / 0.6):.3g}")
 
 

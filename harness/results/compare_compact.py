@@ -10,22 +10,16 @@ These renderers only format the model: every number and mark was decided by `com
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from harness.analysis import compare_marks as cm
 from harness.results import published as pub
-from harness.results.compare import Comparison, compare_runs, md_table, published_dicts, rich_table
+from harness.results.compare import Comparison, md_table, published_dicts, rich_table
 
 ANSWER_TITLE = (
     "which arm to deploy per suite and load: the fastest at its best k, margin over the runner-up "
     "(no speculation included; harness/results/answer.py)"
 )
-
-
-def compact_runs(runs: list[Path], by: list[str] | None = None, force: bool = False) -> Comparison:
-    """The comparison of run folders (the same model the long form renders)."""
-    return compare_runs(runs, by, force)
 
 
 def to_dict(c: Comparison) -> dict[str, Any]:
