@@ -93,7 +93,8 @@ class Window:
     baseline_rss_mib: float | None
     speedup: float | None
     # the share of the machine's CPUs processes outside the harness used during the window (None:
-    # no /proc); above FOREIGN_CPU_LIMIT the window's latency and speedup are not the servers' own
+    # psutil could not read the CPU times); above FOREIGN_CPU_LIMIT the window's latency and speedup
+    # are not the servers' own
     foreign_cpu: float | None = None
 
     @property
