@@ -584,7 +584,7 @@ class GateSection(_Strict):
 
 
 class CostSection(_Strict):
-    """Throughput figures the dry run turns the plan's work into hours with (harness/plan/cost.py).
+    """Throughput figures the dry run turns the plan's work into hours with (harness/plan/figures.py).
     Unset: the device's default, printed with where it comes from. They estimate; they change no result,
     so no run folder's identity (Recipe.fingerprint)."""
 

@@ -71,7 +71,7 @@ def test_per_request_ci_and_bad_k():
 
 def test_the_recipe_plans_one_engine_per_draft_and_the_dry_run_counts_the_starts_saved():
     from harness.bench.grid import plan_grid
-    from harness.plan.cost import bench_count, bench_work
+    from harness.plan.stages import bench_count, bench_work
     from harness.recipe import load_recipe
     from tests.test_cost_model import _bench_recipe
 

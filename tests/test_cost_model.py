@@ -13,28 +13,24 @@ import pytest
 from rich.console import Console
 
 from harness.paths import REPO_ROOT
-from harness.plan.cost import (
+from harness.plan.cost import HOUR, stage_costs, totals
+from harness.plan.cost_measured import measured_costs
+from harness.plan.cost_render import render_cost
+from harness.plan.figures import (
     ASSUMPTION,
     CITED,
     CPU_DEFAULTS,
     DERIVED,
     FIGURES,
-    HOUR,
     MEASURED,
     RECIPE,
     Figure,
-    Part,
-    StageWork,
     active_params,
-    bench_count,
     by_key,
     default_figures,
-    render_cost,
-    stage_costs,
-    totals,
     with_recipe,
 )
-from harness.plan.cost_measured import measured_costs
+from harness.plan.stages import Part, StageWork, bench_count
 from harness.recipe import load_recipe
 
 KIMI = REPO_ROOT / "train" / "kimi-k2.5.toml"

@@ -119,10 +119,10 @@ def test_shares_are_disjoint_whole_baseline_groups_per_verifier():
 
 
 def test_the_shard_runs_the_share_the_dry_run_priced():
-    """The dry run prices node I's share with harness/plan/cost.py bench_count(node=...); the shard
+    """The dry run prices node I's share with harness/plan/stages.py bench_count(node=...); the shard
     must run those cells: as many, with as many engine starts."""
-    from harness.plan.cost import bench_count
     from harness.plan.dry_run import _suite_requests
+    from harness.plan.stages import bench_count
 
     recipe = load_recipe(PLAIN_RECIPE, GRID)
     suites = recipe_suites(recipe)

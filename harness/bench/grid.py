@@ -1,5 +1,5 @@
 """The cells a bench runs: the recipe's grid per draft, bench.extra_cells, the dynamic-k arm. One
-planner for the bench itself and for the dry run's cost model (harness/plan/cost.py). Pure but for
+planner for the bench itself and for the dry run's cost model (harness/plan/stages.py). Pure but for
 `recipe_suite_aliases`, which reads a `#by-category` file's categories."""
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ def shard_cells(
     recipe: Recipe, drafts: Sequence[DraftUnderTest], suites: Sequence[Suite], cells: Sequence[CellSpec], shard: Shard
 ) -> list[CellSpec]:
     """The cells placement.place gives node `shard.index`, per verifier as the dry run places them
-    (harness/plan/cost.py bench_count: one baseline engine per verifier, its own share of the load).
+    (harness/plan/stages.py bench_count: one baseline engine per verifier, its own share of the load).
     Weights as the dry run's: requests per suite (turns counted) at the cell's concurrency, no in-flight
     cap; suites are named by their load order (#0, #1, ...) as there, so ties break the same way."""
     refuse_what_shards_cannot_run(recipe)

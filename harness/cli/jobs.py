@@ -181,7 +181,7 @@ def train_and_bench_cmd(
     else:
         render_summary(res, stdout())
         if cost and rows is not None:
-            from harness.plan.cost import render_cost
+            from harness.plan.cost_render import render_cost
 
             render_cost(cost, stdout())
         elif cost:

@@ -18,21 +18,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.plan.cost import (
-    MODEL,
-    NOT_COUNTED,
-    Part,
-    StageCost,
-    StageWork,
-    by_key,
-    default_figures,
-    figures_from,
-    hidden_work,
-    serving_gpus,
-    stage_costs,
-    totals,
-    with_recipe,
-)
+from harness.plan.cost import MODEL, NOT_COUNTED, StageCost, stage_costs, totals
+from harness.plan.figures import by_key, default_figures, figures_from, with_recipe
+from harness.plan.stages import Part, StageWork, hidden_work, serving_gpus
 from harness.recipe import Recipe
 
 

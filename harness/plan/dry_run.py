@@ -366,7 +366,7 @@ def _bench_section(
 ) -> dict[str, Any]:
     from harness.cluster import engine_schedule
     from harness.plan.bench_precision import questions
-    from harness.plan.cost import bench_count
+    from harness.plan.stages import bench_count
 
     b = recipe.bench
     # the trained draft is served by its own method (P-EAGLE: eagle3 with parallel drafting)
@@ -478,7 +478,9 @@ def _cost_section(
     suite_requests: tuple[tuple[str, int | None], ...] | None,
 ) -> dict[str, Any]:
     """The plan's work in hours and GPU-hours (harness/plan/cost.py); the bench's only with the bench."""
-    from harness.plan.cost import PlanNumbers, active_params, default_figures, plan_cost, serving_gpus, with_recipe
+    from harness.plan.cost import plan_cost
+    from harness.plan.figures import active_params, default_figures, with_recipe
+    from harness.plan.stages import PlanNumbers, serving_gpus
 
     e, hs = recipe.engine, plan["hidden_states"]
     gpus = serving_gpus(e)
@@ -520,7 +522,7 @@ def render_plan(plan: dict[str, Any], console) -> None:
             continue
         console.print(Rule(section, align="left"))
         if section == "cost":
-            from harness.plan.cost import render_cost
+            from harness.plan.cost_render import render_cost
 
             render_cost(body, console)
             continue

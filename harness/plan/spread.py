@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from harness.plan.cost import Figure, bench_count, bench_work, by_key, serving_gpus, stage_costs
+from harness.plan.cost import stage_costs
+from harness.plan.figures import Figure, by_key, figures_from
+from harness.plan.stages import bench_count, bench_work, serving_gpus
 from harness.recipe import Recipe
 
 
@@ -56,8 +58,6 @@ def spread_section(
 ) -> dict[str, Any] | None:
     """The dry run's `nodes` section: each stage's nodes, the bench's per-node share and commands, and
     the plan's wall time on one node and spread."""
-    from harness.plan.cost import figures_from
-
     if recipe.cluster.nodes < 2 or suite_requests is None:
         return None
     bench = bench_spread(recipe, suite_requests, figures_from(plan["cost"]))

@@ -1,0 +1,188 @@
+"""The throughput figures the cost model turns work into hours with (harness/plan/cost.py): the
+recipe's [cost] table over the device's defaults, each saying where it comes from (cited, derived from
+cited figures, an assumption, or measured), and the numbers a GPU default is derived from. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from harness.recipe import CostSection
+
+RECIPE, CITED, DERIVED, ASSUMPTION, MEASURED = "recipe", "cited", "derived", "assumption", "measured"
+UNITS = {
+    "engine_start_s": "s per engine start",
+    "generate_tok_s": "output tokens/s per serving instance",
+    "generate_concurrency": "requests in flight",
+    "extract_tok_s": "tokens/s per extraction instance",
+    "train_tok_s": "tokens/s per training process",
+}
+FIGURES = tuple(CostSection.model_fields)  # the [cost] keys, in the recipe's order
+
+# GPU figures (device "cuda": one 8xH200 node serves Kimi-K2.5)
+H200_BF16_FLOPS = 989e12  # dense BF16 tensor-core peak per GPU; the datasheet's 1,979 TFLOP/s is with sparsity
+H200_SOURCE = "NVIDIA H200 datasheet (nvidia.com/en-us/data-center/h200): BF16 tensor core 1,979 TFLOP/s with sparsity"
+MFU = 0.30  # model-FLOPs utilisation of prefill and draft training: an assumption, not a cited figure
+LAMBDA_B200_TOK_S, LAMBDA_CONCURRENCY = 1408, 32
+LAMBDA_URL = "https://lambda.ai/inference-models/moonshotai/kimi-k2.6"
+H200_PER_B200_BANDWIDTH = 4.8 / 8.0  # HBM TB/s; decode reads every active weight per step, so it scales with these
+BANDWIDTH_URL = "https://inferencex.semianalysis.com/blog/b200-nvfp4-vs-h200-int4-kimi-k2-vllm-perf-per-dollar"
+KIMI_CARD_ACTIVE = "Kimi-K2.5 model card (huggingface.co/moonshotai/Kimi-K2.5): 32 B activated parameters"
+
+# CPU figures: the CI-size training of the tiny Kimi stand-in (tests/conftest.py CI_TRAIN) on a quiet 2-core AVX2
+# CPU, float32; the rehearsal re-measures them (rehearsal.json "cost")
+CPU_RUN = "measured on a quiet 2-core AVX2 CPU (tiny Kimi stand-in, float32, CI-size training; docs/cluster-run.md)"
+CPU_DEFAULTS: dict[str, tuple[float | None, str]] = {
+    "engine_start_s": (7.0, f"{CPU_RUN}: 5-8 s from spawn to ready (bench manifests' startup_s)"),
+    "generate_tok_s": (560.0, f"{CPU_RUN}: 36,864 output tokens (384 prompts x 96) in ~66 s, 128 in flight"),
+    "generate_concurrency": (None, "not modelled on a CPU: generate_tok_s is taken at every concurrency"),
+    "extract_tok_s": (
+        3035.0,
+        f"{CPU_RUN}: 81,332 tokens in 26.8 s through the transformers forward (hidden/done.json)",
+    ),
+    "train_tok_s": (1140.0, f"{CPU_RUN}: 217,158 tokens in 190 s, 1 process, hidden 256 (fit_result.json)"),
+}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A number the model uses: its value, unit, basis (RECIPE, CITED, DERIVED, ASSUMPTION, MEASURED) and source."""
+
+    key: str
+    value: float | None
+    unit: str
+    basis: str
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def active_params(tc: dict[str, Any]) -> int | None:
+    """Weights one token's forward multiplies through (2 FLOPs each): attention, the MLP (in a MoE
+    layer the routed experts a token picks, the shared experts and the router) and the LM head; not
+    the embedding lookup, not attention over the context. None when the config lacks a size."""
+    try:
+        h, layers = tc["hidden_size"], tc["num_hidden_layers"]
+        attn = _mla_params(tc) if "kv_lora_rank" in tc else _mha_params(tc)
+        dense_mlp = 3 * h * tc["intermediate_size"]
+        if routed := tc.get("n_routed_experts"):
+            dense = tc.get("first_k_dense_replace", 0)
+            experts = tc["num_experts_per_tok"] + (tc.get("n_shared_experts") or 0)
+            moe = experts * 3 * h * tc["moe_intermediate_size"] + h * routed
+            mlp = dense * dense_mlp + (layers - dense) * moe
+        else:
+            mlp = layers * dense_mlp
+        return int(layers * attn + mlp + tc["vocab_size"] * h)
+    except (KeyError, TypeError):
+        return None
+
+
+def _mla_params(tc: dict[str, Any]) -> int:
+    h, heads, rank, rope = tc["hidden_size"], tc["num_attention_heads"], tc["kv_lora_rank"], tc["qk_rope_head_dim"]
+    qk = tc["qk_nope_head_dim"] + rope
+    q = h * tc["q_lora_rank"] + tc["q_lora_rank"] * heads * qk if tc.get("q_lora_rank") else h * heads * qk
+    kv = h * (rank + rope) + rank * heads * (tc["qk_nope_head_dim"] + tc["v_head_dim"])
+    return q + kv + heads * tc["v_head_dim"] * h
+
+
+def _mha_params(tc: dict[str, Any]) -> int:
+    h, heads = tc["hidden_size"], tc["num_attention_heads"]
+    hd, kv = tc.get("head_dim") or h // heads, tc.get("num_key_value_heads") or heads
+    return 2 * h * heads * hd + 2 * h * kv * hd  # q and o; k and v
+
+
+def _figure(key: str, value: float | None, basis: str, source: str) -> Figure:
+    return Figure(key, value, UNITS[key], basis, source)
+
+
+def gpu_defaults(instance_gpus: int, active: int | None, draft_params: int, positions: float) -> list[Figure]:
+    """Device "cuda" (H200): the default figures, then the inputs they are derived from. `draft_params`:
+    the draft's matmul parameters (an embedding lookup costs no FLOPs); `positions`: draft positions
+    computed per training token (EAGLE-3: its TTT steps; P-EAGLE: its COD sample's share)."""
+    extract = instance_gpus * H200_BF16_FLOPS * MFU / (2 * active) if active else None
+    train = H200_BF16_FLOPS * MFU / (6 * draft_params * positions)
+    return [
+        _figure(
+            "engine_start_s",
+            600.0,
+            ASSUMPTION,
+            "not a cited figure: ~555 GiB of weights read, torch.compile and CUDA-graph capture; set "
+            "cost.engine_start_s from your own cluster's logs",
+        ),
+        _figure(
+            "generate_tok_s",
+            round(LAMBDA_B200_TOK_S * H200_PER_B200_BANDWIDTH),
+            DERIVED,
+            f"Lambda's vLLM benchmark of Kimi-K2.6 (the K2.5 architecture) on one 8-GPU HGX B200 node: "
+            f"{LAMBDA_B200_TOK_S:,} output tok/s at {LAMBDA_CONCURRENCY} concurrent requests, 8,192 in / 2,048 "
+            f"out ({LAMBDA_URL}), x H200/B200 HBM bandwidth 4.8/8.0 TB/s (decode is bandwidth-bound; "
+            f"{BANDWIDTH_URL})",
+        ),
+        _figure(
+            "generate_concurrency", LAMBDA_CONCURRENCY, CITED, f"the same benchmark's --max-concurrency ({LAMBDA_URL})"
+        ),
+        _figure(
+            "extract_tok_s",
+            None if extract is None else round(extract),
+            DERIVED if extract else ASSUMPTION,
+            f"{instance_gpus} GPUs x {H200_BF16_FLOPS / 1e12:g} TFLOP/s (H200 peak) x MFU {MFU} / "
+            f"(2 FLOP x {active / 1e9:.1f} B active params per token)"
+            if active
+            else "no active-parameter count from the verifier's config: set cost.extract_tok_s",
+        ),
+        _figure(
+            "train_tok_s",
+            round(train),
+            DERIVED,
+            f"{H200_BF16_FLOPS / 1e12:g} TFLOP/s (H200 peak) x MFU {MFU} / (6 FLOP x {draft_params / 1e6:,.0f} M "
+            f"draft matmul params x {positions:.3g} draft positions per token)",
+        ),
+        Figure("gpu_peak_flops", H200_BF16_FLOPS, "FLOP/s per GPU (dense BF16)", CITED, H200_SOURCE),
+        Figure("mfu", MFU, "fraction of peak", ASSUMPTION, "not a cited figure: prefill and training at 30 % of peak"),
+        Figure(
+            "active_params",
+            active,
+            "params per token",
+            DERIVED,
+            f"from the verifier's config: attention, routed + shared experts, router, LM head (for Kimi-K2.5: "
+            f"{KIMI_CARD_ACTIVE})",
+        ),
+        Figure("draft_params", draft_params, "draft matmul params", DERIVED, "the dry run's draft section"),
+    ]
+
+
+def default_figures(
+    device: str, instance_gpus: int = 1, active: int | None = None, draft_params: int = 0, positions: float = 1
+) -> list[Figure]:
+    """The device's defaults (the five [cost] figures first, then what they are derived from)."""
+    if device == "cuda":
+        return gpu_defaults(instance_gpus, active, draft_params, positions)
+    return [_figure(k, v, MEASURED if v is not None else ASSUMPTION, src) for k, (v, src) in CPU_DEFAULTS.items()]
+
+
+def with_recipe(cost: CostSection, defaults: Sequence[Figure]) -> list[Figure]:
+    """The recipe's [cost] figures over the defaults, labelled RECIPE."""
+    set_ = cost.model_dump(exclude_none=True)
+    return [_figure(f.key, set_[f.key], RECIPE, "[cost] in the recipe") if f.key in set_ else f for f in defaults]
+
+
+def by_key(figures: Sequence[Figure]) -> dict[str, Figure]:
+    return {f.key: f for f in figures}
+
+
+def figures_from(section: dict[str, Any]) -> list[Figure]:
+    """The figures a cost section used (its JSON form read back)."""
+    return [Figure(**a) for a in section.get("assumptions", [])]
+
+
+def figure_value(v: float | None) -> str:
+    if v is None:
+        return "?"
+    if v >= 1e12:
+        return f"{v / 1e12:g}e12"
+    if v >= 1e9:
+        return f"{v / 1e9:.2f}e9"
+    return f"{v:,.0f}" if v >= 100 or float(v).is_integer() else f"{v:.3g}"
