@@ -1,4 +1,4 @@
-"""The offline engine's pipe to its host child (harness/engine/offline.py), without vLLM: the
+"""The offline engine's pipe to its host child (harness/engine/offline.py and offline_host.py), without vLLM: the
 host's serving loop runs in a thread on one end of a real multiprocessing pipe (messages are
 pickled as between processes), with vLLM's calls replaced by stand-ins."""
 
@@ -9,9 +9,10 @@ import threading
 
 import pytest
 
-from harness.engine import offline
+from harness.engine import offline, offline_calls, offline_host
 from harness.engine.base import GenOutput, GenRequest, LayerStateReader, Rescorer, Sampling
 from harness.engine.counters import SpecCounters, SpecSummary
+from harness.engine.offline_protocol import Closed
 from harness.errors import InfraError
 
 
@@ -38,10 +39,10 @@ def engine(monkeypatch, tmp_path):
             raise ValueError("nothing to rescore")
         return [[{5: -0.5}] for _ in sequences]
 
-    monkeypatch.setattr(offline, "_run_batch", run_batch)
-    monkeypatch.setattr(offline, "_rescore", rescore)
-    monkeypatch.setattr(offline, "_layer_states", lambda llm, ids, layers: {i: len(ids) for i in layers})
-    monkeypatch.setattr(offline, "counters_from_offline", lambda m: (SpecCounters(3, 6, 2, (2,)), {}))
+    monkeypatch.setattr(offline_calls, "run_batch", run_batch)
+    monkeypatch.setattr(offline_calls, "rescore", rescore)
+    monkeypatch.setattr(offline_calls, "layer_states", lambda llm, ids, layers: {i: len(ids) for i in layers})
+    monkeypatch.setattr(offline_host, "counters_from_offline", lambda m: (SpecCounters(3, 6, 2, (2,)), {}))
 
     class _LLM:
         def get_metrics(self):
@@ -49,10 +50,10 @@ def engine(monkeypatch, tmp_path):
 
     parent, child = mp.Pipe()
 
-    def host():  # what _host does around _serve once an engine is up
-        offline._serve(child, _LLM(), 42.0)
+    def host():  # what offline_host.host does around serve once an engine is up
+        offline_host.serve(child, _LLM(), 42.0)
         try:
-            child.send(offline._Closed())
+            child.send(Closed())
         except OSError:  # the test closed its end without closing the engine
             pass
 

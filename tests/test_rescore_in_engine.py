@@ -20,7 +20,7 @@ from harness.analysis.lossless_sampling import (
     sampling_fidelity,
     sampling_top,
 )
-from harness.engine import offline, sampling_logits
+from harness.engine import offline_calls, sampling_logits
 from harness.engine.base import RESCORE_IN_ENGINE, RESCORE_WHOLE_VOCABULARY, GenRequest, Sampling
 
 NUM_TOP = 5
@@ -93,13 +93,13 @@ def test_without_a_worker_hook_the_host_reduces_the_whole_vocabulary(monkeypatch
     """apply_model refused (a multi-process engine without VLLM_ALLOW_INSECURE_SERIALIZATION):
     the host re-scores the whole vocabulary and still returns top + the token, saying so."""
     raw = {t: math.log(p) for t, p in enumerate([0.5, 0.3, 0.1, 0.06, 0.04])}
-    monkeypatch.setattr(offline, "_rescore", lambda llm, seqs, top=None: [[raw, raw] for _ in seqs])
+    monkeypatch.setattr(offline_calls, "rescore", lambda llm, seqs, top=None: [[raw, raw] for _ in seqs])
 
     class _LLM:
         def apply_model(self, fn):
             raise TypeError("Object of type partial is not serializable")
 
-    res = offline._rescore_sampling(_LLM(), [([1, 2, 4], 1)], 1.0, 0.75, 2)
+    res = offline_calls.rescore_sampling(_LLM(), [([1, 2, 4], 1)], 1.0, 0.75, 2)
     assert res.path.startswith(RESCORE_WHOLE_VOCABULARY) and "not serializable" in res.path
     (seq,) = res.dists
     full = processed(raw, 1.0, 0.75)
