@@ -178,8 +178,11 @@ def main() -> int:
             shared[key] = (outputs, _arm(rng, outputs, 1, a.repeats, wall_arm, False))
         outputs, base = shared[key]
         spec = _arm(rng, outputs, k, a.repeats, wall_arm / 1.8, True)
-        ident = CellIdentity("scale", cid, "draft", "eagle3", suite, "1", "sha", k, c, t, 1.0, a.tokens,
-                             a.repeats, "server", "greedy" if t == 0 else "standard", "vh", "dh")  # fmt: skip
+        ident = CellIdentity(run_id="scale", cell_id=cid, draft="draft", method="eagle3", suite=suite,
+                             suite_version="1", suite_sha="sha", k=k, concurrency=c, temperature=t, top_p=1.0,
+                             max_tokens=a.tokens, repeats=a.repeats, engine="server",
+                             rejection_sample_method="greedy" if t == 0 else "standard", verifier_hash="vh",
+                             draft_hash="dh")  # fmt: skip
         samples = (_samples(rng, outputs), _samples(rng, outputs)) if t > 0 else None
         t0 = time.perf_counter()  # the harness's part from here: the synthetic records are the engine's
         rows = cell_rows(
@@ -190,7 +193,7 @@ def main() -> int:
             "baseline": [r.to_dict() for r in base.requests],
             "speculative": [r.to_dict() for r in spec.requests],
         }
-        write_cell(run_dir, cid, [r.to_dict() for r in rows], requests)
+        write_cell(run_dir, cid, rows, requests)
         per_cell.append(time.perf_counter() - t0)
     t0 = time.perf_counter()
     ensure_tables(run_dir)  # results.parquet / results.csv once, when the run ends (as run_bench does)

@@ -1,19 +1,31 @@
 """The result schema: the one module that names a run folder's files, a result row's columns,
 a manifest's fields and a baseline's, and reads each back as the type it was written from.
 
-Writers (harness/bench/) build `CellRow`s and write `to_dict()`; readers (harness/results/, the main
-job) get `CellRow.from_dict`, `Manifest.from_dict` and `BaselineFile.from_dict` and use
-attributes, so a renamed column fails the type checker, not a user's run. Run folders written
-by older versions load: a missing column reads as None (or an empty list); an unknown one is
-dropped. Column groups and definitions: harness/results/table.py's docstring.
+Results are pydantic models, like the recipe. Writers (harness/bench/) build `CellRow`s and write
+them as a `CellFile` (cells/<cell>.json: `{"format": CELL_FORMAT, "rows": [...]}`); readers
+(harness/results/, the main job) get them back with one `model_validate_json` per file and use
+attributes, so a renamed column fails the type checker, not a user's run. A row's breakdowns (AL by
+output position, prompt length, segment, turn and k) are typed sub-models (`Breakdowns`, one
+`Breakdown` of `Bucket`s each), not parallel lists.
+
+Formats of a cell file: 2 (this one) and 1 (before it: a bare list of flat rows, every breakdown as
+parallel lists, `al_by_segment`, `segments`, ...). A format-1 file is read by one converter,
+`CellRow.from_dict` (absent columns read None, or an empty list for list columns; unknown ones are
+dropped); a format this version does not know is refused in one line (harness/results/table.py).
+The pandas tables users load (results.parquet / results.csv) keep the flat columns:
+`CellRow.to_dict()` makes them, in one place (`Breakdowns.flat`). docs/cell.schema.json is
+`CellFile.model_json_schema()` (tests/test_schema.py keeps it current; `python -m harness.schema`
+prints it). Column groups and definitions: harness/results/table.py's docstring.
 """
 
 from __future__ import annotations
 
-import math
+import json
+import typing
 from collections.abc import Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields
-from typing import Any, Self
+from typing import Any, Final, Literal, NamedTuple, Protocol, Self
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 # ----------------------------------------------------------------------------- names on disk
 
@@ -25,6 +37,7 @@ CELLS_DIR = "cells"
 REQUESTS_DIR = "requests"  # under CELLS_DIR: per-request records by arm
 BASELINE_FILE = "baseline.json"
 BASELINE_FORMAT = 1
+CELL_FORMAT: Final = 2  # cells/<cell>.json; 1: a bare list of flat rows (read by CellRow.from_dict)
 DYNAMIC_SUFFIX = "-dynamic"  # harness/bench/dynamic.py labels a draft's k-schedule arm so
 
 BASELINE, SPECULATIVE = "baseline", "speculative"  # a row's `mode`
@@ -34,63 +47,174 @@ SETTING = ("suite", "k", "concurrency", "temperature", "request_rate")
 Setting = tuple[str, int, int, float, float]
 # Cells that differ in any of these measured different things: never aligned by accident.
 COMPARABILITY = ("verifier_hash", "max_tokens", "suite_version", "suite_sha")
-# A row's breakdowns: the bucket names' column per breakdown (harness/bench/breakdown.py)
-BUCKET_NAMES = {
-    "output_position": "output_position_buckets",
-    "prompt_length": "prompt_length_buckets",
-    "segment": "segments",
-    "turn": "turns",
-    "k": "k_sweep",
-}
-Bucket = tuple[str, float, float | None, float | None, int | None]
 
 
-def _list(value: Any) -> list:
-    """A list column as a list: a list (cells/*.json), an array (results.parquet), or absent
-    (None, or NaN where pandas filled a missing column)."""
-    return [] if value is None or isinstance(value, float) else list(value)
+def _is_list(annotation: Any) -> bool:
+    return typing.get_origin(annotation) is list
 
 
-def clean_value(value: Any) -> Any:
-    """pandas turns None into NaN in numeric columns and lists into arrays; a row wants None and
-    lists back."""
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if hasattr(value, "item") and not isinstance(value, list | tuple | dict | str):
-        return clean_value(value.item())  # numpy scalar
-    if hasattr(value, "tolist"):
-        return value.tolist()  # numpy array from parquet list columns
-    return value
+def _lenient(cls: type[BaseModel], data: dict[str, Any]) -> Any:
+    """A model from a dict of flat columns as an older version (or a test) wrote it: a list column
+    given as None reads []; when a column without a default is absent, the model is built without
+    validation, the absent column None ([] for a list): what the dataclass rows read before."""
+    absent = False
+    for name, f in cls.model_fields.items():
+        if name in data:
+            if data[name] is None and _is_list(f.annotation):
+                data[name] = []
+        elif f.is_required():
+            data[name], absent = ([] if _is_list(f.annotation) else None), True
+    return cls.model_construct(**data) if absent else cls.model_validate(data)
 
 
-def _known_fields(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for f in fields(cls):
-        if f.name in data:
-            out[f.name] = _list(data[f.name]) if str(f.type).startswith("list") else data[f.name]
-        elif f.default is MISSING and f.default_factory is MISSING:
-            out[f.name] = [] if str(f.type).startswith("list") else None  # written by an older version
-    return out
-
-
-@dataclass(frozen=True)
-class Derived:
+class Derived(BaseModel):
     """derived.json: the sha256 of the cells the tables were built from, and of each table."""
 
-    cells_sha256: str | None
-    files: dict[str, str] = field(default_factory=dict)
+    cells_sha256: str | None = None
+    files: dict[str, str] = {}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        known = _known_fields(cls, data)
-        return cls(known.get("cells_sha256"), dict(known.get("files") or {}))
+        return cls(cells_sha256=data.get("cells_sha256"), files=dict(data.get("files") or {}))
+
+
+# ----------------------------------------------------------------------------- breakdowns
+
+
+class Bucket(BaseModel):
+    """One bucket of a breakdown: its label, the AL of its drafts with the AL's CI, and the drafts."""
+
+    model_config = ConfigDict(frozen=True)
+
+    label: str
+    al: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    drafts: int | None = None
+
+
+class Measured(NamedTuple):
+    """A bucket with an AL (`Breakdown.measured`)."""
+
+    label: str
+    al: float
+    ci_low: float | None
+    ci_high: float | None
+    drafts: int | None
+
+
+class Breakdown(RootModel[list[Bucket]]):
+    """One breakdown of a row's AL: its buckets in order (empty: not measured)."""
+
+    root: list[Bucket] = Field(default_factory=list)
+
+    @property
+    def buckets(self) -> list[Bucket]:
+        return self.root
+
+    @property
+    def labels(self) -> list[str]:
+        return [b.label for b in self.root]
+
+    @property
+    def als(self) -> list[float | None]:
+        return [b.al for b in self.root]
+
+    @property
+    def drafts(self) -> list[int | None]:
+        return [b.drafts for b in self.root]
+
+    def measured(self) -> list[Measured]:
+        """The buckets with an AL, in order."""
+        return [Measured(b.label, b.al, b.ci_low, b.ci_high, b.drafts) for b in self.root if b.al is not None]
+
+    def __len__(self) -> int:
+        return len(self.root)
+
+    def __bool__(self) -> bool:
+        return bool(self.root)
+
+
+BreakdownName = Literal["output_position", "prompt_length", "segment", "turn", "k"]
+BREAKDOWNS: tuple[BreakdownName, ...] = ("output_position", "prompt_length", "segment", "turn", "k")
+# The flat columns of a breakdown in the tables (and in format-1 cells): its labels' column, then
+# al_by_<what>, al_by_<what>_ci_low, al_by_<what>_ci_high, drafts_by_<what>
+LABEL_COLUMNS: dict[BreakdownName, str] = {
+    "output_position": "output_position_buckets",
+    "prompt_length": "prompt_length_buckets",
+    "segment": "segments",
+    "turn": "turns",  # multi-turn suites: "turn 1", "turn 2", ...
+    "k": "k_sweep",  # bench.k_from_one_engine: "k=1" ... "k=<this cell's k>"
+}
+
+
+def flat_columns(what: BreakdownName) -> tuple[str, str, str, str, str]:
+    """(labels, al, CI low, CI high, drafts): a breakdown's columns in the tables."""
+    return (LABEL_COLUMNS[what], f"al_by_{what}", f"al_by_{what}_ci_low", f"al_by_{what}_ci_high", f"drafts_by_{what}")
+
+
+class Breakdowns(BaseModel):
+    """A row's AL broken down (harness/bench/breakdown.py; definitions in harness/analysis/):
+    by output position, by prompt length, by thinking/answer segment, by conversation turn, and
+    (bench.k_from_one_engine) at every k' <= k from this cell's engine."""
+
+    output_position: Breakdown = Field(default_factory=Breakdown)
+    prompt_length: Breakdown = Field(default_factory=Breakdown)
+    segment: Breakdown = Field(default_factory=Breakdown)
+    turn: Breakdown = Field(default_factory=Breakdown)
+    k: Breakdown = Field(default_factory=Breakdown)
+
+    def of(self, what: BreakdownName) -> Breakdown:
+        return {
+            "output_position": self.output_position,
+            "prompt_length": self.prompt_length,
+            "segment": self.segment,
+            "turn": self.turn,
+            "k": self.k,
+        }[what]
+
+    def flat(self, only: tuple[BreakdownName, ...] = BREAKDOWNS) -> dict[str, list]:
+        """The flat columns of the tables (and of format-1 cells), in their order: the one place
+        breakdowns become parallel lists."""
+        out: dict[str, list] = {}
+        for what in only:
+            buckets = self.of(what).root
+            labels, al, lo, hi, drafts = flat_columns(what)
+            out[labels] = [b.label for b in buckets]
+            out[al] = [b.al for b in buckets]
+            out[lo] = [b.ci_low for b in buckets]
+            out[hi] = [b.ci_high for b in buckets]
+            out[drafts] = [b.drafts for b in buckets]
+        return out
+
+    @classmethod
+    def from_flat(cls, data: Mapping[str, Any], only: tuple[BreakdownName, ...] = BREAKDOWNS) -> Breakdowns:
+        """The converter from the flat columns (format-1 cells, baseline.json): bucket i of a
+        breakdown is entry i of each of its lists (None where a list is shorter)."""
+
+        def column(name: str) -> list:
+            value = data.get(name)
+            return [] if value is None else list(value)
+
+        def at(xs: list, i: int) -> Any:
+            return xs[i] if i < len(xs) else None
+
+        parts: dict[str, Breakdown] = {}
+        for what in only:
+            labels, al, lo, hi, drafts = (column(c) for c in flat_columns(what))
+            parts[what] = Breakdown(
+                [
+                    Bucket(label=str(name), al=at(al, i), ci_low=at(lo, i), ci_high=at(hi, i), drafts=at(drafts, i))
+                    for i, name in enumerate(labels)
+                ]
+            )
+        return cls(**parts)
 
 
 # ----------------------------------------------------------------------------- result rows
 
 
-@dataclass
-class CellIdentity:
+class CellIdentity(BaseModel):
     """The columns that say which cell a row belongs to and what it is comparable with."""
 
     run_id: str
@@ -112,13 +236,13 @@ class CellIdentity:
     draft_hash: str | None
     # Offered requests/s with Poisson/gamma arrivals (bench.request_rate); 0: closed loop, every
     # request sent at once under the concurrency limit (what rows of older versions measured).
-    request_rate: float = field(default=0.0, kw_only=True)
+    request_rate: float = 0.0
 
 
-@dataclass
 class CellRow(CellIdentity):
     """One row of the result table: a cell's identity (the inherited columns, first) and one arm's
-    counters and derived metrics. Written by harness/bench/rows.py, read back by `from_dict`."""
+    counters and derived metrics. Written by harness/bench/rows.py; read back from a cell file in
+    one validation (harness/results/table.py), or from flat columns by `from_dict`."""
 
     mode: str
     num_requests: int
@@ -171,39 +295,15 @@ class CellRow(CellIdentity):
     # vLLM's prefix cache over the arm (vllm:prefix_cache_hits / vllm:prefix_cache_queries: the share of
     # prompt tokens found cached), overall and per turn index; None: the engine reported no lookups
     prefix_cache_hit_rate: float | None = None
-    prefix_cache_hit_rate_by_turn: list[float | None] = field(default_factory=list)
-    flags: list[str] = field(default_factory=list)
+    prefix_cache_hit_rate_by_turn: list[float | None] = []
+    flags: list[str] = []
     # uncertainty and breakdowns (harness/bench/breakdown.py; definitions in harness/analysis/)
     speedup_ci_low: float | None = None
     speedup_ci_high: float | None = None
     al_se: float | None = None
     num_prompts: int | None = None
-    output_position_buckets: list[str] = field(default_factory=list)
-    al_by_output_position: list[float | None] = field(default_factory=list)
-    al_by_output_position_ci_low: list[float | None] = field(default_factory=list)
-    al_by_output_position_ci_high: list[float | None] = field(default_factory=list)
-    drafts_by_output_position: list[int] = field(default_factory=list)
-    prompt_length_buckets: list[str] = field(default_factory=list)
-    al_by_prompt_length: list[float | None] = field(default_factory=list)
-    al_by_prompt_length_ci_low: list[float | None] = field(default_factory=list)
-    al_by_prompt_length_ci_high: list[float | None] = field(default_factory=list)
-    drafts_by_prompt_length: list[int] = field(default_factory=list)
-    segments: list[str] = field(default_factory=list)
-    al_by_segment: list[float | None] = field(default_factory=list)
-    al_by_segment_ci_low: list[float | None] = field(default_factory=list)
-    al_by_segment_ci_high: list[float | None] = field(default_factory=list)
-    drafts_by_segment: list[int] = field(default_factory=list)
-    turns: list[str] = field(default_factory=list)  # multi-turn suites: "turn 1", "turn 2", ...
-    al_by_turn: list[float | None] = field(default_factory=list)
-    al_by_turn_ci_low: list[float | None] = field(default_factory=list)
-    al_by_turn_ci_high: list[float | None] = field(default_factory=list)
-    drafts_by_turn: list[int] = field(default_factory=list)
-    speedup_by_turn: list[float | None] = field(default_factory=list)  # speculative tok/s over the baseline's, per turn
-    k_sweep: list[str] = field(default_factory=list)  # bench.k_from_one_engine: "k=1" ... "k=<this cell's k>"
-    al_by_k: list[float | None] = field(default_factory=list)
-    al_by_k_ci_low: list[float | None] = field(default_factory=list)
-    al_by_k_ci_high: list[float | None] = field(default_factory=list)
-    drafts_by_k: list[int] = field(default_factory=list)
+    breakdowns: Breakdowns = Field(default_factory=Breakdowns)
+    speedup_by_turn: list[float | None] = []  # speculative tok/s over the baseline's, per turn
     repetition_share: float | None = None
     looping_requests: int | None = None
     max_prompt_tokens: int | None = None
@@ -231,8 +331,8 @@ class CellRow(CellIdentity):
     sampling_rescore: str | None = None
     # the machine's speed around the cell's arms (harness/analysis/machine.py): the sentinel tok/s
     # bracketing the baseline arm and the speculative arm, their spread, and the steady noise
-    machine_sentinels_baseline: list[float] = field(default_factory=list)
-    machine_sentinels_speculative: list[float] = field(default_factory=list)
+    machine_sentinels_baseline: list[float] = []
+    machine_sentinels_speculative: list[float] = []
     machine_drift: float | None = None
     machine_noise: float | None = None
     machine_baseline_remeasured: bool | None = None  # the shared baseline arm, measured again beside this arm
@@ -240,15 +340,42 @@ class CellRow(CellIdentity):
     machine_foreign_cpu: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON edge: identity columns first, then this arm's columns."""
-        return asdict(self)
+        """The flat columns of the tables (results.parquet / results.csv; compare's `--by`),
+        identity columns first, each breakdown as its parallel lists (`Breakdowns.flat`) where
+        they always stood (speedup_by_turn after the turn columns)."""
+        out: dict[str, Any] = {}
+        for name in type(self).model_fields:
+            if name == "breakdowns":
+                for column, values in self.breakdowns.flat().items():
+                    out[column] = values
+                    if column == "drafts_by_turn":
+                        out["speedup_by_turn"] = list(self.speedup_by_turn)
+            elif name != "speedup_by_turn":
+                value = getattr(self, name)
+                out[name] = list(value) if isinstance(value, list) else value
+        return out
+
+    @classmethod
+    def flat_columns(cls) -> list[str]:
+        """The tables' columns, in order."""
+        return list(_EMPTY_ROW.to_dict())
+
+    @classmethod
+    def flat_list_columns(cls) -> list[str]:
+        """The tables' list columns (JSON in results.csv)."""
+        return [c for c, v in _EMPTY_ROW.to_dict().items() if isinstance(v, list)]
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        """A row as written (cells/*.json, results.parquet after `clean_value`). A column an older
-        run did not write reads as None (an empty list for list columns); a column this version
-        does not know is dropped."""
-        return cls(**_known_fields(cls, data))
+        """The converter from flat columns: a row of a format-1 cell file (or a test's dict). A column
+        an older run did not write reads as None (an empty list for list columns); a column this
+        version does not know is dropped; the breakdowns' parallel lists become `Breakdowns`."""
+        d = dict(data)
+        if not isinstance(d.get("breakdowns"), Breakdowns | Mapping):
+            d["breakdowns"] = Breakdowns.from_flat(data)
+        elif isinstance(d["breakdowns"], Mapping):
+            d["breakdowns"] = Breakdowns.model_validate(d["breakdowns"])
+        return _lenient(cls, d)
 
     @property
     def is_speculative(self) -> bool:
@@ -262,26 +389,73 @@ class CellRow(CellIdentity):
     def setting(self) -> Setting:
         return (self.suite, self.k, self.concurrency, self.temperature, float(self.request_rate or 0.0))
 
-    def breakdown(self, what: str) -> list[Bucket]:
-        """(bucket, AL, CI low, CI high, drafts) of one breakdown (`what`: a BUCKET_NAMES key),
-        buckets without an AL left out."""
-        names, al = _list(getattr(self, BUCKET_NAMES[what])), _list(getattr(self, f"al_by_{what}"))
-        lo, hi = _list(getattr(self, f"al_by_{what}_ci_low")), _list(getattr(self, f"al_by_{what}_ci_high"))
-        n = _list(getattr(self, f"drafts_by_{what}"))
 
-        def at(xs: list, i: int):
-            return xs[i] if i < len(xs) else None
+class CellFile(BaseModel):
+    """cells/<cell>.json: the rows of one finished cell (its baseline and speculative arm), with the
+    format they were written in. The JSON schema of this model is docs/cell.schema.json."""
 
-        return [
-            (str(name), float(v), at(lo, i), at(hi, i), at(n, i))
-            for i, (name, v) in enumerate(zip(names, al, strict=False))
-            if v is not None
-        ]
+    model_config = ConfigDict(title="harness cell file")
+
+    format: Literal[2] = CELL_FORMAT
+    rows: list[CellRow]
 
 
-def comparability_diffs(a: CellRow, b: CellRow) -> list[tuple[str, Any, Any]]:
+def cell_json_schema() -> str:
+    """docs/cell.schema.json's text."""
+    return json.dumps(CellFile.model_json_schema(), indent=2) + "\n"
+
+
+class GatedCell(Protocol):
+    """What the gate reads of a cell: a run's (CellRow) or a baseline's (BaselineCell)."""
+
+    @property
+    def draft(self) -> str: ...
+    @property
+    def suite(self) -> str: ...
+    @property
+    def suite_version(self) -> str: ...
+    @property
+    def suite_sha(self) -> str: ...
+    @property
+    def k(self) -> int: ...
+    @property
+    def concurrency(self) -> int: ...
+    @property
+    def temperature(self) -> float: ...
+    @property
+    def request_rate(self) -> float: ...
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def verifier_hash(self) -> str: ...
+    @property
+    def acceptance_length(self) -> float | None: ...
+    @property
+    def per_position_rates(self) -> list[float]: ...
+    @property
+    def al_ci_low(self) -> float | None: ...
+    @property
+    def al_ci_high(self) -> float | None: ...
+    @property
+    def speedup(self) -> float | None: ...
+    @property
+    def al_se(self) -> float | None: ...
+    @property
+    def num_prompts(self) -> int | None: ...
+    @property
+    def breakdowns(self) -> Breakdowns: ...
+    @property
+    def sampling_p_value(self) -> float | None: ...
+    @property
+    def setting(self) -> Setting: ...
+
+
+def comparability_diffs(a: GatedCell, b: GatedCell) -> list[tuple[str, Any, Any]]:
     """(column, a's value, b's value) for each COMPARABILITY column where two cells differ."""
     return [(c, getattr(a, c), getattr(b, c)) for c in COMPARABILITY if getattr(a, c) != getattr(b, c)]
+
+
+_EMPTY_ROW: CellRow = _lenient(CellRow, {})  # every column at its empty value: the tables' column list
 
 
 # ----------------------------------------------------------------------------- baseline.json
@@ -310,29 +484,75 @@ BASELINE_COLUMNS = (
     "al_by_segment",
     "sampling_p_value",
 )
+_BASELINE_SEGMENT = ("segments", "al_by_segment")  # the segment breakdown's columns a baseline keeps
 
 
-@dataclass
-class BaselineCell(CellRow):
-    """A cell of baseline.json: its row's BASELINE_COLUMNS, the per-position floors the gate holds
-    it to, and its per-segment AL floors (thinking runs)."""
+class BaselineCell(BaseModel):
+    """A cell of baseline.json: its row's BASELINE_COLUMNS (the segment breakdown as
+    `breakdowns.segment`, its labels and AL), the per-position floors the gate holds it to, and its
+    per-segment AL floors (thinking runs)."""
 
+    draft: str
+    method: str
+    suite: str
+    suite_version: str
+    suite_sha: str
+    k: int
+    concurrency: int
+    temperature: float
+    request_rate: float = 0.0
+    max_tokens: int
+    verifier_hash: str
+    acceptance_length: float | None = None
+    per_position_rates: list[float] = []
+    al_ci_low: float | None = None
+    al_ci_high: float | None = None
+    speedup: float | None = None
+    al_se: float | None = None
+    num_prompts: int | None = None
+    breakdowns: Breakdowns = Field(default_factory=Breakdowns)  # the segment breakdown only
+    sampling_p_value: float | None = None
     per_position_floors: list[float] | None = None
     segment_floors: dict[str, float] | None = None
 
+    @property
+    def setting(self) -> Setting:
+        return (self.suite, self.k, self.concurrency, self.temperature, float(self.request_rate or 0.0))
+
+    @classmethod
+    def of_row(cls, row: CellRow) -> BaselineCell:
+        """The baseline cell of a run's row (no floors yet)."""
+        kept = {c: getattr(row, c) for c in BASELINE_COLUMNS if c not in _BASELINE_SEGMENT}
+        segment = Breakdown([Bucket(label=b.label, al=b.al) for b in row.breakdowns.segment.buckets])
+        return cls.model_validate({**kept, "breakdowns": Breakdowns(segment=segment)})
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """A cell as baseline.json stores it (flat columns; older files lack newer columns)."""
+        d = dict(data)
+        if not isinstance(d.get("breakdowns"), Breakdowns):
+            d["breakdowns"] = Breakdowns.from_flat(data, only=("segment",))
+        return _lenient(cls, d)
+
     def to_dict(self) -> dict[str, Any]:
         # a closed-loop cell (rate 0) is written as baselines were before open-loop cells existed
-        out = {c: getattr(self, c) for c in BASELINE_COLUMNS if c != "request_rate" or self.request_rate}
+        segment = self.breakdowns.flat(only=("segment",))
+        out = {
+            c: segment[c] if c in _BASELINE_SEGMENT else getattr(self, c)
+            for c in BASELINE_COLUMNS
+            if c != "request_rate" or self.request_rate
+        }
         out["per_position_floors"] = self.per_position_floors
         if self.segment_floors is not None:
             out["segment_floors"] = self.segment_floors
         return out
 
 
-@dataclass(frozen=True)
-class BaselineCrossover:
+class BaselineCrossover(BaseModel):
     """A baseline's crossover concurrency of one (draft, suite, k, temperature) line
-    (harness/results/gate_load.py)."""
+    (harness/results/gate/)."""
+
+    model_config = ConfigDict(frozen=True)
 
     draft: str
     suite: str
@@ -345,11 +565,10 @@ class BaselineCrossover:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        return cls(**_known_fields(cls, data))
+        return _lenient(cls, dict(data))
 
 
-@dataclass
-class BaselineFile:
+class BaselineFile(BaseModel):
     """baseline.json: the cells and crossovers a gate holds a run to, and the requirements stored
     with them (None: not stored, the gate's default applies)."""
 
@@ -357,7 +576,7 @@ class BaselineFile:
     source_run_id: str | None
     tolerance: float | None
     cells: list[BaselineCell]
-    crossovers: list[BaselineCrossover] = field(default_factory=list)
+    crossovers: list[BaselineCrossover] = []
     created_at: str | None = None
     max_crossover_drop: float | None = None
     lossless: str | None = None
@@ -365,24 +584,23 @@ class BaselineFile:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        known = _known_fields(cls, data)
-        known["cells"] = [BaselineCell.from_dict(c) for c in known.get("cells") or [] if isinstance(c, Mapping)]
-        crossovers = known.get("crossovers") or []
+        known = {name: data.get(name) for name in cls.model_fields if name in data}
+        known["cells"] = [BaselineCell.from_dict(c) for c in data.get("cells") or [] if isinstance(c, Mapping)]
+        crossovers = data.get("crossovers") or []
         known["crossovers"] = [BaselineCrossover.from_dict(c) for c in crossovers if isinstance(c, Mapping)]
-        return cls(**known)
+        return _lenient(cls, known)
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields set (None: not stored), each cell as its BASELINE_COLUMNS and floors (no deep
-        copy of the cells' other columns on the way)."""
+        """The fields set (None: not stored), each cell as its BASELINE_COLUMNS and floors."""
         out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "cells":
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if name == "cells":
                 value = [c.to_dict() for c in self.cells]
-            elif f.name == "crossovers":
-                value = [asdict(c) for c in self.crossovers]
+            elif name == "crossovers":
+                value = [c.model_dump() for c in self.crossovers]
             if value is not None:
-                out[f.name] = value
+                out[name] = value
         return out
 
 
@@ -391,21 +609,23 @@ class BaselineFile:
 RUNNING, INTERRUPTED = "running", "interrupted"
 
 
-@dataclass(frozen=True)
-class Owner:
+class Owner(BaseModel):
     """The harness process that runs a run (harness/results/manifest.py: a dead owner's `running`
     run reads as interrupted)."""
+
+    model_config = ConfigDict(frozen=True)
 
     pid: int | None
     pid_start_ticks: int | None
     hostname: str | None
 
 
-@dataclass(frozen=True)
-class Manifest:
+class Manifest(BaseModel):
     """manifest.json as the results layer reads it. `data` keeps the whole file as written (a
     baseline copies it); provenance, recipe, verifier and drafts are recorded free-form by
     harness/bench/manifest.py, and the few facts read from them are properties here."""
+
+    model_config = ConfigDict(frozen=True)
 
     data: dict[str, Any]
     run_id: str | None
@@ -428,7 +648,9 @@ class Manifest:
             planned_cells=list(d.get("planned_cells") or []),
             started_at=d.get("started_at"),
             ended_at=d.get("ended_at"),
-            owner=Owner(owner.get("pid"), owner.get("pid_start_ticks"), owner.get("hostname"))
+            owner=Owner(
+                pid=owner.get("pid"), pid_start_ticks=owner.get("pid_start_ticks"), hostname=owner.get("hostname")
+            )
             if isinstance(owner, Mapping)
             else None,
             recorded_status=d.get("recorded_status"),
@@ -451,7 +673,7 @@ class Manifest:
     @property
     def hardware(self) -> Hardware:
         hw = self.provenance.get("hardware") or {}
-        return Hardware(hw.get("device"), hw.get("gpu"), hw.get("cpu"), hw.get("platform"))
+        return Hardware(device=hw.get("device"), gpu=hw.get("gpu"), cpu=hw.get("cpu"), platform=hw.get("platform"))
 
     @property
     def packages(self) -> dict[str, str]:
@@ -497,8 +719,9 @@ class Manifest:
         return dict((self.data.get("recipe") or {}).get("verifier") or {})
 
 
-@dataclass(frozen=True)
-class Hardware:
+class Hardware(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     device: str | None
     gpu: str | None
     cpu: str | None
@@ -508,9 +731,10 @@ class Hardware:
         return f"{self.device or '?'} — {self.gpu or self.cpu or self.platform or '?'}"
 
 
-@dataclass(frozen=True)
-class Artifact:
+class Artifact(BaseModel):
     """A verifier's or draft's record in the manifest: where it was and its content hash."""
+
+    model_config = ConfigDict(frozen=True)
 
     path: str | None
     content_hash: str | None  # the sha256 (older manifests stored {"sha256": ...})
@@ -520,4 +744,12 @@ class Artifact:
     def from_dict(cls, data: Any) -> Artifact:
         d = data if isinstance(data, Mapping) else {}
         h = d.get("content_hash")
-        return cls(d.get("path"), h.get("sha256") if isinstance(h, Mapping) else h, d.get("method"))
+        return cls(
+            path=d.get("path"), content_hash=h.get("sha256") if isinstance(h, Mapping) else h, method=d.get("method")
+        )
+
+
+Manifest.model_rebuild()
+
+if __name__ == "__main__":  # docs/cell.schema.json
+    print(cell_json_schema(), end="")

@@ -96,8 +96,9 @@ def test_the_largest_k_cell_carries_al_at_every_smaller_k():
     kw = dict(predicted_al=None, deterministic_verifier=False, mismatch_tolerance=0.1)
     _, off = cell_rows(IDENT, base, spec, **kw)
     _, on = cell_rows(IDENT, base, spec, **kw, k_sweep=True)
-    assert off.al_by_k == [] and on.k_sweep == ["k=1", "k=2", "k=3"]
-    assert on.al_by_k[-1] == pytest.approx(on.acceptance_length)  # k' = k: the cell's own steps
-    assert on.drafts_by_k[-1] == on.num_drafts
-    assert all(lo <= al <= hi for al, lo, hi in zip(on.al_by_k, on.al_by_k_ci_low, on.al_by_k_ci_high))
-    assert on.al_by_k == sorted(on.al_by_k)  # more proposals never lower AL here
+    assert not off.breakdowns.k and on.breakdowns.k.labels == ["k=1", "k=2", "k=3"]
+    by_k = on.breakdowns.k.buckets
+    assert by_k[-1].al == pytest.approx(on.acceptance_length)  # k' = k: the cell's own steps
+    assert by_k[-1].drafts == on.num_drafts
+    assert all(b.ci_low <= b.al <= b.ci_high for b in by_k)
+    assert on.breakdowns.k.als == sorted(on.breakdowns.k.als)  # more proposals never lower AL here

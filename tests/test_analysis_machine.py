@@ -112,7 +112,7 @@ def test_flagged_row_has_a_widened_ci_that_covers_the_quiet_speedup():
     With the drift the sentinels saw, the CI covers the quiet figure."""
     from harness.bench.rows import CellRow, _machine
 
-    row = CellRow.__new__(CellRow)
+    row = CellRow.from_dict({})  # every column empty
     row.speedup, row.speedup_ci_low, row.speedup_ci_high = 1.13, 1.06, 1.21
     flags = _machine(row, MachineReading((215.0, 230.0), (460.0, 467.0), noise=0.03))
     assert len(flags) == 1 and flags[0].startswith("MACHINE NOISE")

@@ -9,7 +9,23 @@ from harness.bench.rows import ArmResult, CellIdentity, RepeatRecord, RequestRec
 from harness.engine.counters import SpecCounters
 
 IDENT = CellIdentity(
-    "run", "cell", "d", "eagle3", "chat", "1", "sha", 3, 1, 0.0, 1.0, 64, 2, "offline", "greedy", "vh", "dh"
+    run_id="run",
+    cell_id="cell",
+    draft="d",
+    method="eagle3",
+    suite="chat",
+    suite_version="1",
+    suite_sha="sha",
+    k=3,
+    concurrency=1,
+    temperature=0.0,
+    top_p=1.0,
+    max_tokens=64,
+    repeats=2,
+    engine="offline",
+    rejection_sample_method="greedy",
+    verifier_hash="vh",
+    draft_hash="dh",
 )
 LOOP = tuple([5, 6, 7, 8] * 20)  # an output that copies itself
 
@@ -45,10 +61,11 @@ def _arms(prompt_tokens=(20, 30, 40, 50), outputs=None, steps_ok=True):
 def test_breakdowns_sum_to_the_pooled_counters_and_speedup_has_a_ci():
     base, spec = _arms()
     _, rs = cell_rows(IDENT, base, spec, predicted_al=None, deterministic_verifier=False, mismatch_tolerance=0.1)
-    assert sum(rs.drafts_by_output_position) == rs.num_drafts == sum(rs.drafts_by_prompt_length)
-    assert rs.output_position_buckets == ["0-63", "64-255", "256+"]
-    assert rs.al_by_prompt_length[0] == pytest.approx(rs.acceptance_length)  # every prompt < 512 tokens
-    assert rs.segments == []  # no </think> token given: no split
+    by = rs.breakdowns
+    assert sum(by.output_position.drafts) == rs.num_drafts == sum(by.prompt_length.drafts)
+    assert by.output_position.labels == ["0-63", "64-255", "256+"]
+    assert by.prompt_length.als[0] == pytest.approx(rs.acceptance_length)  # every prompt < 512 tokens
+    assert not by.segment  # no </think> token given: no split
     assert rs.speedup_ci_low <= rs.speedup <= rs.speedup_ci_high
     assert rs.num_prompts == 4 and rs.al_se > 0
 
@@ -56,7 +73,7 @@ def test_breakdowns_sum_to_the_pooled_counters_and_speedup_has_a_ci():
 def test_summary_only_server_leaves_breakdowns_empty():
     base, spec = _arms(steps_ok=False)
     _, rs = cell_rows(IDENT, base, spec, predicted_al=None, deterministic_verifier=False, mismatch_tolerance=0.1)
-    assert rs.al_by_output_position == [] and rs.al_se is None
+    assert not rs.breakdowns.output_position and rs.al_se is None
 
 
 def test_thinking_split_when_outputs_close_a_think_span():
@@ -66,8 +83,8 @@ def test_thinking_split_when_outputs_close_a_think_span():
     _, rs = cell_rows(
         IDENT, base, spec, predicted_al=None, deterministic_verifier=False, mismatch_tolerance=0.1, end_think_id=think
     )
-    assert rs.segments == ["thinking", "answer"]
-    assert sum(rs.drafts_by_segment) == rs.num_drafts
+    assert rs.breakdowns.segment.labels == ["thinking", "answer"]
+    assert sum(rs.breakdowns.segment.drafts) == rs.num_drafts
 
 
 def test_gap_explanations_follow_the_precedence():

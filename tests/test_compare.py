@@ -9,7 +9,7 @@ import json
 import pytest
 
 from harness.results import compare, report
-from harness.results.table import write_cell
+from harness.results.table import read_cell, write_cell
 from tests.results_fixtures import BAD, GOOD, MATRIX, invoke, make_run
 
 # ----------------------------------------------------------------------------- compare
@@ -110,8 +110,8 @@ def test_report_judges_the_dynamic_arm_against_every_fixed_k(tmp_path):
     cells += [dict(draft="eagle-dynamic", k=3, c=c, spec_tok_s=s) for c, s in ((1, 178.0), (4, 100.0))]
     run = make_run(tmp_path, "dyn", cells)
     for p in (run / "cells").glob("*.json"):  # ±3 % speedup CIs
-        rows = json.loads(p.read_text())
-        rows[1]["speedup_ci_low"], rows[1]["speedup_ci_high"] = rows[1]["speedup"] * 0.97, rows[1]["speedup"] * 1.03
+        rows = read_cell(p)
+        rows[1].speedup_ci_low, rows[1].speedup_ci_high = rows[1].speedup * 0.97, rows[1].speedup * 1.03
         write_cell(run, p.stem, rows)
     md = report.write_report(run, tmp_path / "out").markdown.read_text()
     assert "| eagle | chat | 0 | 1 | yes | — |" in md  # 1.78 vs k=3's 1.80: within noise

@@ -276,7 +276,23 @@ def test_a_t_gt_0_cell_tests_both_arms_and_flags_a_sampler_that_departs(distort,
     from harness.bench.rows import CellIdentity, cell_rows
 
     ident = CellIdentity(
-        "run", "cell", "d", "eagle3", "chat", "1", "sha", 3, 1, 0.8, 1.0, 64, 1, "offline", "standard", "vh", "dh"
+        run_id="run",
+        cell_id="cell",
+        draft="d",
+        method="eagle3",
+        suite="chat",
+        suite_version="1",
+        suite_sha="sha",
+        k=3,
+        concurrency=1,
+        temperature=0.8,
+        top_p=1.0,
+        max_tokens=64,
+        repeats=1,
+        engine="offline",
+        rejection_sample_method="standard",
+        verifier_hash="vh",
+        draft_hash="dh",
     )
     base_s, spec_s = _synthetic(3, 2000), _synthetic(4, 2000, distort=distort)
     rb, rs = cell_rows(

@@ -17,7 +17,23 @@ from tests.conftest import PLAIN_RECIPE
 from tests.engine_parity import assert_test_columns_filled
 
 IDENT = CellIdentity(
-    "r", "c", "draft", "eagle3", "code", "1", "sha", 3, 1, 0.0, 1.0, 16, 1, "offline", "greedy", "v", None
+    run_id="r",
+    cell_id="c",
+    draft="draft",
+    method="eagle3",
+    suite="code",
+    suite_version="1",
+    suite_sha="sha",
+    k=3,
+    concurrency=1,
+    temperature=0.0,
+    top_p=1.0,
+    max_tokens=16,
+    repeats=1,
+    engine="offline",
+    rejection_sample_method="greedy",
+    verifier_hash="v",
+    draft_hash=None,
 )
 
 

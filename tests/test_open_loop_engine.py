@@ -163,12 +163,12 @@ def test_the_multi_turn_suite_reports_al_per_turn(sweep):
     (sent as a round of its own, on the same arrival schedule): AL per turn with a CI."""
     run = _rows(sweep)
     for r in (r for r in run.rows if r.is_speculative):
-        per_turn = r.breakdown("turn")
+        per_turn = r.breakdowns.turn.measured()
         print(r.cell_id, [(name, round(al, 2), n) for name, al, _, _, n in per_turn])
-        assert [b[0] for b in per_turn][:2] == ["turn 1", "turn 2"], r.turns
+        assert [b[0] for b in per_turn][:2] == ["turn 1", "turn 2"], r.breakdowns.turn.labels
         assert all(1.0 <= b[1] <= r.k + 1 and b[4] > 0 for b in per_turn)
         # every verify step in exactly one turn: the same steps the output-position split counts
-        assert sum(b[4] for b in per_turn) == sum(r.drafts_by_output_position)
+        assert sum(b[4] for b in per_turn) == sum(r.breakdowns.output_position.drafts)
 
 
 def test_each_arm_has_latency_percentiles_realised_rates_goodput_and_saturates_at_the_top_rate(sweep):

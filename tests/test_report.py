@@ -4,12 +4,11 @@ folders."""
 from __future__ import annotations
 
 import io
-import json
 
 import pytest
 
 from harness.results import plots, report
-from harness.results.table import write_cell
+from harness.results.table import read_cell, write_cell
 from tests.results_fixtures import BAD, GOOD, MATRIX, invoke, make_run, rows_for
 
 # ----------------------------------------------------------------------------- report
@@ -81,8 +80,8 @@ def test_report_names_the_crossover_with_a_ci_and_the_best_k_schedule(tmp_path):
             cells.append(dict(k=k, c=c, base_tok_s=100.0, spec_tok_s=float(s)))
     run = make_run(tmp_path, "load", cells)
     for p in (run / "cells").glob("*.json"):  # give every speedup a ±5 % CI
-        rows = json.loads(p.read_text())
-        rows[1]["speedup_ci_low"], rows[1]["speedup_ci_high"] = rows[1]["speedup"] * 0.95, rows[1]["speedup"] * 1.05
+        rows = read_cell(p)
+        rows[1].speedup_ci_low, rows[1].speedup_ci_high = rows[1].speedup * 0.95, rows[1].speedup * 1.05
         write_cell(run, p.stem, rows)
     md = report.write_report(run, tmp_path / "out").markdown.read_text()
     # k=1: 1.2x at c=4, 0.9x at c=16 -> crossing log2 position 2 + 2 * 0.2/0.3

@@ -13,7 +13,7 @@ from harness.errors import BadInput
 from harness.results import compare, gate, gate_load, load_view, report
 from harness.results import compare_compact as cc
 from harness.results.runs import read_run
-from harness.results.table import write_cell
+from harness.results.table import read_cell, write_cell
 from harness.schema import CellRow
 from tests.results_fixtures import invoke, make_run
 
@@ -33,9 +33,9 @@ def _grid(root: Path, run_id: str, speedups=(1.8, 1.4, 1.1, 0.8), ks=(3,)) -> Pa
 
 def _with_speedup_cis(run: Path, half_width: float = 0.05) -> None:
     for p in (run / "cells").glob("*.json"):
-        rows = json.loads(p.read_text())
-        rows[1]["speedup_ci_low"] = rows[1]["speedup"] * (1 - half_width)
-        rows[1]["speedup_ci_high"] = rows[1]["speedup"] * (1 + half_width)
+        rows = read_cell(p)
+        rows[1].speedup_ci_low = rows[1].speedup * (1 - half_width)
+        rows[1].speedup_ci_high = rows[1].speedup * (1 + half_width)
         write_cell(run, p.stem, rows)
 
 
@@ -183,8 +183,8 @@ def html_escape(text: str) -> str:
 def test_the_verdict_says_faster_or_not_with_cis_gate_and_what_to_distrust(tmp_path):
     run = _grid(tmp_path, "grid")
     for p in (run / "cells").glob("*__c8__*.json"):
-        rows = json.loads(p.read_text())
-        rows[1]["flags"] = ["MACHINE NOISE: baseline repeats differ by 12%", "LOOPING OUTPUTS (41% of tokens)"]
+        rows = read_cell(p)
+        rows[1].flags = ["MACHINE NOISE: baseline repeats differ by 12%", "LOOPING OUTPUTS (41% of tokens)"]
         write_cell(run, p.stem, rows)
     md = report.write_report(run, tmp_path / "out").markdown.read_text()
     verdict = md.partition("## Verdict")[2].partition("\n## ")[0]

@@ -3,14 +3,21 @@ written once when the run ends (O(cells), not a rebuild after every cell)."""
 
 from __future__ import annotations
 
+import pytest
+
+from harness.errors import BadInput
 from harness.results.table import ensure_tables, finished_cells, tables_stale, write_cell
+from tests.results_fixtures import rows_for
 
 
 def _rows(cid: str) -> list[dict]:
-    return [
-        {"cell_id": cid, "mode": "baseline", "flags": [], "acceptance_length": None},
-        {"cell_id": cid, "mode": "speculative", "flags": [], "acceptance_length": 2.5},
-    ]
+    return [{**r, "cell_id": cid} for r in rows_for("r")]
+
+
+def test_a_row_the_reader_would_refuse_is_never_written(tmp_path):
+    with pytest.raises(BadInput, match="run_id"):
+        write_cell(tmp_path, "c1", [{"cell_id": "c1", "mode": "baseline"}])
+    assert not finished_cells(tmp_path)
 
 
 def test_write_cell_writes_the_cell_and_not_the_tables(tmp_path):

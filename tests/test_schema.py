@@ -1,18 +1,28 @@
 """harness/schema.py: rows, baselines and manifests read back as the types they were written from,
-and run folders of older versions still load (issue 29)."""
+run folders of older versions still load (issue 29), cell files carry their format and the
+published JSON schema of a cell is current (issue 55)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
+from harness.errors import BadInput
 from harness.results.gate import read_baseline
 from harness.results.runs import read_run
-from harness.results.table import write_cell
-from harness.schema import BASELINE_COLUMNS, BaselineFile, CellRow, Manifest
+from harness.results.table import load_run, read_cell, write_cell
+from harness.schema import (
+    BASELINE_COLUMNS,
+    BREAKDOWNS,
+    BaselineFile,
+    CellFile,
+    CellRow,
+    Manifest,
+    cell_json_schema,
+    flat_columns,
+)
 from tests.results_fixtures import make_run, rows_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,10 +48,10 @@ def test_a_row_of_an_older_version_loads_and_an_unknown_column_is_dropped(tmp_pa
         | {"a_future_column": 1}
         for r in read_run(run).rows
     ]
-    write_cell(old, spec.cell_id, written)
+    (old / "cells" / f"{spec.cell_id}.json").write_text(json.dumps(written))  # format 1: a bare list
     loaded = next(r for r in read_run(old).rows if r.is_speculative)
     assert loaded.machine_foreign_cpu is None and loaded.itl_per_token_ms_p99 is None
-    assert loaded.k_sweep == [] and loaded.machine_sentinels_baseline == []
+    assert not loaded.breakdowns.k and loaded.machine_sentinels_baseline == []
     assert loaded.acceptance_length == pytest.approx(spec.acceptance_length)
     assert not hasattr(loaded, "a_future_column")
 
@@ -94,11 +104,63 @@ def test_every_row_column_is_documented_in_the_table_docstring():
     import harness.results.table as table
 
     doc = table.__doc__ or ""
-    by_pattern = [
-        f"{c}_by_{b}{e}"
-        for b in table.BREAKDOWNS
-        for c, e in (("al", ""), ("al", "_ci_low"), ("al", "_ci_high"), ("drafts", ""))
-    ]
-    by_pattern += ["output_position_buckets", "prompt_length_buckets"]
-    undocumented = [f.name for f in fields(CellRow) if f.name not in doc and f.name not in by_pattern]
+    by_pattern = [c for what in BREAKDOWNS for c in flat_columns(what)]
+    undocumented = [c for c in CellRow.flat_columns() if c not in doc and c not in by_pattern]
     assert undocumented == [], undocumented
+
+
+def _think_row() -> dict:
+    row = rows_for("r", c=4)[1]
+    row.update(
+        segments=["thinking", "answer"],
+        al_by_segment=[2.0, 3.0],
+        al_by_segment_ci_low=[1.8, 2.8],
+        al_by_segment_ci_high=[2.2, 3.2],
+        drafts_by_segment=[40, 60],
+    )
+    return row
+
+
+def test_a_format_1_cell_reads_its_breakdowns_as_typed_buckets_and_the_tables_keep_the_flat_columns(tmp_path):
+    """Format 1 (a bare list of flat rows, parallel breakdown lists) goes through one converter;
+    rewritten, the cell is format 2 and reads back the same rows; results.parquet keeps the flat
+    columns users load."""
+    folder = make_run(tmp_path, "r", [dict(c=4)])
+    cid = _think_row()["cell_id"]
+    path = folder / "cells" / f"{cid}.json"
+    path.write_text(json.dumps([rows_for("r", c=4)[0], _think_row()]))
+    old = read_cell(path)
+    seg = old[1].breakdowns.segment
+    assert seg.labels == ["thinking", "answer"] and seg.drafts == [40, 60]
+    assert seg.measured()[0] == ("thinking", 2.0, 1.8, 2.2, 40)
+    write_cell(folder, cid, old)
+    assert json.loads(path.read_text())["format"] == 2
+    assert read_cell(path) == old
+    _, df, _ = load_run(folder)
+    spec = df[df["mode"] == "speculative"].iloc[0]
+    assert list(spec["segments"]) == ["thinking", "answer"] and list(spec["al_by_segment"]) == [2.0, 3.0]
+    assert list(df.columns) == CellRow.flat_columns()
+    assert CellRow.from_dict(_think_row()).to_dict()["drafts_by_segment"] == [40, 60]
+
+
+def test_a_cell_format_this_version_does_not_know_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "cells" / "x.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"format": 99, "rows": [{"anything": 1}]}))
+    with pytest.raises(BadInput, match="cell format 99") as e:
+        read_cell(path)
+    assert "\n" not in str(e.value) and "harness version that wrote it" in str(e.value)
+    path.write_text('{"format": 2, "rows": [')  # torn
+    with pytest.raises(BadInput, match="unreadable cell file"):
+        read_cell(path)
+
+
+def test_the_published_cell_schema_is_current():
+    """docs/cell.schema.json is CellFile.model_json_schema(); regenerate it with
+    `.venv/bin/python -m harness.schema > docs/cell.schema.json`."""
+    published = (REPO / "docs" / "cell.schema.json").read_text()
+    assert published == cell_json_schema(), "docs/cell.schema.json is stale: .venv/bin/python -m harness.schema > it"
+    schema = json.loads(published)
+    assert schema["properties"]["format"]["const"] == 2
+    assert "breakdowns" in schema["$defs"]["CellRow"]["properties"]
+    CellFile.model_validate({"rows": [CellRow.from_dict(_think_row()).model_dump()]})  # a row validates

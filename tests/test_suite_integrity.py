@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from harness.errors import BadInput
-from harness.results.table import write_cell
+from harness.results.table import read_cell, write_cell
 from harness.suites import load_suites
 from tests.test_benchfiles import MT_BENCH, SPEC_BENCH_EXTRA, write_jsonl
 
@@ -42,14 +42,14 @@ def test_a_suite_listed_twice_is_refused_naming_both(tmp_path):
 
 
 def test_run_folder_never_overwrites_another_suites_cell(tmp_path):
-    row = {"cell_id": "draft__s__k3__c4__t0", "suite": "spec-bench", "suite_sha": "aaa", "mode": "baseline"}
+    from tests.results_fixtures import rows_for
+
+    row = rows_for("r", suite="spec-bench", suite_sha="aaa")[0]
     write_cell(tmp_path, row["cell_id"], [row])
     write_cell(tmp_path, row["cell_id"], [row])  # the same suite again (a rerun): fine
     with pytest.raises(BadInput, match="refusing to overwrite"):
         write_cell(tmp_path, row["cell_id"], [{**row, "suite_sha": "bbb"}])
-    import json
-
-    assert json.loads((tmp_path / "cells" / f"{row['cell_id']}.json").read_text())[0]["suite_sha"] == "aaa"
+    assert read_cell(tmp_path / "cells" / f"{row['cell_id']}.json")[0].suite_sha == "aaa"
 
 
 @pytest.mark.slow

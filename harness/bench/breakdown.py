@@ -22,11 +22,11 @@ from dataclasses import dataclass, fields
 from typing import Any, TypeAlias
 
 from harness.analysis import k_sweep, load, power, repetition, steps
+from harness.schema import Breakdown, Bucket, CellRow
 
-# harness.bench.rows.ArmResult / CellRow (rows imports this module, so not the other way round;
-# tests/test_layers.py counts a TYPE_CHECKING import too, so they stay Any here)
+# harness.bench.rows.ArmResult (rows imports this module, so not the other way round;
+# tests/test_layers.py counts a TYPE_CHECKING import too, so it stays Any here)
 ArmResult: TypeAlias = Any
-CellRow: TypeAlias = Any
 
 
 @dataclass(frozen=True)
@@ -113,11 +113,20 @@ def request_steps(records: Sequence[RequestRecord], end_think_id: int | None) ->
     ]
 
 
-def _fill(row: CellRow, prefix: str, splits: list[steps.Split]) -> None:
-    setattr(row, f"al_by_{prefix}", [s.acceptance_length for s in splits])
-    setattr(row, f"al_by_{prefix}_ci_low", [s.ci[0] if s.ci else None for s in splits])
-    setattr(row, f"al_by_{prefix}_ci_high", [s.ci[1] if s.ci else None for s in splits])
-    setattr(row, f"drafts_by_{prefix}", [s.counters.num_drafts for s in splits])
+def _breakdown(labels: Sequence[str], splits: list[steps.Split]) -> Breakdown:
+    """One bucket per split, labelled in order."""
+    return Breakdown(
+        [
+            Bucket(
+                label=label,
+                al=s.acceptance_length,
+                ci_low=s.ci[0] if s.ci else None,
+                ci_high=s.ci[1] if s.ci else None,
+                drafts=s.counters.num_drafts,
+            )
+            for label, s in zip(labels, splits)
+        ]
+    )
 
 
 def fill_breakdowns(row: CellRow, spec: ArmResult, ctx: CellContext) -> None:
@@ -125,19 +134,17 @@ def fill_breakdowns(row: CellRow, spec: ArmResult, ctx: CellContext) -> None:
     reqs = request_steps(spec.requests, ctx.end_think_id)
     if reqs is None:
         return
-    row.output_position_buckets = steps.bucket_labels(steps.OUTPUT_EDGES)
-    _fill(row, "output_position", steps.by_output_position(reqs, k=ctx.k))
-    row.prompt_length_buckets = steps.bucket_labels(steps.PROMPT_EDGES)
-    _fill(row, "prompt_length", steps.by_prompt_length(reqs, k=ctx.k))
+    out = row.breakdowns
+    out.output_position = _breakdown(steps.bucket_labels(steps.OUTPUT_EDGES), steps.by_output_position(reqs, k=ctx.k))
+    out.prompt_length = _breakdown(steps.bucket_labels(steps.PROMPT_EDGES), steps.by_prompt_length(reqs, k=ctx.k))
     if all(r.answer_start is not None for r in reqs):
-        row.segments = [steps.THINKING, steps.ANSWER]
-        _fill(row, "segment", steps.by_segment(reqs, k=ctx.k))
+        out.segment = _breakdown([steps.THINKING, steps.ANSWER], steps.by_segment(reqs, k=ctx.k))
     if any(r.turn for r in reqs):  # a multi-turn suite: AL per turn
-        _fill(row, "turn", split := steps.by_turn(reqs, k=ctx.k))
-        row.turns = [x.label for x in split]
+        split = steps.by_turn(reqs, k=ctx.k)
+        out.turn = _breakdown([x.label for x in split], split)
     if ctx.k_sweep:
-        row.k_sweep = [f"k={k}" for k in range(1, ctx.k + 1)]
-        _fill(row, "k", [k_sweep.al_for_k(reqs, k) for k in range(1, ctx.k + 1)])
+        ks = range(1, ctx.k + 1)
+        out.k = _breakdown([f"k={k}" for k in ks], [k_sweep.al_for_k(reqs, k) for k in ks])
 
 
 def al_standard_error(spec: ArmResult) -> tuple[float | None, int | None]:

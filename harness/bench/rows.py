@@ -91,7 +91,7 @@ def arm_row(identity: CellIdentity, mode: str, arm: ArmResult) -> CellRow:
     generations = arm.num_requests - len(arm.errors)  # each emits its first token from its prefill
     timings = arm_timings(arm) if identity.request_rate else None  # open-loop cells' rates
     return CellRow(
-        **vars(identity),
+        **dict(identity),
         mode=mode,
         num_requests=arm.num_requests,
         num_failed=len(arm.errors),

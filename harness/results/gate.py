@@ -61,7 +61,7 @@ import datetime as dt
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, replace  # noqa: F401
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,13 +71,14 @@ from harness.results import gate_load, slo_view
 from harness.results.checks import Check
 from harness.results.runs import Run, describe_setting, fmt, is_speculative, read_run, setting
 from harness.schema import (
-    BASELINE_COLUMNS,
+    BASELINE_COLUMNS,  # noqa: F401
     BASELINE_FILE,
     BASELINE_FORMAT,
     MANIFEST_FILE,
     BaselineCell,
     BaselineFile,
     CellRow,
+    GatedCell,
     Manifest,
     Setting,
     comparability_diffs,
@@ -171,9 +172,9 @@ def baseline_cells(rows: list[CellRow], tolerance: float) -> list[BaselineCell]:
     out = []
     for r in rows:
         if is_speculative(r) and r.ok and r.acceptance_length is not None:
-            entry = BaselineCell.from_dict({c: getattr(r, c) for c in BASELINE_COLUMNS})
+            entry = BaselineCell.of_row(r)
             entry.per_position_floors = [x * (1 - tolerance) for x in r.per_position_rates or []]
-            if entry.segments:
+            if entry.breakdowns.segment:
                 entry.segment_floors = _segment_floors(entry, tolerance)
             out.append(entry)
     return out
@@ -187,7 +188,7 @@ def cell_floors(base: BaselineCell, tolerance: float, floors: Sequence[float] | 
     return [x * (1 - tolerance) for x in base.per_position_rates or []]
 
 
-def _check(base: CellRow, row: CellRow, **fields: Any) -> Check:
+def _check(base: GatedCell, row: CellRow, **fields: Any) -> Check:
     """A check of the run's `row` at the baseline cell's setting."""
     return Check(
         suite=base.suite,
@@ -212,7 +213,7 @@ def noise_slack(
 
 
 def check_cell(
-    base: CellRow,
+    base: GatedCell,
     row: CellRow,
     tolerance: float,
     floors: list[float],
@@ -271,8 +272,8 @@ def _unsteady(check: Check, row: CellRow) -> Check:
     )
 
 
-def _segment_floors(base: CellRow, tolerance: float) -> dict[str, float]:
-    return {seg: al * (1 - tolerance) for seg, al, *_ in base.breakdown("segment")}
+def _segment_floors(base: GatedCell, tolerance: float) -> dict[str, float]:
+    return {b.label: b.al * (1 - tolerance) for b in base.breakdowns.segment.measured()}
 
 
 def segment_checks(
@@ -283,10 +284,10 @@ def segment_checks(
     segment AL × (1 − tolerance). A segment the run's outputs lack fails, saying so."""
     stored = base.segment_floors
     floors = stored if use_stored and stored is not None else _segment_floors(base, tolerance)
-    base_al = {seg: al for seg, al, *_ in base.breakdown("segment")}
-    base_hi = {seg: hi for seg, _, _, hi, _ in base.breakdown("segment")}
-    run_al = {seg: al for seg, al, *_ in row.breakdown("segment")}
-    run_hi = {seg: hi for seg, _, _, hi, _ in row.breakdown("segment")}
+    base_al = {b.label: b.al for b in base.breakdowns.segment.measured()}
+    base_hi = {b.label: b.ci_high for b in base.breakdowns.segment.measured()}
+    run_al = {b.label: b.al for b in row.breakdowns.segment.measured()}
+    run_hi = {b.label: b.ci_high for b in row.breakdowns.segment.measured()}
     out = []
     for seg, floor in floors.items():
         value = run_al.get(seg)
@@ -311,7 +312,7 @@ def segment_checks(
     return out
 
 
-def lossless_check(base: CellRow, row: CellRow, requirement: str) -> Check | None:
+def lossless_check(base: GatedCell, row: CellRow, requirement: str) -> Check | None:
     """A T = 0 cell's misses against the requirement; None when it has none (nothing to judge)
     or the requirement is "none"."""
     from harness.analysis.lossless import verdict_meets
@@ -336,7 +337,7 @@ def lossless_check(base: CellRow, row: CellRow, requirement: str) -> Check | Non
     )
 
 
-def sampling_check(base: CellRow, row: CellRow, p_floor: float | None) -> Check | None:
+def sampling_check(base: GatedCell, row: CellRow, p_floor: float | None) -> Check | None:
     """A T > 0 cell's distribution test (harness/analysis/lossless_sampling.py) against a p-value
     floor; None at T = 0, without a floor, or when the cell has no test result."""
     p = row.sampling_p_value
@@ -356,7 +357,7 @@ def sampling_check(base: CellRow, row: CellRow, p_floor: float | None) -> Check 
     )
 
 
-def _se(row: CellRow) -> float | None:
+def _se(row: GatedCell) -> float | None:
     if row.al_se is not None:
         return float(row.al_se)
     lo, hi = row.al_ci_low, row.al_ci_high
@@ -370,7 +371,7 @@ def _prompts(row: CellRow) -> int | None:
     return int(n) // int(reps) if n else None
 
 
-def cell_power(base: CellRow, row: CellRow, tolerance: float, noise_aware: bool) -> pw.Power | None:
+def cell_power(base: GatedCell, row: CellRow, tolerance: float, noise_aware: bool) -> pw.Power | None:
     """What the cell's AL check can detect; None without an AL, an SE or a prompt count."""
     al, se, n = row.acceptance_length, _se(row), _prompts(row)
     if al is None or se is None or not n or tolerance <= 0:
@@ -379,7 +380,7 @@ def cell_power(base: CellRow, row: CellRow, tolerance: float, noise_aware: bool)
     return pw.gate_power(al, se, n, tolerance, conf, baseline_se=_se(base) or 0.0)
 
 
-def with_power(checks: list[Check], base: CellRow, row: CellRow, tolerance: float, noise_aware: bool) -> list[Check]:
+def with_power(checks: list[Check], base: GatedCell, row: CellRow, tolerance: float, noise_aware: bool) -> list[Check]:
     p = cell_power(base, row, tolerance, noise_aware)
     if p is None:
         return checks
@@ -634,7 +635,7 @@ def cells_for_run_verifiers(baseline: BaselineFile, rows: list[CellRow]) -> Base
     with none of them is left whole, so the mismatch is reported as today."""
     mine = {r.verifier_hash for r in rows}
     ours = [c for c in baseline.cells if c.verifier_hash in mine]
-    return replace(baseline, cells=ours) if ours and len(ours) < len(baseline.cells) else baseline
+    return baseline.model_copy(update={"cells": ours}) if ours and len(ours) < len(baseline.cells) else baseline
 
 
 def update_baseline(

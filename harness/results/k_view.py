@@ -1,7 +1,7 @@
 """Speedup at every k of a run with bench.k_from_one_engine and bench.k_measured: per (draft, suite,
 concurrency, temperature, rate), the measured ks' cells fix the step-cost line
 (harness/analysis/k_speedup.py) and the largest k's cell carries tokens per step at every smaller k
-(its al_by_k). The best k per load follows, with the ks the intervals cannot tell from it."""
+(its breakdowns.k). The best k per load follows, with the ks the intervals cannot tell from it."""
 
 from __future__ import annotations
 
@@ -38,10 +38,10 @@ def k_groups(spec_rows: list[CellRow]) -> list[KGroup]:
     out = []
     for rows in groups.values():
         top = max(rows, key=lambda r: r.k)
-        if not top.al_by_k:
+        if not top.breakdowns.k:
             continue
         measured = [m for r in rows if (m := _measured(r)) is not None]
-        tps = {k: v for k, v in enumerate(top.al_by_k, start=1) if v is not None}
+        tps = {k: v for k, v in enumerate(top.breakdowns.k.als, start=1) if v is not None}
         if est := speedup_by_k(measured, tps):
             out.append(KGroup(top, tuple(est)))
     return out

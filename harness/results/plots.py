@@ -16,7 +16,7 @@ from typing import cast
 from harness.provenance import atomic_write_bytes
 from harness.results.load_view import enough_ks, enough_load_points
 from harness.results.runs import BASELINE, closed_loop, is_speculative
-from harness.schema import CellRow
+from harness.schema import BreakdownName, CellRow
 
 Row = CellRow
 
@@ -223,19 +223,19 @@ def _concurrency_axis(ax, concs: list[int]) -> None:
 def plot_al_breakdown(rows: list[Row], path: Path, note: str | None = None) -> str | None:
     """AL by output position, by prompt length and (when outputs think) by thinking/answer
     segment, reference cells; None when no cell has them."""
-    cells = {lab: r for lab, r in reference_cells(rows).items() if r.breakdown("output_position")}
+    cells = {lab: r for lab, r in reference_cells(rows).items() if r.breakdowns.output_position.measured()}
     if not cells:
         return None
     from matplotlib.figure import Figure
 
-    whats = ["output_position", "prompt_length"] + (
-        ["segment"] if any(r.breakdown("segment") for r in cells.values()) else []
-    )
+    whats: list[BreakdownName] = ["output_position", "prompt_length"]
+    if any(r.breakdowns.segment.measured() for r in cells.values()):
+        whats.append("segment")
     fig = Figure(figsize=(5 * len(whats), 4.4), dpi=110, layout="constrained")
     axes = fig.subplots(1, len(whats))
     for ax, what in zip(axes, whats):
         for i, (label, r) in enumerate(cells.items()):
-            pts = r.breakdown(what)
+            pts = r.breakdowns.of(what).measured()
             ax.plot(
                 [n for n, *_ in pts],
                 [v for _, v, *_ in pts],

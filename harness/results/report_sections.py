@@ -9,17 +9,17 @@ from harness.analysis import slo
 from harness.results import cache_view, k_view, load_view, plots, slo_view
 from harness.results.report_document import Block, Bullets, Code, Paragraph, Section, Table
 from harness.results.runs import Run
-from harness.schema import CellRow
+from harness.schema import BreakdownName, CellRow
 from harness.ui import MISSING, fmt
 
 # ----------------------------------------------------------------------------- acceptance explained
 
 
-def _bucket_text(r: CellRow, what: str) -> str:
+def _bucket_text(r: CellRow, what: BreakdownName) -> str:
     return (
         "; ".join(
             f"{n}: {v:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else "")
-            for n, v, lo, hi, _ in r.breakdown(what)
+            for n, v, lo, hi, _ in r.breakdowns.of(what).measured()
         )
         or MISSING
     )

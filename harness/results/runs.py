@@ -1,12 +1,13 @@
-"""A run's finished rows as typed rows (harness/schema.py), for compare, gate and report (read through
-`table.load_run`, so killed runs work: only finished cells, plus the planned ones missing)."""
+"""A run's finished rows as typed rows (harness/schema.py), for compare, gate and report: each cell
+file validated once into `CellRow`s (`table.read_run_rows`; no DataFrame on the way), so killed runs
+work: only finished cells, plus the planned ones missing."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.schema import BASELINE, COMPARABILITY, SETTING, SPECULATIVE, CellRow, Manifest, Setting, clean_value
+from harness.schema import BASELINE, COMPARABILITY, SETTING, SPECULATIVE, CellRow, GatedCell, Manifest, Setting
 from harness.ui import fmt  # noqa: F401  (re-exported: the one formatter, harness/ui.py)
 
 __all__ = ["BASELINE", "COMPARABILITY", "SETTING", "SPECULATIVE", "CellRow", "Manifest", "fmt"]
@@ -35,12 +36,11 @@ class Run:
 
 
 def read_run(run: str | Path) -> Run:
-    from harness.results.table import load_run, resolve_run
+    from harness.results.table import read_run_rows, resolve_run
 
     folder = resolve_run(run)
-    manifest, df, missing = load_run(folder)
-    rows = [CellRow.from_dict({k: clean_value(v) for k, v in r.items()}) for r in df.to_dict("records")]
-    return Run(folder, str(manifest.run_id or folder.name), manifest, rows, list(missing))
+    manifest, rows, missing = read_run_rows(folder)
+    return Run(folder, str(manifest.run_id or folder.name), manifest, rows, missing)
 
 
 def unique_labels(runs: list[Run]) -> list[str]:
@@ -53,7 +53,7 @@ def unique_labels(runs: list[Run]) -> list[str]:
     return out
 
 
-def setting(row: CellRow) -> Setting:
+def setting(row: GatedCell) -> Setting:
     return row.setting
 
 

@@ -2,7 +2,10 @@
 
 On disk, under results/runs/<run-id>/:
   manifest.json      what ran (provenance, recipe, planned cells, status, start/end time)
-  cells/<cell>.json  the rows of one finished cell, written atomically when the cell ends
+  cells/<cell>.json  the rows of one finished cell, written atomically when the cell ends:
+                     {"format": 2, "rows": [...]}, each row a CellRow (harness/schema.py; its JSON
+                     schema is docs/cell.schema.json); format 1 (a bare list of flat rows) is read
+                     by one converter, a format this version does not know is refused
   cells/requests/<cell>.json  the cell's per-request records by arm ({"baseline": [...],
                      "speculative": [...]}: request id, repeat, prompt tokens, output token ids,
                      latency, TTFT, send time (open loop: scheduled arrival) and wait for a
@@ -42,7 +45,8 @@ in harness/metrics.py):
              (multi-turn suites: each turn's rounds, speculative output tok/s over the baseline's)
   breakdowns <what>_buckets / segments / turns, al_by_<what>, al_by_<what>_ci_low/_ci_high, drafts_by_<what>
              for what in output_position, prompt_length, segment, turn (analysis/steps.py; lists, one
-             entry per bucket; empty when vLLM gave no per-step record); k_sweep / al_by_k*: AL at
+             entry per bucket; empty when vLLM gave no per-step record; in a cell file and in
+             memory one typed `breakdowns` column, flattened here); k_sweep / al_by_k*: AL at
              k' = 1 .. k from this cell's engine (bench.k_from_one_engine, analysis/k_sweep.py:
              exact at k' = k, an estimate below)
   workload   repetition_share looping_requests (the baseline arm's outputs, analysis/repetition.py)
@@ -56,50 +60,38 @@ in harness/metrics.py):
   arms       baseline_cell (the cell that measured a shared baseline arm) k_schedule (a dynamic arm's
              schedule, JSON) engine_schedule (side_by_side | one_at_a_time: harness/bench/one_at_a_time.py)
   status     status (ok | failed) error flags
-The typed record of a row is harness/schema.py's CellRow (read back with CellRow.from_dict).
+The typed record of a row is harness/schema.py's CellRow: `read_run_rows` reads a run's cells into
+CellRows (one validation per cell file); the tables are `CellRow.to_dict()` of each.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from harness.errors import BadInput
 from harness.provenance import atomic_path, atomic_write_json
 from harness.schema import (
+    CELL_FORMAT,
     CELLS_DIR,
     CSV_FILE,
     DERIVED_FILE,
     MANIFEST_FILE,
     REQUESTS_DIR,
     TABLE_FILE,
+    CellFile,
     CellRow,
     Derived,
     Manifest,
 )
 
-BREAKDOWNS = ("output_position", "prompt_length", "segment", "turn", "k")
-LIST_COLUMNS = (
-    "accepted_per_pos",
-    "per_position_rates",
-    "output_tok_per_s_repeats",
-    "flags",
-    "machine_sentinels_baseline",
-    "machine_sentinels_speculative",
-    "output_position_buckets",
-    "prompt_length_buckets",
-    "segments",
-    "turns",
-    "k_sweep",
-    *(
-        f"{c}_by_{b}{e}"
-        for b in BREAKDOWNS
-        for c, e in (("al", ""), ("al", "_ci_low"), ("al", "_ci_high"), ("drafts", ""))
-    ),
-)
+LIST_COLUMNS = tuple(CellRow.flat_list_columns())  # JSON in results.csv
 MANIFEST, TABLE, CSV, DERIVED = MANIFEST_FILE, TABLE_FILE, CSV_FILE, DERIVED_FILE
+READ_FORMATS = (1, CELL_FORMAT)
 
 
 def cell_id(draft: str, suite: str, k: int, concurrency: int, temperature: float, request_rate: float = 0.0) -> str:
@@ -109,28 +101,38 @@ def cell_id(draft: str, suite: str, k: int, concurrency: int, temperature: float
 
 
 def write_cell(
-    run_dir: Path, cid: str, rows: list[dict[str, Any]], requests: dict[str, list[dict[str, Any]]] | None = None
+    run_dir: Path,
+    cid: str,
+    rows: Sequence[CellRow | Mapping[str, Any]],
+    requests: dict[str, list[dict[str, Any]]] | None = None,
 ) -> None:
-    """The cell's per-request side file first, then its rows (the file that marks it finished).
-    A cell file already there from another suite (another content hash under the same cell id) is
-    never overwritten: that would lose a measurement without a word. The tables derived from the
-    cells are written once, when the run ends (ensure_tables): rebuilding them after every cell
-    made a run's bookkeeping grow with the square of its cells."""
-    _refuse_foreign_cell(run_dir / CELLS_DIR / f"{cid}.json", rows)
+    """The cell's per-request side file first, then its rows (the file that marks it finished), in
+    this version's format (a row given as flat columns is read by `CellRow.from_dict`). A cell file
+    already there from another suite (another content hash under the same cell id) is never
+    overwritten: that would lose a measurement without a word. The tables derived from the cells
+    are written once, when the run ends (ensure_tables): rebuilding them after every cell made a
+    run's bookkeeping grow with the square of its cells."""
+    typed = [r if isinstance(r, CellRow) else CellRow.from_dict(r) for r in rows]
+    data = CellFile(rows=typed).model_dump()
+    try:  # what the reader would refuse (a row missing a column) is never written
+        CellFile.model_validate(data)
+    except ValidationError as e:
+        raise BadInput(f"cell {cid}: not a complete row ({_first_error(e)})") from e
+    _refuse_foreign_cell(run_dir / CELLS_DIR / f"{cid}.json", typed)
     if requests is not None:
         atomic_write_json(run_dir / CELLS_DIR / REQUESTS_DIR / f"{cid}.json", requests, compact=True)
-    atomic_write_json(run_dir / CELLS_DIR / f"{cid}.json", rows)
+    atomic_write_json(run_dir / CELLS_DIR / f"{cid}.json", data)
 
 
-def _refuse_foreign_cell(path: Path, rows: list[dict[str, Any]]) -> None:
+def _refuse_foreign_cell(path: Path, rows: list[CellRow]) -> None:
     if not path.is_file() or not rows:
         return
     try:
-        old = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        old = read_cell(path)
+    except BadInput:
         return  # a torn file is rewritten
-    had = {_suite_of(r) for r in old if isinstance(r, dict)}
-    new = {_suite_of(r) for r in rows}
+    had = {(r.suite, r.suite_sha) for r in old}
+    new = {(r.suite, r.suite_sha) for r in rows}
     if had and had != new:
         raise BadInput(
             f"{path}: holds the cell of suite {sorted(had)[0][0]} (sha {sorted(had)[0][1]}); "
@@ -139,9 +141,40 @@ def _refuse_foreign_cell(path: Path, rows: list[dict[str, Any]]) -> None:
         )
 
 
-def _suite_of(row: dict[str, Any]) -> tuple[str, str]:
-    r = CellRow.from_dict(row)
-    return (r.suite, r.suite_sha)
+def read_cell(path: Path) -> list[CellRow]:
+    """A cell file's rows: this version's format validated in one pass; format 1 (a bare list of
+    flat rows, written before the format was versioned) through its converter, `CellRow.from_dict`;
+    any other format refused in one line."""
+    raw = path.read_bytes()
+    if raw.lstrip()[:1] == b"[":
+        try:
+            return [CellRow.from_dict(r) for r in json.loads(raw) if isinstance(r, Mapping)]
+        except ValueError as e:
+            raise BadInput(f"{path}: unreadable cell file ({e}); delete it and rerun with --resume") from e
+    try:
+        return CellFile.model_validate_json(raw).rows
+    except ValidationError as e:
+        found = _format_of(raw)
+        if found is not None and found not in READ_FORMATS:
+            raise BadInput(
+                f"{path}: cell format {found!r}, which this harness does not read (it reads "
+                f"{', '.join(map(str, READ_FORMATS))}): read the run with the harness version that wrote it"
+            ) from e
+        raise BadInput(f"{path}: unreadable cell file ({_first_error(e)}); delete it and rerun with --resume") from e
+
+
+def _format_of(raw: bytes) -> Any:
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data.get("format", "none") if isinstance(data, dict) else None
+
+
+def _first_error(e: ValidationError) -> str:
+    err = e.errors()[0]
+    where = ".".join(str(x) for x in err.get("loc", ()))
+    return f"{where}: {err.get('msg')}" if where else str(err.get("msg"))
 
 
 def load_cell_requests(run_dir: Path, cid: str) -> dict[str, list[dict[str, Any]]] | None:
@@ -155,24 +188,23 @@ def finished_cells(run_dir: Path) -> set[str]:
     return {p.stem for p in folder.glob("*.json")} if folder.is_dir() else set()
 
 
+def read_rows(run_dir: Path) -> list[CellRow]:
+    """Every finished cell's rows, in cell file order."""
+    folder = run_dir / CELLS_DIR
+    return [r for p in (sorted(folder.glob("*.json")) if folder.is_dir() else []) for r in read_cell(p)]
+
+
 def load_rows(run_dir: Path) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    for p in sorted((run_dir / CELLS_DIR).glob("*.json")) if (run_dir / CELLS_DIR).is_dir() else []:
-        try:
-            rows += json.loads(p.read_text(encoding="utf-8"))
-        except ValueError as e:  # malformed JSON (a truncated file) or not UTF-8
-            raise BadInput(f"{p}: unreadable cell file ({e}); delete it and rerun with --resume") from e
-    return rows
+    """The finished rows as the tables' flat columns (`CellRow.to_dict()`)."""
+    return [r.to_dict() for r in read_rows(run_dir)]
 
 
-def rows_to_frame(rows: list[dict[str, Any]]):
+def rows_to_frame(rows: Sequence[CellRow]):
+    """The table of the rows: one flat column per CellRow.to_dict() key (every column present,
+    also with no rows)."""
     import pandas as pd
 
-    df = pd.DataFrame(rows)
-    for col in LIST_COLUMNS:
-        if col in df.columns:
-            df[col] = df[col].apply(lambda v: list(v) if isinstance(v, list | tuple) else [])
-    return df
+    return pd.DataFrame([r.to_dict() for r in rows], columns=CellRow.flat_columns())
 
 
 def _sha256(path: Path) -> str:
@@ -228,7 +260,7 @@ def ensure_tables(run_dir: Path) -> str | None:
 def rebuild_table(run_dir: Path) -> None:
     """results.parquet and results.csv from the finished cells (atomic replace), and their
     hashes with the cells' digest in DERIVED (written last: a kill before it means stale)."""
-    rows = load_rows(run_dir)
+    rows = read_rows(run_dir)
     if not rows:
         return
     digest = cells_digest(run_dir)
@@ -237,11 +269,11 @@ def rebuild_table(run_dir: Path) -> None:
         df.to_parquet(tmp, index=False)
     csv = df.copy()
     for col in LIST_COLUMNS:
-        if col in csv.columns:
-            csv[col] = csv[col].apply(json.dumps)
+        csv[col] = csv[col].apply(json.dumps)
     with atomic_path(run_dir / CSV) as tmp:
         csv.to_csv(tmp, index=False)
-    atomic_write_json(run_dir / DERIVED, asdict(Derived(digest, {n: _sha256(run_dir / n) for n in (TABLE, CSV)})))
+    files = {n: _sha256(run_dir / n) for n in (TABLE, CSV)}
+    atomic_write_json(run_dir / DERIVED, Derived(cells_sha256=digest, files=files).model_dump())
 
 
 def resolve_run(run: str | Path, runs_root: Path | None = None) -> Path:
@@ -257,15 +289,19 @@ def resolve_run(run: str | Path, runs_root: Path | None = None) -> Path:
     raise BadInput(f"{run}: not a run folder (no {MANIFEST}); pass a path under results/runs/ or a run id")
 
 
-def load_run(run: str | Path) -> tuple[Manifest, Any, list[str]]:
-    """(manifest, DataFrame of finished rows, missing cell ids) for a run; works on killed runs."""
+def read_run_rows(run: str | Path) -> tuple[Manifest, list[CellRow], list[str]]:
+    """(manifest, finished rows, missing cell ids) for a run; works on killed runs."""
     from harness.results.manifest import read_manifest
 
     folder = resolve_run(run)
     manifest = read_manifest(folder)  # a dead run's stale "running" reads as interrupted
-    rows = load_rows(folder)
-    df = rows_to_frame(rows) if rows else rows_to_frame([])
-    planned = manifest.planned_cells
+    rows = read_rows(folder)
     done = finished_cells(folder)
-    missing = [c for c in planned if c not in done]
-    return manifest, df, missing
+    return manifest, rows, [c for c in manifest.planned_cells if c not in done]
+
+
+def load_run(run: str | Path) -> tuple[Manifest, Any, list[str]]:
+    """(manifest, DataFrame of finished rows: the tables' flat columns, missing cell ids) for a
+    run, for code that wants pandas; works on killed runs."""
+    manifest, rows, missing = read_run_rows(run)
+    return manifest, rows_to_frame(rows), missing
