@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.schema import CellRow
+from harness.ui import MISSING, fmt
 
 NOT_CANDIDATES = ("oracle", "random")
 NONE = "no speculation"
@@ -111,7 +112,7 @@ def _x(ch: Choice) -> str:
 def margin_text(a: Answer) -> str:
     m = a.margin
     if m is None:
-        return "—"
+        return MISSING
     verdict = {True: "clear", False: "within noise", None: "no CI"}[a.clear]
     return f"{m:.2f}x, {verdict}"
 
@@ -142,10 +143,10 @@ def answer_rows(rows: list[CellRow]) -> list[list[str]]:
                 str(a.concurrency),
                 f"{a.temperature:g}",
                 b.arm,
-                "—" if b.row is None else str(b.row.k),
+                MISSING if b.row is None else str(b.row.k),
                 _x(b),
-                "—" if b.row is None or b.row.acceptance_length is None else f"{b.row.acceptance_length:.2f}",
-                "—" if r is None else f"{r.arm}" + ("" if r.row is None else f" k={r.row.k}") + f" {_x(r)}",
+                fmt(None if b.row is None else b.row.acceptance_length, "{:.2f}"),
+                MISSING if r is None else f"{r.arm}" + ("" if r.row is None else f" k={r.row.k}") + f" {_x(r)}",
                 margin_text(a),
             ]
         )

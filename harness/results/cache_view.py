@@ -13,6 +13,7 @@ from harness.results.runs import Run, is_speculative
 from harness.results.table import load_cell_requests
 from harness.schema import CellRow
 from harness.suites import NOCACHE_SUFFIX
+from harness.ui import fmt
 
 SUFFIX = "@" + NOCACHE_SUFFIX
 
@@ -68,8 +69,7 @@ HEADERS = [
 
 def table_rows(p: CachePair) -> list[list[str]]:
     def at(values: list[float | None] | None, t: int, spec: str) -> str:
-        v = values[t] if values and t < len(values) else None
-        return "-" if v is None else format(v, spec)
+        return fmt(values[t] if values and t < len(values) else None, spec)
 
     return [
         [
@@ -78,9 +78,9 @@ def table_rows(p: CachePair) -> list[list[str]]:
             f"{d.al_on:.2f}",
             f"{d.al_off:.2f}",
             f"{d.diff:+.2f}" + (f" [{d.ci[0]:+.2f}, {d.ci[1]:+.2f}]" if d.ci else ""),
-            f"{at(p.on.prefix_cache_hit_rate_by_turn, d.turn, '.0%')} / "
-            f"{at(p.off.prefix_cache_hit_rate_by_turn, d.turn, '.0%')}",
-            f"{at(p.on.speedup_by_turn, d.turn, '.2f')} / {at(p.off.speedup_by_turn, d.turn, '.2f')}",
+            f"{at(p.on.prefix_cache_hit_rate_by_turn, d.turn, '{:.0%}')} / "
+            f"{at(p.off.prefix_cache_hit_rate_by_turn, d.turn, '{:.0%}')}",
+            f"{at(p.on.speedup_by_turn, d.turn, '{:.2f}')} / {at(p.off.speedup_by_turn, d.turn, '{:.2f}')}",
         ]
         for d in p.turns
     ]

@@ -31,7 +31,7 @@ from harness.errors import BadInput
 from harness.results import answer, load_view
 from harness.results import published as pub
 from harness.results.runs import COMPARABILITY, SETTING, SPECULATIVE, Run, read_run, unique_labels
-from harness.ui import MISSING, fmt
+from harness.ui import MISSING, fmt, md_table
 
 METRICS = (
     "acceptance_length",
@@ -259,12 +259,6 @@ def compare_runs(runs: list[Path], by: list[str] | None = None, force: bool = Fa
 
 def published_dicts(c: Comparison) -> list[dict[str, str]]:
     return [dict(zip(["run", *pub.HEADERS], row)) for row in c.published]
-
-
-def md_table(headers: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
-    return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)] + [
-        "| " + " | ".join(r) + " |" for r in body
-    ]
 
 
 def rich_table(

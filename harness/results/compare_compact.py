@@ -14,7 +14,8 @@ from typing import Any
 
 from harness.analysis import compare_marks as cm
 from harness.results import published as pub
-from harness.results.compare import Comparison, md_table, published_dicts, rich_table
+from harness.results.compare import Comparison, published_dicts, rich_table
+from harness.ui import md_table
 
 ANSWER_TITLE = (
     "which arm to deploy per suite and load: the fastest at its best k, margin over the runner-up "
