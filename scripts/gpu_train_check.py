@@ -242,7 +242,7 @@ def prepare_states(args, recipe, run_dir: Path, rep: StderrReporter, fig: dict[s
     """Stand-in -> greedy responses -> hidden states (on the device) -> vocabulary."""
     from harness.draft.config import aux_layer_ids
     from harness.draft.verifier import load_tokenizer
-    from harness.train.pipeline import stage_hidden, stage_vocab
+    from harness.train.states import stage_hidden, stage_vocab
     from harness.verifier.hf_text import load_text_model
     from harness.verifier.layout import resolve_layout
 
@@ -269,7 +269,8 @@ def prepare_states(args, recipe, run_dir: Path, rep: StderrReporter, fig: dict[s
 def train_and_measure(args, recipe, layout, aux_ids, vocab, samples, run_dir: Path, rep,
                       fig: dict[str, Any]) -> None:
     """`stage_fit` (speculators' Trainer) for the fixed steps, then the pipeline's own report."""
-    from harness.train.pipeline import build_report, stage_fit
+    from harness.train.pipeline import build_report
+    from harness.train.training import stage_fit
 
     fig["stage"] = "fit"
     tap = ProfileTap()

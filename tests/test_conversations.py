@@ -106,7 +106,8 @@ def test_the_responses_stage_answers_conversations_turn_by_turn_on_vllm(tmp_path
     earlier answers as the bench feeds them back, and every answered turn is a training sample; a
     turn that would outgrow engine.max_model_len - max_new_tokens is not sent (its conversation ends)."""
     from harness.recipe import load_recipe
-    from harness.train.pipeline import read_jsonl, stage_prompts, stage_responses
+    from harness.train.responses import stage_prompts, stage_responses
+    from harness.train.run_dir import read_jsonl
     from harness.ui import Reporter
     from tests.conftest import PLAIN_RECIPE
 

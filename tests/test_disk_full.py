@@ -279,7 +279,7 @@ def test_hidden_states_on_a_full_disk_keep_finished_shards_and_resume(disk):
     assert len(torch.load(shard_path(folder, 0))) == shard
     assert pending_tokens(samples, folder, shard) == 8 * 32
 
-    from harness.train.pipeline import _hidden_states_need
+    from harness.train.states import _hidden_states_need
 
     recipe = SimpleNamespace(train=SimpleNamespace(hidden_states_shard_size=shard, hidden_states_dtype="bfloat16"))
     need, what = _hidden_states_need(recipe, SimpleNamespace(hidden_size=64), folder, samples, [0, 1, 2])  # type: ignore[arg-type]
@@ -342,12 +342,12 @@ def _app():
 def test_a_checkpoint_that_does_not_fit_names_its_folder_and_the_last_ones_size(tmp_path, disk, monkeypatch):
     """speculators saves checkpoints itself (safetensors: its own SafetensorError): the fit stage
     names the checkpoints folder and what one more checkpoint takes (the last one's size)."""
-    from harness.train import fit, pipeline
+    from harness.train import fit, training
 
     ckpt = disk.root / "checkpoints"
     (ckpt / "0").mkdir(parents=True)
     save_file({"w": torch.zeros(20_000)}, str(ckpt / "0" / "model.safetensors"))
-    (ckpt / "0" / pipeline.CHECKPOINT_DONE).write_text("{}")
+    (ckpt / "0" / training.CHECKPOINT_DONE).write_text("{}")
     last = sum(f.stat().st_size for f in (ckpt / "0").iterdir())
 
     def save_next_epoch(plan, on_train, on_val):
@@ -361,14 +361,14 @@ def test_a_checkpoint_that_does_not_fit_names_its_folder_and_the_last_ones_size(
         train=SimpleNamespace(launcher="python", ttt_steps=3), draft=SimpleNamespace(method="eagle3")
     )
     disk.fill()
-    e = _caught(lambda: pipeline._run_fit(recipe, tmp_path, plan, _NoReport()))  # type: ignore[arg-type]
+    e = _caught(lambda: training._run_fit(recipe, tmp_path, plan, _NoReport()))  # type: ignore[arg-type]
     assert isinstance(e, DiskFull) and e.needed == last, e
     assert e.message.startswith("disk full (SafetensorError: "), e.message
     assert f"{ckpt} has 0 B free; needs {last / 1024:.1f} KiB for another checkpoint as big as the last" in e.message
     assert not (ckpt / "1" / "model.safetensors").exists()
 
     disk.make_room()  # the rerun drops the unfinished epoch folder and saves it again
-    result, _, _ = pipeline._run_fit(recipe, tmp_path, plan, _NoReport())  # type: ignore[arg-type]
+    result, _, _ = training._run_fit(recipe, tmp_path, plan, _NoReport())  # type: ignore[arg-type]
     assert result["epochs"] == 2 and (ckpt / "1" / "model.safetensors").is_file()
 
 

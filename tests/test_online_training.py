@@ -124,7 +124,7 @@ def test_online_states_need_a_vllm_source():
 def test_a_half_written_checkpoint_is_dropped_before_resuming(tmp_path):
     """A save killed mid-way (seen: an FSDP save that failed after config.json) leaves an epoch
     folder speculators would resume from and fail to load; the pipeline removes it first."""
-    from harness.train.pipeline import CHECKPOINT_DONE, drop_incomplete_checkpoints
+    from harness.train.training import CHECKPOINT_DONE, drop_incomplete_checkpoints
 
     ck = tmp_path / "checkpoints"
     for epoch, files in {"0": ["model.safetensors", CHECKPOINT_DONE], "1": ["config.json"]}.items():
@@ -141,7 +141,7 @@ def test_a_run_folder_from_before_a_setting_was_added_resumes(tmp_path):
     recipe once the new setting's default is filled in; a real difference is still refused."""
     import json
 
-    from harness.train.pipeline import TRAIN_SECTIONS, prepare_run_dir
+    from harness.train.run_dir import TRAIN_SECTIONS, prepare_run_dir
 
     recipe = load_recipe(PLAIN_RECIPE)
     run = tmp_path / "run"

@@ -13,7 +13,7 @@ import torch
 
 from harness.recipe import load_recipe
 from harness.train.hidden_states import Sample, forward_states
-from harness.train.pipeline import stage_hidden
+from harness.train.states import stage_hidden
 from harness.ui import Reporter
 from harness.verifier.hf_text import load_text_model
 from tests.conftest import PLAIN_RECIPE

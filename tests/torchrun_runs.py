@@ -27,7 +27,7 @@ def fit_only_copy(trained, dest: Path, overrides: list[str]):
     """A run folder with the session run's data stages (responses, agreement, hidden states,
     vocabulary) and none of its training, made for a torchrun recipe: only the fit stage runs."""
     from harness.provenance import atomic_write_json
-    from harness.train.pipeline import TRAIN_SECTIONS
+    from harness.train.run_dir import TRAIN_SECTIONS
 
     recipe = load_recipe(PLAIN_RECIPE, ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *overrides])
     dest.mkdir(parents=True)
@@ -50,7 +50,7 @@ def same_data(run_dir: Path, out: Path, sets: list[str]):
     """A run folder `out` for the CI-size Kimi training under `sets` (the default recipe, as
     `harness train` loads it), holding `run_dir`'s prompts and responses (copied, so the data is
     identical); returns the recipe. The same seed and sizes follow from CI_TRAIN."""
-    from harness.train.pipeline import TRAIN_SECTIONS, prepare_run_dir
+    from harness.train.run_dir import TRAIN_SECTIONS, prepare_run_dir
 
     recipe = load_recipe(PLAIN_RECIPE, ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *sets])
     prepare_run_dir(out, recipe, TRAIN_SECTIONS)

@@ -54,7 +54,7 @@ class FitConfig:
     init_from: str | None = None  # warm start from this draft (harness/draft/warm_start.py)
     weight_keys: dict[str, str] = field(default_factory=dict)
     trust_remote_code: bool = False
-    # online mode: the extraction server training asks for each sample's states (pipeline.stage_fit)
+    # online mode: the extraction server training asks for each sample's states (training.stage_fit)
     online: OnlineSource | None = None
     loader_workers: int = 0  # DataLoader workers (online: requests ahead of the trainer)
     # draft.method: eagle3, peagle (ttt_steps is its num_depths) or dflash (block_size = ttt_steps + 1)
