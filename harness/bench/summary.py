@@ -9,17 +9,13 @@ from pathlib import Path
 from harness.ui import fmt
 
 
-def _f(v, spec: str = "{:.2f}") -> str:
-    return fmt(v, spec)
-
-
 def _num(v) -> bool:
     return v is not None and not (isinstance(v, float) and math.isnan(v))
 
 
 def _with_ci(r, col: str, low: str, high: str, spec: str = "{:.2f}") -> str:
-    ci = f" [{_f(r.get(low), spec)}-{_f(r.get(high), spec)}]" if _num(r.get(low)) and _num(r.get(high)) else ""
-    return _f(r.get(col), spec) + ci
+    ci = f" [{fmt(r.get(low), spec)}-{fmt(r.get(high), spec)}]" if _num(r.get(low)) and _num(r.get(high)) else ""
+    return fmt(r.get(col), spec) + ci
 
 
 def render_bench_summary(run_dir: Path, console, as_json: bool = False) -> None:
@@ -80,16 +76,16 @@ def render_bench_summary(run_dir: Path, console, as_json: bool = False) -> None:
             str(r["k"]),
             str(r["concurrency"])
             + (f" @{r['request_rate']:g}/s" if _num(r.get("request_rate")) and r["request_rate"] else ""),
-            _f(r["temperature"], "{:g}"),
+            fmt(r["temperature"], "{:g}"),
             _with_ci(r, "acceptance_length", "al_ci_low", "al_ci_high"),
-            _f(r["draft_acceptance_rate"]),
-            "/".join(_f(x) for x in r["per_position_rates"]),
-            _f(b["output_tok_per_s"] if b is not None else None, "{:.0f}"),
-            _f(r["output_tok_per_s"], "{:.0f}"),
+            fmt(r["draft_acceptance_rate"], "{:.2f}"),
+            "/".join(fmt(x, "{:.2f}") for x in r["per_position_rates"]),
+            fmt(b["output_tok_per_s"] if b is not None else None, "{:.0f}"),
+            fmt(r["output_tok_per_s"], "{:.0f}"),
             _with_ci(r, "speedup", "speedup_ci_low", "speedup_ci_high", "{:.2f}") + "x"
             if _num(r.get("speedup"))
             else "-",
-            _f(r.get("repetition_share"), "{:.0%}"),
+            fmt(r.get("repetition_share"), "{:.0%}"),
             lossless,
             "[red]" + "; ".join(flags) + "[/]" if flags else "",
         )

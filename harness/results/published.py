@@ -26,6 +26,7 @@ from pathlib import Path
 from harness.benchfiles import dataset_of_suite
 from harness.errors import BadInput
 from harness.schema import CellRow, Manifest
+from harness.ui import fmt
 
 FIGURES = Path(__file__).resolve().parents[2] / "docs" / "published_figures.csv"
 COLUMNS = (
@@ -171,9 +172,6 @@ def matches(rows: list[CellRow], manifest: Manifest, published: list[Published])
 
 
 def table_rows(pairs: list[tuple[CellRow, Published]]) -> list[list[str]]:
-    def f(v: float | None, d: int = 2) -> str:
-        return "—" if v is None else f"{v:.{d}f}"
-
     return [
         [
             str(r.suite),
@@ -181,9 +179,9 @@ def table_rows(pairs: list[tuple[CellRow, Published]]) -> list[list[str]]:
             str(r.k),
             str(r.concurrency),
             f"{r.temperature or 0:g}",
-            f(r.acceptance_length, 3),
+            fmt(r.acceptance_length, "{:.3f}"),
             f"{p.acceptance_length:.2f} (published)",
-            f(p.speedup),
+            fmt(p.speedup, "{:.2f}"),
             f"{p.model} + {p.draft} ({p.draft_format})",
             p.setup(),
             p.source,
