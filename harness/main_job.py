@@ -176,15 +176,17 @@ def _run_gate(recipe: Recipe, run_dir: Path, paths: dict[str, str], notes: list[
     report reads); None without one."""
     if not recipe.gate.baseline:  # '' = no gate
         return None
-    from harness.results import gate as gate_mod
+    from harness.results.gate.baseline import find_baseline_dir, gate, other_verifier_only
+    from harness.results.gate.evaluate import GateOptions
+    from harness.results.gate.render import write_gate_files
 
-    folder = gate_mod.find_baseline_dir(recipe.gate.baseline)
+    folder = find_baseline_dir(recipe.gate.baseline)
     # the main job's own draft is labelled "draft"; its reference drafts share the cells
     create = f"`harness gate {run_dir} --baseline {recipe.gate.baseline} --update-baseline --draft draft`"
     if folder is None:
         notes.append(f"no baseline at {recipe.gate.baseline}: create one with {create}")
         return None
-    if (other := gate_mod.other_verifier_only(folder, run_dir)) is not None:
+    if (other := other_verifier_only(folder, run_dir)) is not None:
         # e.g. the CPU stand-in pretrained in float32 where the CPU emulates bf16 (harness/hardware.py)
         notes.append(
             f"not gated: the baseline at {recipe.gate.baseline} holds cells of {other}, none of this run's "
@@ -192,10 +194,10 @@ def _run_gate(recipe: Recipe, run_dir: Path, paths: dict[str, str], notes: list[
         )
         return None
     # the main job trains one draft, labelled "draft" (reference drafts in the same run are not gated)
-    result = gate_mod.gate(run_dir, folder, gate_mod.GateOptions.from_recipe(recipe.gate, draft="draft"))
+    result = gate(run_dir, folder, GateOptions.from_recipe(recipe.gate, draft="draft"))
     notes += [f"gate power: {w}" for w in result.power_warnings]
     gate_dir = run_dir / "gate"
-    gate_mod.write_gate_files(result, gate_dir / "gate.md", gate_dir / "junit.xml", gate_dir / "gate.json")
+    write_gate_files(result, gate_dir / "gate.md", gate_dir / "junit.xml", gate_dir / "gate.json")
     paths.update(gate_markdown=str(gate_dir / "gate.md"), gate_junit=str(gate_dir / "junit.xml"))
     return result
 

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from harness import metrics as measure
 from harness.errors import HarnessError
 from harness.provenance import atomic_write_json
-from harness.results import gate
 from harness.results.commands import register
+from harness.results.gate.baseline import update_baseline
 from harness.results.table import cell_id, write_cell
 
 REPO = Path(__file__).resolve().parent.parent
@@ -152,7 +152,7 @@ def runs(tmp_path):
     """A reference run, a baseline folder made from it, and a helper to make more runs."""
     ref = make_run(tmp_path, "ref", MATRIX)
     base_dir = tmp_path / "baselines" / "main"
-    gate.update_baseline(ref, base_dir, tolerance=0.05)
+    update_baseline(ref, base_dir, tolerance=0.05)
 
     def more(run_id, cells=MATRIX, **kw):
         return make_run(tmp_path, run_id, cells, **kw)

@@ -1,4 +1,4 @@
-"""The gate, the CI verdict (harness/results/gate.py, gate_load.py), on synthetic run folders: no
+"""The gate, the CI verdict (harness/results/gate/, docs/gate.md), on synthetic run folders: no
 engines, literal numbers."""
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ import pytest
 
 from harness.errors import BadInput
 from harness.provenance import atomic_write_json
-from harness.results import gate
+from harness.results.gate.baseline import gate, read_baseline, update_baseline
+from harness.results.gate.cell_checks import check_cell, noise_slack
+from harness.results.gate.evaluate import GateOptions
 from harness.results.runs import fmt, read_run
 from harness.results.table import write_cell
-from harness.schema import BaselineCell, CellRow
+from harness.schema import BASELINE_COLUMNS, BaselineCell, CellRow
 from tests.results_fixtures import BAD, MATRIX, REPO, invoke, make_run, rows_for
 
 # ----------------------------------------------------------------------------- fixture sanity
@@ -41,7 +43,7 @@ def test_baseline_folder_format(runs):
     assert data["format"] == 1 and data["source_run_id"] == "ref" and data["tolerance"] == 0.05
     assert json.loads((base_dir / "manifest.json").read_text())["run_id"] == "ref"
     cell = data["cells"][0]
-    assert set(gate.BASELINE_FIELDS) - {"request_rate"} | {"per_position_floors"} == set(cell)  # closed loop
+    assert set(BASELINE_COLUMNS) - {"request_rate"} | {"per_position_floors"} == set(cell)  # closed loop
     assert cell["acceptance_length"] == pytest.approx(2.85)
     assert cell["per_position_floors"] == pytest.approx([0.76, 0.57, 0.4275])
 
@@ -49,7 +51,7 @@ def test_baseline_folder_format(runs):
 def test_unchanged_run_passes_even_with_another_draft_label(runs):
     _, base_dir, more = runs
     run = more("same", [dict(m, draft="eagle-v2") for m in MATRIX])
-    res = gate.gate(run, base_dir)
+    res = gate(run, base_dir)
     assert res.exit_code == 0 and len(res.checks) == 4 * 4  # AL + 3 positions per cell
     code, out, _ = invoke(["gate", run, "--baseline", base_dir])
     assert code == 0, out
@@ -59,7 +61,7 @@ def test_unchanged_run_passes_even_with_another_draft_label(runs):
 def test_planted_regression_exits_1_and_names_the_cell(runs):
     _, base_dir, more = runs
     run = more("worse", [dict(MATRIX[0], per_pos=BAD), *MATRIX[1:]])
-    res = gate.gate(run, base_dir)
+    res = gate(run, base_dir)
     assert res.exit_code == 1
     al = next(c for c in res.failures if c.metric == "acceptance_length")
     assert (al.suite, al.k, al.concurrency, al.temperature) == ("chat", 3, 1, 0.0)
@@ -96,14 +98,14 @@ def test_noise_aware_passes_when_ci_upper_end_clears_the_bound(runs):
     # AL 2.65 < bound 2.7075, but the CI reaches 2.75
     noisy = dict(MATRIX[0], per_pos=[76, 52, 37], ci=(2.55, 2.75))
     run = more("noisy", [noisy, *MATRIX[1:]])
-    assert gate.gate(run, base_dir).exit_code == 1
-    res = gate.gate(run, base_dir, gate.GateOptions(noise_aware=True))
+    assert gate(run, base_dir).exit_code == 1
+    res = gate(run, base_dir, GateOptions(noise_aware=True))
     assert res.exit_code == 0
     al = next(c for c in res.checks if c.metric == "acceptance_length" and c.concurrency == 1 and c.suite == "chat")
     assert al.value == pytest.approx(2.65) and al.compared == pytest.approx(2.75) and al.passed
     # without a CI, noise-aware falls back to the point value
     run2 = more("noisy-no-ci", [dict(noisy, ci=None), *MATRIX[1:]])
-    assert gate.gate(run2, base_dir, gate.GateOptions(noise_aware=True)).exit_code == 1
+    assert gate(run2, base_dir, GateOptions(noise_aware=True)).exit_code == 1
 
 
 def test_check_cell_literal_numbers():
@@ -117,7 +119,7 @@ def test_check_cell_literal_numbers():
         "speedup": 1.5,
     }
     row = {"acceptance_length": 1.9, "per_position_rates": [0.6, 0.3], "speedup": 1.1}
-    checks = gate.check_cell(BaselineCell.from_dict(base), CellRow.from_dict(row), 0.1, [0.54, 0.36], min_speedup=1.2)
+    checks = check_cell(BaselineCell.from_dict(base), CellRow.from_dict(row), 0.1, [0.54, 0.36], min_speedup=1.2)
     assert [c.metric for c in checks] == [
         "acceptance_length",
         "per_position_rate[1]",
@@ -147,7 +149,7 @@ def test_noise_aware_counts_the_baselines_noise_too():
 
     def run(al, hi, rates):
         row = CellRow.from_dict({"acceptance_length": al, "al_ci_high": hi, "per_position_rates": rates})
-        return gate.check_cell(base, row, 0.05, floors, noise_aware=True), gate.check_cell(base, row, 0.05, floors)
+        return check_cell(base, row, 0.05, floors, noise_aware=True), check_cell(base, row, 0.05, floors)
 
     aware, point = run(2.559, 2.87, [0.622, 0.508, 0.428])
     assert not point[1].passed and all(c.passed for c in aware)
@@ -157,16 +159,16 @@ def test_noise_aware_counts_the_baselines_noise_too():
     aware, _ = run(1.4, 1.5, [0.25, 0.1, 0.05])
     assert [c.passed for c in aware[:3]] == [False, False, False]
     # the baseline's noise alone does not excuse a run without a CI: its point value is held
-    assert gate.noise_slack(2.4, None, 2.587, 2.947) == 0.0
-    assert gate.noise_slack(2.4, 2.6, 2.587, None) == pytest.approx(0.2)
+    assert noise_slack(2.4, None, 2.587, 2.947) == 0.0
+    assert noise_slack(2.4, 2.6, 2.587, None) == pytest.approx(0.2)
 
 
 def test_gate_refuses_incomparable_cells_unless_allow_missing(runs):
     _, base_dir, more = runs
     run = more("other-suite", [dict(MATRIX[0], suite_sha="sha-new"), *MATRIX[1:]])
     with pytest.raises(BadInput, match="suite_sha sha-chat vs sha-new"):
-        gate.gate(run, base_dir)
-    res = gate.gate(run, base_dir, gate.GateOptions(allow_missing=True))
+        gate(run, base_dir)
+    res = gate(run, base_dir, GateOptions(allow_missing=True))
     assert res.exit_code == 0 and len(res.checks) == 12 and "not comparable" in res.not_gated[0]
     other = more("other-verifier", [dict(m, verifier_hash="vh-b") for m in MATRIX])
     code, out, exc = invoke(["gate", other, "--baseline", base_dir])
@@ -179,21 +181,21 @@ def test_killed_run_gates_finished_cells_and_names_the_missing(runs, tmp_path):
     _, base_dir, more = runs
     killed = more("killed", MATRIX[:3], missing=MATRIX[3:], status="interrupted")
     with pytest.raises(BadInput, match=r"code k=3 c=4 T=0: no finished speculative cell.*--resume"):
-        gate.gate(killed, base_dir)
+        gate(killed, base_dir)
     md = tmp_path / "k.md"
     code, out, _ = invoke(["gate", killed, "--baseline", base_dir, "--allow-missing", "--markdown", md])
     assert code == 0, out
     text = md.read_text()
     assert "not gated: code k=3 c=4 T=0" in text and "eagle__code__k3__c4__t0" in text
     with pytest.raises(BadInput, match="planned cells missing"):
-        gate.update_baseline(killed, tmp_path / "b2")
+        update_baseline(killed, tmp_path / "b2")
 
 
 def test_half_written_baseline_is_refused(runs):
     _, base_dir, _ = runs
     atomic_write_json(base_dir / "manifest.json", {"run_id": "someone-else"})
     with pytest.raises(BadInput, match="disagree"):
-        gate.read_baseline(base_dir)
+        read_baseline(base_dir)
 
 
 # ----------------------------------------------------------------------------- exit code through a process
@@ -235,9 +237,9 @@ def test_gate_on_8_prompts_says_it_cannot_detect_a_5_percent_drop(tmp_path):
     ci = (2.6, 3.1)  # AL 2.85 measured on 8 prompts (rows_for: num_requests 8, repeats 1)
     ref = make_run(tmp_path, "ref8", [dict(MATRIX[0], ci=ci)])
     base_dir = tmp_path / "b8"
-    gate.update_baseline(ref, base_dir, tolerance=0.05)
+    update_baseline(ref, base_dir, tolerance=0.05)
     run = make_run(tmp_path, "same8", [dict(MATRIX[0], ci=ci)])
-    res = gate.gate(run, base_dir)
+    res = gate(run, base_dir)
     se = (ci[1] - ci[0]) / (2 * 1.959964)
     mdd = (1.644854 + 0.841621) * (2 * se * se) ** 0.5 / 2.85  # run and baseline each carry this SE
     al_check = next(c for c in res.checks if c.metric == "acceptance_length")
@@ -264,14 +266,14 @@ def _load_run(root: Path, run_id: str, speedups: list[float]) -> Path:
 def test_gate_holds_the_crossover_concurrency_to_the_baselines_requirement(tmp_path):
     ref = _load_run(tmp_path, "ref", [1.8, 1.4, 1.1, 0.8])  # crosses at 2 ** (2 + 0.1/0.3) = 5.04
     base_dir = tmp_path / "base"
-    gate.update_baseline(ref, base_dir, tolerance=0.05, max_crossover_drop=0.25)
+    update_baseline(ref, base_dir, tolerance=0.05, max_crossover_drop=0.25)
     stored = json.loads((base_dir / "baseline.json").read_text())
     assert stored["max_crossover_drop"] == 0.25
     assert [(c["suite"], c["k"], c["where"]) for c in stored["crossovers"]] == [("chat", 3, "crosses")]
     assert stored["crossovers"][0]["crossover"] == pytest.approx(2 ** (2 + 0.1 / 0.3))
 
     def crossover_check(run):
-        res = gate.gate(run, base_dir)
+        res = gate(run, base_dir)
         return res, next(c for c in res.checks if c.metric == "crossover concurrency")
 
     res, check = crossover_check(_load_run(tmp_path, "near", [1.8, 1.4, 1.05, 0.8]))  # 2 ** 2.2 = 4.59
@@ -293,11 +295,11 @@ def test_gate_holds_the_crossover_concurrency_to_the_baselines_requirement(tmp_p
 
 def test_a_baseline_that_never_paid_holds_no_crossover_and_one_without_the_requirement_is_not_checked(tmp_path):
     never = _load_run(tmp_path, "never", [0.9, 0.8, 0.7, 0.6])
-    gate.update_baseline(never, tmp_path / "b1", max_crossover_drop=0.25)
-    res = gate.gate(_load_run(tmp_path, "r1", [0.5, 0.5, 0.5, 0.5]), tmp_path / "b1")
+    update_baseline(never, tmp_path / "b1", max_crossover_drop=0.25)
+    res = gate(_load_run(tmp_path, "r1", [0.5, 0.5, 0.5, 0.5]), tmp_path / "b1")
     assert not [c for c in res.checks if c.metric == "crossover concurrency"]
-    gate.update_baseline(_load_run(tmp_path, "pays", [1.8, 1.4, 1.1, 0.8]), tmp_path / "b2")
-    res = gate.gate(_load_run(tmp_path, "r2", [1.5, 1.05, 0.9, 0.7]), tmp_path / "b2")
+    update_baseline(_load_run(tmp_path, "pays", [1.8, 1.4, 1.1, 0.8]), tmp_path / "b2")
+    res = gate(_load_run(tmp_path, "r2", [1.5, 1.05, 0.9, 0.7]), tmp_path / "b2")
     assert not [c for c in res.checks if c.metric == "crossover concurrency"]  # no requirement stored
 
 
@@ -321,14 +323,14 @@ def _segment_run(root: Path, run_id: str, thinking: float | None, answer: float)
 
 def test_a_baseline_pins_floors_per_thinking_and_answer_segment(tmp_path):
     base_dir = tmp_path / "base"
-    gate.update_baseline(_segment_run(tmp_path, "ref", 2.0, 3.0), base_dir, tolerance=0.1)
+    update_baseline(_segment_run(tmp_path, "ref", 2.0, 3.0), base_dir, tolerance=0.1)
     cell = json.loads((base_dir / "baseline.json").read_text())["cells"][0]
     assert cell["segment_floors"] == pytest.approx({"thinking": 1.8, "answer": 2.7})
 
     def seg_checks(run, **kw):
         return {
             c.metric: c
-            for c in gate.gate(run, base_dir, gate.GateOptions(**kw)).checks
+            for c in gate(run, base_dir, GateOptions(**kw)).checks
             if "[" in c.metric and "rate" not in c.metric
         }
 

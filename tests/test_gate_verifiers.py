@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 
-from harness.results.gate import _other_verifiers_cells, cells_for_run_verifiers
+from harness.results.gate.baseline import _other_verifiers_cells
+from harness.results.gate.evaluate import cells_for_run_verifiers
 from harness.schema import BaselineFile, CellRow
 
 
@@ -35,7 +36,7 @@ def test_an_update_keeps_the_other_verifiers_cells(tmp_path):
 def test_a_baseline_of_another_verifier_only_is_named_not_used(tmp_path):
     """The main job on a CPU whose stand-in is another verifier than the committed baseline's: it
     says so and how to add this verifier's cells, instead of failing a run that did its work."""
-    from harness.results.gate import other_verifier_only, update_baseline
+    from harness.results.gate.baseline import other_verifier_only, update_baseline
     from tests.results_fixtures import make_run
 
     base_run = make_run(tmp_path / "runs", "bf16", [{"verifier_hash": "standin:bf16"}])

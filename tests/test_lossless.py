@@ -356,7 +356,7 @@ def test_at_t_1_a_top_n_rescore_gives_the_whole_vocabularys_samples():
 
 
 def test_gate_holds_t_gt_0_cells_to_a_p_value_floor():
-    from harness.results.gate import sampling_check
+    from harness.results.gate.cell_checks import sampling_check
 
     base = {"suite": "chat", "k": 3, "concurrency": 1, "temperature": 0.8}
     row = {**base, "sampling_p_value": 0.002, "sampling_num_tokens": 900, "sampling_tv": 0.05}

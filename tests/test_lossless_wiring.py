@@ -11,7 +11,7 @@ import math
 import pytest
 
 from harness.bench.rows import ArmResult, CellIdentity, cell_rows
-from harness.results.gate import lossless_check
+from harness.results.gate.cell_checks import lossless_check
 from harness.schema import CellRow
 from tests.conftest import PLAIN_RECIPE
 from tests.engine_parity import assert_test_columns_filled

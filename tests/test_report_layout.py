@@ -10,8 +10,12 @@ from pathlib import Path
 import pytest
 
 from harness.errors import BadInput
-from harness.results import compare, gate, gate_load, load_view, report
+from harness.results import compare, load_view, report
 from harness.results import compare_compact as cc
+from harness.results.gate.baseline import gate, read_baseline, update_baseline
+from harness.results.gate.crossover_checks import crossover_checks
+from harness.results.gate.evaluate import GateOptions
+from harness.results.gate.render import write_gate_files
 from harness.results.runs import read_run
 from harness.results.table import read_cell, write_cell
 from harness.schema import CellRow
@@ -99,40 +103,40 @@ def test_compare_of_a_grid_run_and_a_one_point_run_names_each(tmp_path):
 def test_a_one_point_baseline_stores_no_crossover_and_is_not_held_to_one(tmp_path):
     one = make_run(tmp_path, "one", [dict(k=3, c=4)])
     base_dir = tmp_path / "b1"
-    gate.update_baseline(one, base_dir, max_crossover_drop=0.25)
+    update_baseline(one, base_dir, max_crossover_drop=0.25)
     (stored,) = json.loads((base_dir / "baseline.json").read_text())["crossovers"]
     assert stored["where"] == "one load point" and stored["crossover"] is None
     assert stored["text"] == "one load point (c=4)"
-    res = gate.gate(make_run(tmp_path, "again", [dict(k=3, c=4)]), base_dir)
+    res = gate(make_run(tmp_path, "again", [dict(k=3, c=4)]), base_dir)
     assert not [c for c in res.checks if c.metric == "crossover concurrency"]
 
 
 def test_an_old_one_point_baseline_written_as_above_the_grid_is_not_checked(tmp_path):
     one = make_run(tmp_path, "one", [dict(k=3, c=4)])
     base_dir = tmp_path / "old"
-    gate.update_baseline(one, base_dir, max_crossover_drop=0.25)
+    update_baseline(one, base_dir, max_crossover_drop=0.25)
     data = json.loads((base_dir / "baseline.json").read_text())  # as results/baselines/tiny-kimi holds it
     data["crossovers"][0].update(
         where="above the grid", crossover=4.0, text="above the grid [above the grid, above the grid]"
     )
     (base_dir / "baseline.json").write_text(json.dumps(data))
-    res = gate.gate(make_run(tmp_path, "run", [dict(k=3, c=4)]), base_dir)
+    res = gate(make_run(tmp_path, "run", [dict(k=3, c=4)]), base_dir)
     assert not [c for c in res.checks if c.metric == "crossover concurrency"]
 
 
 def test_gating_a_one_point_run_against_a_grid_baseline_says_one_load_point(tmp_path):
     base_dir = tmp_path / "grid-base"
-    gate.update_baseline(_grid(tmp_path, "ref"), base_dir, max_crossover_drop=0.25)
+    update_baseline(_grid(tmp_path, "ref"), base_dir, max_crossover_drop=0.25)
     one = make_run(tmp_path, "one", [dict(k=3, c=4, spec_tok_s=110.0)])
-    base = gate.read_baseline(base_dir).crossovers
-    checks, problems = gate_load.crossover_checks(base, read_run(one).rows, 0.25)
+    base = read_baseline(base_dir).crossovers
+    checks, problems = crossover_checks(base, read_run(one).rows, 0.25)
     assert checks == [] and problems == [
         "chat k=3 T=0: no crossover in the run: one load point (c=4), a crossover "
         "needs 2 or more concurrencies (baseline: 5.04 [4.46, 5.63])"
     ]
     with pytest.raises(BadInput, match="unusable gate input"):
-        gate.gate(one, base_dir)
-    res = gate.gate(one, base_dir, gate.GateOptions(allow_missing=True))
+        gate(one, base_dir)
+    res = gate(one, base_dir, GateOptions(allow_missing=True))
     assert not [c for c in res.checks if c.metric == "crossover concurrency"]
     assert any("one load point (c=4)" in p for p in res.not_gated)
 
@@ -198,8 +202,8 @@ def test_the_verdict_says_faster_or_not_with_cis_gate_and_what_to_distrust(tmp_p
 def test_the_verdict_shows_the_gate_result_the_run_folder_holds(tmp_path):
     ref = _grid(tmp_path, "ref")
     base_dir = tmp_path / "base"
-    gate.update_baseline(ref, base_dir)
-    gate.write_gate_files(gate.gate(ref, base_dir), verdict=ref / report.GATE_VERDICT)
+    update_baseline(ref, base_dir)
+    write_gate_files(gate(ref, base_dir), verdict=ref / report.GATE_VERDICT)
     md = report.write_report(ref, tmp_path / "pass").markdown.read_text()
     assert re.search(r"Gate: passed, \d+ checks against baseline base\.", md)
     worse = make_run(
@@ -210,7 +214,7 @@ def test_the_verdict_shows_the_gate_result_the_run_folder_holds(tmp_path):
             for c, s in zip((1, 2, 4, 8), (1.8, 1.4, 1.1, 0.8))
         ],
     )
-    gate.write_gate_files(gate.gate(worse, base_dir), verdict=worse / report.GATE_VERDICT)
+    write_gate_files(gate(worse, base_dir), verdict=worse / report.GATE_VERDICT)
     md = report.write_report(worse, tmp_path / "fail").markdown.read_text()
     assert re.search(r"Gate: FAILED, \d+ of \d+ checks below bound against baseline base: chat k=3 c=1 T=0", md)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import BadInput
-from harness.results.gate import read_baseline
+from harness.results.gate.baseline import read_baseline
 from harness.results.runs import read_run
 from harness.results.table import load_run, read_cell, write_cell
 from harness.schema import (

@@ -451,7 +451,9 @@ def test_main_job_resumes_after_interrupt_and_passes_the_committed_gate(kimi_tra
 
 
 def test_gate_catches_a_planted_regression(kimi_trained, tmp_path):
-    from harness.results.gate import GateOptions, gate, to_markdown, update_baseline
+    from harness.results.gate.baseline import gate, update_baseline
+    from harness.results.gate.evaluate import GateOptions
+    from harness.results.gate.render import to_markdown
 
     _, _, bench_run = kimi_trained
     baseline = tmp_path / "baseline"

@@ -11,7 +11,7 @@ from harness.results.runs import describe_setting, fmt
 class Check:
     suite: str
     k: int
-    concurrency: int | str  # str: a check across the concurrency grid (gate_load.ACROSS)
+    concurrency: int | str  # str: a check across the concurrency grid (gate/crossover_checks.ACROSS)
     temperature: float
     metric: str
     baseline: float | None

@@ -102,7 +102,7 @@ def report(
 
 
 def _check_gate_options(options) -> None:
-    """Out-of-range gate options (a harness.results.gate.GateOptions) are bad input (exit 2), never a verdict."""
+    """Out-of-range gate options (a gate.evaluate.GateOptions) are bad input (exit 2), never a verdict."""
     from harness.analysis.lossless import LOSSLESS_REQUIREMENTS
     from harness.errors import BadInput
 
@@ -173,9 +173,11 @@ def gate(
     from dataclasses import replace
 
     from harness.errors import BadInput, Regression
-    from harness.results import gate as g
+    from harness.results.gate import baseline as gate_baseline
+    from harness.results.gate import evaluate, render
+    from harness.schema import BASELINE_FILE, MANIFEST_FILE
 
-    options = g.GateOptions(
+    options = evaluate.GateOptions(
         tolerance=tolerance,
         min_speedup=min_speedup,
         noise_aware=noise_aware,
@@ -189,24 +191,24 @@ def gate(
     )
     _check_gate_options(options)
     if update_baseline:
-        folder = g.update_baseline(
+        folder = gate_baseline.update_baseline(
             run,
             baseline,
-            g.DEFAULT_TOLERANCE if tolerance is None else tolerance,
+            evaluate.DEFAULT_TOLERANCE if tolerance is None else tolerance,
             allow_missing,
             draft,
             max_crossover_drop,
         )
-        _console().print(f"baseline written: {folder / g.BASELINE_FILE} (+ {g.MANIFEST_FILE})", highlight=False)
+        _console().print(f"baseline written: {folder / BASELINE_FILE} (+ {MANIFEST_FILE})", highlight=False)
         return
     try:  # --floors is read only when gating (--update-baseline ignores it)
         options = replace(options, floors=tuple(float(x) for x in floors.split(",")) if floors else None)
     except ValueError as e:
         raise BadInput(f"--floors {floors!r}: expected comma-separated numbers like 0.73,0.52,0.35") from e
-    result = g.gate(run, baseline, options)
-    g.write_gate_files(result, markdown, junit)
-    _console().print(g.to_rich(result))
-    _notes(g.notes(result))
+    result = gate_baseline.gate(run, baseline, options)
+    render.write_gate_files(result, markdown, junit)
+    _console().print(render.to_rich(result))
+    _notes(render.notes(result))
     if options.strict_power and result.power_warnings:
         more = f" (+{len(result.power_warnings) - 1} more)" if len(result.power_warnings) > 1 else ""
         raise BadInput(

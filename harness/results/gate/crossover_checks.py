@@ -1,19 +1,6 @@
-"""The gate's load check: a baseline may require that the crossover concurrency — where speedup
-falls below 1.0x, harness/analysis/load.py — does not move down by more than a fraction X.
-
-Per (suite, k, temperature) of the baseline's crossover lines, matched to the run's:
-  crossover  >= baseline crossover × (1 − X)
-A crossover's position on the concurrency axis: the interpolated concurrency when it crosses;
-the grid's top concurrency when it never falls below 1.0x ("above the grid": it pays at least that
-far); 0 when it is below 1.0x already at the grid's bottom (it never pays). A baseline that never
-pays holds nothing to regress from and is not checked. Noise-aware: the run's crossover counts as
-the upper end of its CI (from the speedup CIs' bounds). Pure functions; gate.py does the I/O.
-
-One load point (harness/results/load_view.py: fewer than two concurrencies): no crossover. A
-baseline line from one is stored as "one load point" and holds nothing to regress from (older
-baselines stored it as "above the grid": they are told apart by their concurrencies); a run line
-from one, against a baseline that has a crossover, is a problem (nothing to compare), as a missing
-line is.
+"""The gate's load check: the crossover concurrency (where speedup falls below 1.0x,
+harness/analysis/load.py) may not move down by more than a fraction of the baseline's
+(docs/gate.md, "The load check"). Pure: evaluate.py calls the check, baseline.py stores the lines.
 """
 
 from __future__ import annotations
@@ -27,28 +14,9 @@ ACROSS = "all"  # a crossover check's concurrency column: it spans the grid
 
 
 def position(cross: Cross, concurrencies: tuple[int, ...] | list[int]) -> float:
-    """Where a crossover sits on the concurrency axis (module docstring)."""
+    """Where a crossover sits on the concurrency axis: the interpolated concurrency when it
+    crosses, the grid's top when it never falls below 1.0x, 0 when it never pays."""
     return grid_position(cross, max(concurrencies))
-
-
-def baseline_crossovers(rows: list[CellRow]) -> list[BaselineCrossover]:
-    """The run's crossover lines as baseline.json stores them."""
-    out = []
-    for line in load_view.crossovers(rows):
-        c = line.crossover
-        out.append(
-            BaselineCrossover(
-                draft=line.draft,
-                suite=line.suite,
-                k=line.k,
-                temperature=line.temperature,
-                concurrencies=list(line.concurrencies),
-                where=load_view.ONE_LOAD_POINT if c is None else c.point.where,
-                crossover=None if c is None else position(c.point, line.concurrencies),
-                text=line.text(),
-            )
-        )
-    return out
 
 
 def _holds_a_crossover(base: BaselineCrossover) -> bool:

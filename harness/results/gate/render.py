@@ -1,0 +1,152 @@
+"""The gate's verdict rendered: a rich table for the console, Markdown (gate.md, a CI step summary),
+JUnit XML (one testcase per check) and gate.json (what the report reads back); docs/gate.md, "Outputs".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.results.checks import Check
+from harness.results.gate.evaluate import GateResult
+from harness.results.runs import fmt
+
+
+def verdict_dict(res: GateResult) -> dict[str, Any]:
+    """The gate's verdict as gate.json holds it: what the report shows, read back without parsing a renderer."""
+    return {
+        "run_id": res.run_id,
+        "baseline": res.baseline,
+        "checks": len(res.checks),
+        "failures": [c.message() for c in res.checks if not c.passed],
+        "not_gated": list(res.not_gated),
+    }
+
+
+def write_gate_files(
+    result: GateResult, markdown: Path | None = None, junit: Path | None = None, verdict: Path | None = None
+) -> None:
+    from harness.provenance import atomic_write_json, atomic_write_text
+
+    if markdown:
+        atomic_write_text(markdown, to_markdown(result))
+    if junit:
+        atomic_write_text(junit, to_junit(result))
+    if verdict:
+        atomic_write_json(verdict, verdict_dict(result))
+
+
+def _row(c: Check) -> list[str]:
+    value = fmt(c.value) + (f" (CI↑ {fmt(c.compared)})" if c.compared not in (None, c.value) else "")
+    mdd = "" if c.min_detectable_drop is None else f"{c.min_detectable_drop:.1%}" + (" ⚠" if c.power_warning else "")
+    return [
+        c.suite,
+        c.draft,
+        str(c.k),
+        str(c.concurrency),
+        f"{c.temperature:g}",
+        c.metric,
+        fmt(c.baseline),
+        value,
+        fmt(c.bound),
+        mdd,
+        "pass" if c.passed else "FAIL",
+    ]
+
+
+HEADERS = [
+    "suite",
+    "draft",
+    "k",
+    "concurrency",
+    "T",
+    "metric",
+    "baseline",
+    "value",
+    "bound",
+    "detectable drop",
+    "verdict",
+]
+
+
+def notes(res: GateResult) -> list[str]:
+    out = [f"low power: {w}" for w in res.power_warnings]
+    out += [f"not gated: {p}" for p in res.not_gated]
+    out += [f"no baseline for run cell {e} (not gated)" for e in res.extra]
+    return out + ([f"incomplete run: {res.incomplete}"] if res.incomplete else [])
+
+
+_NOISE_AWARE = "on (value + the run's and the baseline's CI half-widths in quadrature)"
+
+
+def _settings_line(res: GateResult) -> str:
+    return (
+        f"tolerance {res.tolerance:g} (AL bound = baseline AL × {1 - res.tolerance:g}); "
+        f"per-position floors: {res.floors_source}; noise-aware: {_NOISE_AWARE if res.noise_aware else 'off'}; "
+        "detectable drop = smallest relative AL drop the cell's prompts detect (80 % power)"
+        + (f"; min speedup {res.min_speedup:g}x" if res.min_speedup is not None else "")
+        + (
+            f"; crossover concurrency bound = baseline × {1 - res.max_crossover_drop:g}"
+            if res.max_crossover_drop is not None
+            else ""
+        )
+    )
+
+
+def to_rich(res: GateResult):
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title=escape(f"gate: {res.run_id} vs baseline {res.baseline}"), caption=escape(_settings_line(res)))
+    for h in HEADERS:
+        t.add_column(h, justify="left" if h in ("suite", "draft", "metric", "verdict") else "right")
+    for c in res.checks:
+        row = [escape(x) for x in _row(c)]
+        row[-1] = "[green]pass[/]" if c.passed else "[bold red]FAIL[/]"
+        t.add_row(*row)
+    return t
+
+
+def to_markdown(res: GateResult) -> str:
+    verdict = "✅ passed" if not res.failures else f"❌ failed ({len(res.failures)} of {len(res.checks)} checks)"
+    out = [
+        f"### Gate {verdict}: `{res.run_id}` vs baseline `{res.baseline}`",
+        "",
+        _settings_line(res),
+        "",
+        "| " + " | ".join(HEADERS) + " |",
+        "|" + "---|" * len(HEADERS),
+    ]
+    out += ["| " + " | ".join(_row(c)[:-1] + ["pass" if c.passed else "**FAIL**"]) + " |" for c in res.checks]
+    out += [""] + [f"- {n}" for n in notes(res)]
+    out.append(
+        "\nAL = 1 + accepted/drafts (pooled, incl. the bonus token); per_position_rate[i] = accepted at "
+        "position i / drafts; speedup = spec ÷ baseline output tok/s (harness/metrics.py)."
+    )
+    return "\n".join(out) + "\n"
+
+
+def to_junit(res: GateResult) -> str:
+    """JUnit XML: one testcase per check (a failure carries its message); cells left out are skipped."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.Element("testsuites", name="harness gate")
+    suite = ET.SubElement(
+        root,
+        "testsuite",
+        name=f"gate {res.run_id} vs {res.baseline}",
+        tests=str(len(res.checks) + len(res.not_gated)),
+        failures=str(len(res.failures)),
+        errors="0",
+        skipped=str(len(res.not_gated)),
+    )
+    for c in res.checks:
+        tc = ET.SubElement(
+            suite, "testcase", classname=f"gate.{c.suite}.k{c.k}.c{c.concurrency}.t{c.temperature:g}", name=c.metric
+        )
+        if not c.passed:
+            ET.SubElement(tc, "failure", message=c.message(), type="Regression").text = c.message()
+    for p in res.not_gated:
+        tc = ET.SubElement(suite, "testcase", classname="gate.not_gated", name=p.split(":")[0])
+        ET.SubElement(tc, "skipped", message=p)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
