@@ -70,8 +70,9 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     a = ap.parse_args()
 
+    from harness.bench.arm import run_arm
+    from harness.bench.planning import render_requests
     from harness.bench.rows import ArmResult
-    from harness.bench.run import render_requests, run_arm
     from harness.draft.verifier import load_tokenizer, resolve_verifier
     from harness.engine.base import Sampling
     from harness.engine.server import ServerEngine

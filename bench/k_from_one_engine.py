@@ -34,7 +34,7 @@ DEFAULTS = [
 
 
 def bench_once(recipe, draft: Path, run_dir: Path):
-    from harness.bench.run import run_bench
+    from harness.bench.loop import run_bench
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
     from harness.results.table import load_run

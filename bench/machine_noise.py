@@ -74,7 +74,7 @@ class HogHalfway:
 
 
 def bench_once(recipe, drafts, run_dir: Path, reporter):
-    from harness.bench.run import run_bench
+    from harness.bench.loop import run_bench
     from harness.results.table import load_run
 
     run_bench(recipe, drafts, run_dir, reporter)
@@ -93,7 +93,7 @@ def main() -> int:
 
     import shutil
 
-    from harness.bench.run import plan_cells, recipe_suites
+    from harness.bench.planning import plan_cells, recipe_suites
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
     from harness.recipe import load_recipe

@@ -44,7 +44,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True, help="a new folder for the two twins and the bench")
     args = ap.parse_args()
 
-    from harness.bench.run import run_bench
+    from harness.bench.loop import run_bench
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
     from harness.paths import REPO_ROOT

@@ -165,7 +165,7 @@ def _pooled_segments(run_dir: Path, g, end_think_id: int | None) -> dict[str, li
 
 
 def _end_think_id(layout, recipe: Recipe) -> int | None:
-    from harness.bench.run import end_think_id
+    from harness.bench.cell import end_think_id
     from harness.draft.verifier import load_tokenizer
 
     return end_think_id(load_tokenizer(layout, recipe.engine.trust_remote_code))
@@ -203,8 +203,9 @@ def _run_gate(recipe: Recipe, run_dir: Path, paths: dict[str, str], notes: list[
 
 
 def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None = None) -> MainJobResult:
+    from harness.bench.loop import run_bench
     from harness.bench.one_at_a_time import refuse_what_one_at_a_time_cannot_run
-    from harness.bench.run import check_prompts_fit, run_bench
+    from harness.bench.planning import check_prompts_fit
     from harness.cluster import engine_schedule
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier

@@ -244,7 +244,7 @@ class SoakPlan:
 
 def plan_soak(recipe: Recipe, draft_dir: Path, settings: SoakSettings, reporter: Reporter) -> SoakPlan:
     """Resolve and check everything before any engine starts (a bad draft or prompt: exit 2)."""
-    from harness.bench.run import recipe_suites, render_requests
+    from harness.bench.planning import recipe_suites, render_requests
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import load_tokenizer, resolve_verifier
     from harness.engine.settings import refuse_what_vllm_cannot_run
@@ -268,7 +268,7 @@ def run_soak(
     recipe: Recipe, draft_dir: Path, run_dir: Path, settings: SoakSettings, reporter: Reporter, engine_factory=None
 ) -> list[Window]:
     """Run (or resume) the soak until its windows cover `settings.minutes`; returns every window."""
-    from harness.bench.run import default_engine_factory
+    from harness.bench.engines import default_engine_factory
     from harness.engine.settings import SpeculativeSpec, engine_plan
 
     plan = plan_soak(recipe, draft_dir, settings, reporter)
@@ -323,8 +323,8 @@ def soak_windows(
 ) -> None:
     """Windows on the warmed-up (baseline, speculative) servers until the soak time is reached,
     each written to the folder as it ends."""
+    from harness.bench.arm import run_arm, sampling_for, warm_up
     from harness.bench.cpu_ticks import read_ticks
-    from harness.bench.run import run_arm, sampling_for, warm_up
 
     recipe, b = plan.recipe, plan.recipe.bench
     base, spec = engines

@@ -86,7 +86,7 @@ def test_a_random_token_suite_is_refused_unless_asked_for_and_then_flagged(tmp_p
     its cells carry RANDOM PROMPTS."""
     import pytest
 
-    from harness.bench.run import check_prompts_fit, random_suite_flag, recipe_suites, render_requests
+    from harness.bench.planning import check_prompts_fit, random_suite_flag, recipe_suites, render_requests
     from harness.errors import BadInput
     from harness.recipe import load_recipe
     from harness.verifier.layout import resolve_layout

@@ -107,7 +107,7 @@ def test_gap_explanations_follow_the_precedence():
 
 def test_dynamic_arm_is_planned_after_the_fixed_ks_and_its_schedule_derived():
     from harness.bench.dynamic import derive_schedule
-    from harness.bench.run import plan_cells
+    from harness.bench.planning import plan_cells
     from harness.draft.under_test import DraftUnderTest
     from harness.recipe import load_recipe
     from harness.suites import load_suite
@@ -146,8 +146,8 @@ def test_itl_per_chunk_and_per_token_are_both_reported_and_per_token_averages_to
     """A verify step streams up to k+1 tokens in one chunk: the per-chunk gaps (itl_ms_*, vLLM's
     convention) overstate the wait per token; per token, each gap is spread over its chunk."""
     from harness import metrics
+    from harness.bench.arm import collect_output
     from harness.bench.rows import arm_row
-    from harness.bench.run import collect_output
     from harness.engine.base import GenOutput
 
     # ttft 0.1 s, then chunks of 3, 1 and 4 tokens after 0.3, 0.1 and 0.4 s: 9 tokens in 0.9 s

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from harness.bench.run import run_bench
+from harness.bench.loop import run_bench
 from harness.draft.under_test import resolve_drafts
 from harness.draft.verifier import resolve_verifier
 from harness.engine.server import ServerEngine
@@ -63,7 +63,7 @@ class _TimeoutOnConcurrency(WrappedEngine):
 
 
 def test_timed_out_cell_is_marked_failed_and_the_others_continue(tmp_path, kimi_standin):
-    from harness.bench.run import default_engine_factory
+    from harness.bench.engines import default_engine_factory
 
     recipe = load_recipe(PLAIN_RECIPE, SMALL)
     layout = resolve_verifier(recipe)

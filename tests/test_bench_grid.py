@@ -29,7 +29,7 @@ def test_prefix_caching_modes_make_nocache_twins_that_an_extra_cell_names_by_the
     """bench.prefix_caching = [true, false] with thinking modes: each suite four times, caching on
     under the thinking name and off as `@nocache` (the same records, a fresh cache salt per
     request); an extra cell naming the suite runs on all four."""
-    from harness.bench.run import recipe_suites
+    from harness.bench.planning import recipe_suites
     from harness.recipe import load_recipe
     from tests.conftest import PLAIN_RECIPE
 

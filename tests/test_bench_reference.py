@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.bench.run import run_bench
+from harness.bench.loop import run_bench
 from harness.draft.under_test import resolve_drafts
 from harness.draft.verifier import resolve_verifier
 from harness.recipe import load_recipe

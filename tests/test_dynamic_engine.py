@@ -53,7 +53,8 @@ def scheduled_k(schedule, batch: int) -> int:
 
 @pytest.fixture(scope="module")
 def dynamic_run(tmp_path_factory, kimi_trained_run):
-    import harness.bench.run as bench_run
+    import harness.bench.dynamic_arm as dynamic_arm
+    from harness.bench.loop import run_bench
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
     from harness.results.table import load_run
@@ -64,7 +65,7 @@ def dynamic_run(tmp_path_factory, kimi_trained_run):
     drafts = resolve_drafts(recipe, layout, kimi_trained_run.draft_dir)
     run_dir = tmp_path_factory.mktemp("dynamic") / "run"
     derived: dict[str, object] = {}
-    real = bench_run.derive_schedule
+    real = dynamic_arm.derive_schedule
 
     def forced(rows, draft):
         derived[draft] = real(rows, draft)  # what the fixed-k cells gave; replaced (module docstring)
@@ -72,8 +73,8 @@ def dynamic_run(tmp_path_factory, kimi_trained_run):
 
     t0 = time.perf_counter()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(bench_run, "derive_schedule", forced)
-        bench_run.run_bench(recipe, drafts, run_dir, Reporter())
+        mp.setattr(dynamic_arm, "derive_schedule", forced)
+        run_bench(recipe, drafts, run_dir, Reporter())
     wall = time.perf_counter() - t0
     manifest, df, missing = load_run(run_dir)
     assert manifest.status == "complete" and not missing

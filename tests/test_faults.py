@@ -633,7 +633,8 @@ class _DiesOnSecondCell(WrappedEngine):
 
 @pytest.mark.slow
 def test_server_dying_mid_run_is_infrastructure_naming_its_log_and_keeps_finished_cells(tmp_path, kimi_standin):
-    from harness.bench.run import default_engine_factory, run_bench
+    from harness.bench.engines import default_engine_factory
+    from harness.bench.loop import run_bench
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
     from harness.errors import InfraError

@@ -176,7 +176,8 @@ def test_planted_bug_is_a_spec_bug_with_a_large_margin_and_fails_the_t_gt_0_test
     columns."""
     import dataclasses
 
-    from harness.bench.run import default_engine_factory, run_bench
+    from harness.bench.engines import default_engine_factory
+    from harness.bench.loop import run_bench
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
     from harness.recipe import load_recipe
@@ -258,7 +259,7 @@ def test_t_gt_0_distribution_test_fails_vllm_cpus_sampler_and_passes_its_baselin
     loops on any prompt (it barely reads its prompt: prompts written to make it repeat a phrase
     read 0.55-0.73, the built-in suites 0.58-0.69), sampled at T = 0.8 it does not (0.0) — the
     looping flag must follow the verifier's output, not the suite's name."""
-    from harness.bench.run import run_bench
+    from harness.bench.loop import run_bench
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
     from harness.recipe import load_recipe

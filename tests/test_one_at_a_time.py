@@ -87,7 +87,7 @@ def test_auto_says_why_it_runs_one_at_a_time():
 
 
 def test_the_bench_refuses_before_any_engine_or_run_folder(tmp_path):
-    from harness.bench.run import run_bench
+    from harness.bench.loop import run_bench
     from harness.ui import Reporter
 
     def no_engine(plan, name):

@@ -36,7 +36,8 @@ COUNTERS = ["num_requests", "num_output_tokens", "num_drafts", "num_draft_tokens
 
 def _bench(run_dir, recipe, drafts):
     """One run, every engine start and close logged (how many were up at once)."""
-    from harness.bench.run import default_engine_factory, run_bench
+    from harness.bench.engines import default_engine_factory
+    from harness.bench.loop import run_bench
     from harness.ui import Reporter
     from tests.engine_wrappers import WrappedEngine
 

@@ -76,7 +76,8 @@ def shared():
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory, kimi_trained_run, shared):
-    from harness.bench.run import default_engine_factory, run_bench
+    from harness.bench.engines import default_engine_factory
+    from harness.bench.loop import run_bench
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
     from harness.recipe import load_recipe
@@ -291,12 +292,12 @@ def test_a_short_real_soak_is_not_flagged_and_its_folder_resumes(
     The same command again runs nothing; a --minutes just past the soak's time resumes the folder
     for one more window in a new engine session (servers of its own, a cold cache), the finished
     windows kept as they were; over the 4+ windows the trend test sees no drift (exit 0, not flagged)."""
-    import harness.bench.run as bench_run
+    import harness.bench.engines as bench_engines
 
     run_dir = tmp_path / "soak"
-    real = bench_run.default_engine_factory
+    real = bench_engines.default_engine_factory
     with monkeypatch.context() as m:
-        m.setattr(bench_run, "default_engine_factory", lambda recipe, rd: shared.factory(real(recipe, rd)))
+        m.setattr(bench_engines, "default_engine_factory", lambda recipe, rd: shared.factory(real(recipe, rd)))
         code, out = _soak(run_dir, kimi_trained_run.draft_dir, 0.45, capsys, monkeypatch)
     print(out[-3000:])
     assert shared.reused == 2 and len(shared.engines) == 2, "the soak asked for other engines than the sweep's"

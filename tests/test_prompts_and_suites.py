@@ -106,7 +106,7 @@ def test_thinking_is_a_matrix_dimension_rendered_through_the_chat_template(tmp_p
 
 
 def test_recipe_takes_thinking_for_bench_and_training():
-    from harness.bench.run import recipe_suites
+    from harness.bench.planning import recipe_suites
     from harness.recipe import load_recipe
 
     r = load_recipe(

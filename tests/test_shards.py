@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from harness.bench.placement import baseline_key
-from harness.bench.run import plan_cells, recipe_suites
+from harness.bench.planning import plan_cells, recipe_suites
 from harness.bench.shards import Shard, merge_shards, parse_shard, shard_cells
 from harness.errors import BadInput
 from harness.paths import REPO_ROOT

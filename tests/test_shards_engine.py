@@ -120,7 +120,7 @@ def _files(folder: Path) -> dict[str, tuple[bytes, int]]:
 
 
 def test_every_planned_cell_is_measured_by_exactly_one_shard(sharded, kimi_trained_run):
-    from harness.bench.run import plan_cells, recipe_suites
+    from harness.bench.planning import plan_cells, recipe_suites
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
     from harness.results.table import finished_cells

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def thinking_run(tmp_path_factory):
-    from harness.bench.run import end_think_id, run_bench
+    from harness.bench.cell import end_think_id
+    from harness.bench.loop import run_bench
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import load_tokenizer, resolve_verifier
     from harness.recipe import load_recipe

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.bench.run import run_bench
+from harness.bench.loop import run_bench
 from harness.draft.under_test import resolve_drafts
 from harness.draft.verifier import resolve_verifier
 from harness.paths import REPO_ROOT

@@ -107,7 +107,7 @@ def phase_plan(engines: dict[EngineKey, list[CellSpec]], repeats: int) -> PhaseP
 
 
 class Steps(Protocol):
-    """What the schedule asks of the bench (harness/bench/run.py OneAtATimeSteps): how an engine
+    """What the schedule asks of the bench (harness/bench/one_at_a_time_steps.py OneAtATimeSteps): how an engine
     starts and how an arm, a sentinel or a cell's rows are measured; this module says when."""
 
     run_dir: Path

@@ -36,7 +36,8 @@ def bench_cmd(
     json_out: JsonOpt = False,
 ):
     """Measure acceptance and tokens/s against the no-speculation baseline across the matrix."""
-    from harness.bench.run import bench_run_dir, run_bench
+    from harness.bench.loop import run_bench
+    from harness.bench.run_folder import bench_run_dir
     from harness.bench.shards import parse_shard, refuse_mixed_layout, shard_run_id
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
