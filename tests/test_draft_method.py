@@ -14,7 +14,7 @@ import pytest
 from harness.draft.config import mask_token_id
 from harness.errors import BadInput
 from harness.paths import REPO_ROOT
-from harness.plan.dry_run import positions_per_token
+from harness.plan.training_plan import positions_per_token
 from harness.recipe import load_recipe, merge_tables
 from harness.train.records import held_out_full_acc, position_acc_key, predicted_al
 

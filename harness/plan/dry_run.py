@@ -8,21 +8,24 @@ the bundled structure of that model (its real config.json and a full weight inde
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any, cast
 
-from harness.engine.settings import SpeculativeSpec, engine_plan, pipeline_refusals
+from harness.engine.settings import SpeculativeSpec, pipeline_refusals
 from harness.errors import BadInput
+from harness.plan.commands import Commands, engine_record, verifier_weights_gib
 from harness.plan.spread import spread_section
+from harness.plan.training_plan import (
+    draft_and_memory_sections,
+    hidden_states_section,
+    responses_section,
+    training_section,
+)
 from harness.recipe import Recipe
-from harness.train.records import dflash_anchors
 from harness.verifier.layout import VerifierLayout, resolve_layout
-
-GIB = 1024**3
 
 
 def layout_for_plan(recipe: Recipe) -> tuple[VerifierLayout, str]:
@@ -57,85 +60,6 @@ def layout_for_plan(recipe: Recipe) -> tuple[VerifierLayout, str]:
     raise BadInput(f"verifier.path {v.path} has no config.json and no verifier.reference is set")
 
 
-def _prompt_records(recipe: Recipe) -> list | None:
-    """train.prompts as the real run reads them, follow-up turns included; None when only known at
-    run time (a Hugging Face dataset, a file not there yet)."""
-    from harness.prompts import load_jsonl
-    from harness.train.conversations import with_follow_ups
-    from harness.train.prompts import BUILTIN
-
-    t = recipe.train
-    if t.prompts == "builtin":
-        records = load_jsonl(BUILTIN)
-    elif t.prompts.startswith("hf:") or not Path(t.prompts).is_file():
-        return None
-    else:  # parsed as the real run parses it: a malformed line fails the dry run too
-        records = load_jsonl(Path(t.prompts), t.prompt_field_map or None)
-    records = records[: t.num_prompts] if t.num_prompts is not None else records
-    return with_follow_ups(records, t.conversations, t.seed)
-
-
-def _prompt_set_size(recipe: Recipe) -> int | None:
-    """Prompts taken from train.prompts (the long documents not included)."""
-    records = _prompt_records(recipe)
-    return len(records) if records is not None else recipe.train.num_prompts
-
-
-def _later_turns(recipe: Recipe) -> list[int]:
-    """The turn number (1 = the second) of every later-turn request the responses stage will send:
-    exact where the prompts are known, else train.conversations' second turns and half as many
-    third (one or two follow-ups each, evenly)."""
-    records = _prompt_records(recipe)
-    if records is None:
-        n = recipe.train.conversations
-        return [1] * n + [2] * (n // 2)
-    return [t for r in records if r.turns for t in range(1, len(r.turns))]
-
-
-def _num_prompts(recipe: Recipe) -> int | None:
-    """Requests the responses stage sends: prompts, long documents and the conversations' later turns."""
-    n = _prompt_set_size(recipe)
-    return n + recipe.train.long_documents + len(_later_turns(recipe)) if n is not None else None
-
-
-def _long_document_tokens(recipe: Recipe) -> int:
-    """The long-document prompts' tokens: their lengths are planned exactly (harness/train/long_documents.py)."""
-    from harness.train.long_documents import target_lengths
-
-    t = recipe.train
-    return sum(target_lengths(t.long_documents, recipe.engine.max_model_len - t.max_new_tokens))
-
-
-def _draft_params(cfg: dict[str, Any], draft_vocab: int, n_aux: int) -> int:
-    h, heads, kv, hd, inter = (
-        cfg["hidden_size"],
-        cfg["num_attention_heads"],
-        cfg["num_key_value_heads"],
-        cfg["head_dim"],
-        cfg["intermediate_size"],
-    )
-    attn = 2 * h * heads * hd + 2 * 2 * h * kv * hd  # q from 2H (embeds + hidden), k/v from 2H, o
-    mlp = 3 * h * inter
-    return n_aux * h * h + cfg["num_hidden_layers"] * (attn + mlp) + draft_vocab * h
-
-
-# speculators' P-EAGLE COD sampling defaults (PEagleDraftModel.get_trainer_kwargs): depth d keeps a
-# share max(0.7**d, 0.2) of the positions
-COD_RATIO, COD_RATIO_MIN = 0.7, 0.2
-
-
-def positions_per_token(method: str, steps: int, total_seq_len: int = 0, max_anchors: int | None = None) -> float:
-    """Draft positions computed per packed training token: EAGLE-3 runs its `steps` TTT forwards over
-    the whole sequence; P-EAGLE one forward over its COD sample (depth 0 every position, depth d a
-    share max(0.7^d, 0.2)); DFlash anchors x (steps + 1) block positions per batch, plus each token's
-    context K/V, counted here as one more position (an upper bound: only K/V are projected for context)."""
-    if method == "peagle":
-        return 1 + sum(max(COD_RATIO**d, COD_RATIO_MIN) for d in range(1, steps))
-    if method == "dflash":
-        return 1 + dflash_anchors(max_anchors, total_seq_len, steps) * (steps + 1) / max(total_seq_len, 1)
-    return float(steps)
-
-
 def _structure_problems(recipe: Recipe, layout: VerifierLayout) -> list[str]:
     """What the real verifier's structure says against this recipe (same checks as a real run)."""
     from harness.cluster import gpu_memory_gib
@@ -158,7 +82,7 @@ def _structure_problems(recipe: Recipe, layout: VerifierLayout) -> list[str]:
         problems.append(f"{experts} routed experts do not split over {tp * pp} expert-parallel ranks")
     if e.device == "cuda" and layout.multimodal and not e.trust_remote_code:
         problems.append("a multimodal remote-code verifier on GPU needs engine.trust_remote_code = true")
-    weights_gib, mem = _weights_gib(layout), gpu_memory_gib(recipe)
+    weights_gib, mem = verifier_weights_gib(layout), gpu_memory_gib(recipe)
     if e.device == "cuda" and weights_gib and mem and weights_gib / (tp * pp) > 0.9 * mem:
         problems.append(f"verifier weights {weights_gib} GiB do not fit {tp * pp} x {mem:g} GiB GPUs")
     return problems
@@ -205,144 +129,6 @@ def _parallelism_section(recipe: Recipe) -> dict[str, Any]:
     }
 
 
-@dataclasses.dataclass(frozen=True)
-class _Commands:
-    """Engine plans as the real run builds them, naming the recipe's checkpoint path even when
-    the dry run checks the bundled structure."""
-
-    recipe: Recipe
-    layout: VerifierLayout
-    python: str
-
-    def engine(self, spec: SpeculativeSpec | None = None):
-        model = self.recipe.verifier.path or self.layout.path
-        # problems are listed by _structure_problems, not raised one at a time here
-        return dataclasses.replace(engine_plan(self.recipe.engine, self.layout, spec, refuse=False), model=model)
-
-
-def _responses_section(recipe: Recipe, cmds: _Commands) -> dict[str, Any]:
-    t, serve = recipe.train, cmds.engine()
-    return {
-        "engine_command": " ".join(serve.server_command(cmds.python, "127.0.0.1", 8000)),
-        "env": serve.env,
-        "workarounds": list(serve.workarounds),
-        "num_prompts": _num_prompts(recipe),
-        "later_turns": len(_later_turns(recipe)),
-        "max_new_tokens": t.max_new_tokens,
-        "concurrency": t.response_concurrency,
-        "temperature": t.response_temperature,
-    }
-
-
-def _hidden_states_section(recipe: Recipe, cmds: _Commands, aux: list[int], run_dir: Path) -> dict[str, Any]:
-    from harness.train.hidden_states import DTYPE_BYTES
-
-    t, layout = recipe.train, cmds.layout
-    short = _prompt_set_size(recipe) or 0
-    # ~256 prompt tokens on average for the prompt set (an estimate); the long documents' exactly
-    tokens = short * (t.max_new_tokens + 256) + t.long_documents * t.max_new_tokens + _long_document_tokens(recipe)
-    # a later turn t holds the t turns before it, answers included, then its own
-    tokens += sum((turn + 1) * (t.max_new_tokens + 256) for turn in _later_turns(recipe))
-    bytes_per = DTYPE_BYTES[t.hidden_states_dtype]
-    disk = tokens * (len(aux) + 1) * layout.hidden_size * bytes_per
-    offline = {
-        "disk_gib": round(disk / GIB, 1),
-        "formula": f"tokens x (aux {len(aux)} + 1) x hidden {layout.hidden_size} x {bytes_per} B",
-    }
-    hs: dict[str, Any] = {
-        "mode": t.hidden_states_mode,
-        "source": t.hidden_states_source,
-        "aux_layer_ids": aux,
-        "plus": "pre-norm last hidden state",
-        "dtype": t.hidden_states_dtype,
-        "estimated_tokens": tokens,
-        "disk_by_mode": {"offline": offline},
-    }
-    if t.hidden_states_source == "vllm":
-        from harness.cluster import extraction_engine
-        from harness.train.online import disk_bound
-        from harness.train.vllm_states import extraction_plan
-
-        ext = dataclasses.replace(
-            extraction_plan(extraction_engine(recipe), layout, aux, run_dir / "hidden_raw"),
-            model=recipe.verifier.path or layout.path,
-        )
-        bound, formula = disk_bound(recipe, layout, aux, ext)
-        hs["disk_by_mode"]["online"] = {"disk_gib": round(bound / GIB, 2), "formula": formula}
-        hs["extraction_command"] = " ".join(ext.server_command(cmds.python, "127.0.0.1", 8001))
-        if ext.workarounds:
-            hs["workarounds"] = list(ext.workarounds)
-    else:
-        hs["disk_by_mode"]["online"] = "needs train.hidden_states_source = 'vllm' (a live extraction server)"
-    hs["estimated_disk_gib"] = (
-        hs["disk_by_mode"]["online"]["disk_gib"] if t.hidden_states_mode == "online" else offline["disk_gib"]
-    )
-    return hs
-
-
-def _draft_and_memory_sections(recipe: Recipe, layout: VerifierLayout, aux: list[int]) -> dict[str, Any]:
-    from harness.draft.config import draft_layer_config
-
-    e, t, d = recipe.engine, recipe.train, recipe.draft
-    dcfg = draft_layer_config(recipe, layout, e.max_model_len)
-    params = _draft_params(dcfg, d.draft_vocab_size, len(aux))
-    embed = layout.vocab_size * layout.hidden_size
-    # P-EAGLE trains its token embedding (the mask token's row is learned) and saves it with the draft
-    lookups = embed + len(aux) * layout.hidden_size if d.method == "peagle" else 0  # + mask_hidden
-    params += lookups
-    # embed + verifier head (P-EAGLE's embed is counted in params instead)
-    frozen = embed * (1 if d.method == "peagle" else 2) + d.draft_vocab_size * layout.hidden_size
-    per_token = positions_per_token(d.method, t.ttt_steps, t.total_seq_len, t.max_anchors)
-    positions = t.total_seq_len * per_token
-    act = int(positions * (dcfg["intermediate_size"] * 3 + layout.hidden_size * 12) * 4)
-    logits = int(positions * d.draft_vocab_size * 4 * 3)
-    trainable = params * 16 / (t.nproc_per_node * t.nnodes) if t.fsdp and t.nproc_per_node > 1 else params * 16
-    gpu_bytes = trainable + frozen * 2 + act + logits  # fp32 weights+grads+Adam(2) = 16 B/param
-    weights_gib = _weights_gib(layout)
-    gpus = e.tensor_parallel_size * e.pipeline_parallel_size
-    return {
-        "draft": {
-            "layer_config": dcfg,
-            "method": d.method,
-            "trainable_params": params,
-            # what a training token's FLOPs scale with (the cost model): matmul weights, draft positions
-            "matmul_params": params - lookups,
-            "positions_per_token": round(per_token, 3),
-            "draft_vocab_size": d.draft_vocab_size,
-            "aux_layer_ids": aux,
-            "ttt_steps": t.ttt_steps,
-        },
-        "memory_estimates": {
-            "training_gpu_gib_per_process": round(gpu_bytes / GIB, 1),
-            "training_formula": (
-                "trainable x 16 B (fp32 weights, grads, Adam) + frozen embed/head + activations + logits, "
-                f"over {per_token:.2f} draft positions per packed token"
-            ),
-            "verifier_weights_gib": weights_gib,
-            "verifier_weights_gib_per_gpu": round(weights_gib / gpus, 1) if weights_gib else None,
-        },
-    }
-
-
-def _training_section(recipe: Recipe, run_dir: Path) -> dict[str, Any]:
-    from harness.train.launch import torchrun_command
-
-    t = recipe.train
-    return {
-        "launcher": t.launcher,
-        "command": " ".join(torchrun_command(recipe, run_dir))
-        if t.launcher == "torchrun"
-        else f"{sys.executable} -m harness.train.fit {run_dir}  (in-process)",
-        "epochs": t.epochs,
-        "lr": t.lr,
-        "total_seq_len": t.total_seq_len,
-        "loss": recipe.train_loss,
-        # DDP: every process packs its own total_seq_len batch, so a step sees world-size times that
-        "tokens_per_optimizer_step": t.total_seq_len * t.nproc_per_node * t.nnodes,
-        "trainer": "speculators.train.trainer.Trainer (DDP" + (" + FSDP" if t.fsdp else "") + ")",
-    }
-
-
 def _suite_requests(recipe: Recipe) -> tuple[tuple[str, int | None], ...]:
     """Requests one arm sends per suite (turns counted), each thinking mode a suite of its own;
     local suites parsed as the bench parses them, hub suites (read at run time) at bench.num_prompts
@@ -362,7 +148,7 @@ def _suite_requests(recipe: Recipe) -> tuple[tuple[str, int | None], ...]:
 
 
 def _bench_section(
-    recipe: Recipe, cmds: _Commands, run_dir: Path, suite_requests: tuple[tuple[str, int | None], ...]
+    recipe: Recipe, cmds: Commands, run_dir: Path, suite_requests: tuple[tuple[str, int | None], ...]
 ) -> dict[str, Any]:
     from harness.cluster import engine_schedule
     from harness.plan.bench_precision import questions
@@ -396,16 +182,6 @@ def _bench_section(
     }
 
 
-def engine_record(plan) -> dict[str, Any]:
-    """The part of an engine plan a run records and the dry run prints: model, arguments, environment."""
-    return {
-        "model": plan.model,
-        "engine_kwargs": plan.engine_kwargs,
-        "env": plan.env,
-        "workarounds": list(plan.workarounds),
-    }
-
-
 def dry_run_plan(
     recipe: Recipe, run_dir: Path, include_bench: bool = False, allow: list[str] | None = None
 ) -> dict[str, Any]:
@@ -415,13 +191,13 @@ def dry_run_plan(
     plan: dict[str, Any] = {"recipe": recipe.name, "verifier_source": source}
     problems = _structure_problems(recipe, layout)
     aux = list(recipe.draft.aux_layer_ids or layout.default_aux_layer_ids)
-    cmds = _Commands(recipe, layout, "python" if recipe.engine.device == "cuda" else sys.executable)
+    cmds = Commands(recipe, layout, "python" if recipe.engine.device == "cuda" else sys.executable)
     plan["verifier"] = _verifier_section(layout)
     plan["parallelism"] = _parallelism_section(recipe)
-    plan["responses"] = _responses_section(recipe, cmds)
-    plan["hidden_states"] = _hidden_states_section(recipe, cmds, aux, run_dir)
-    plan.update(_draft_and_memory_sections(recipe, layout, aux))
-    plan["training"] = _training_section(recipe, run_dir)
+    plan["responses"] = responses_section(recipe, cmds)
+    plan["hidden_states"] = hidden_states_section(recipe, cmds, aux, run_dir)
+    plan.update(draft_and_memory_sections(recipe, layout, aux))
+    plan["training"] = training_section(recipe, run_dir)
     # local suites parsed as the bench parses them (hf: datasets need the network)
     suite_requests = _suite_requests(recipe) if include_bench else None
     if suite_requests is not None:
@@ -499,17 +275,6 @@ def _cost_section(
         plan["draft"]["positions_per_token"],
     )
     return plan_cost(recipe, numbers, with_recipe(recipe.cost, defaults))
-
-
-def _weights_gib(layout: VerifierLayout) -> float | None:
-    import json
-
-    index = Path(layout.path) / "model.safetensors.index.json"
-    if index.is_file():
-        total = json.loads(index.read_text()).get("metadata", {}).get("total_size")
-        if total:
-            return round(total / GIB, 1)
-    return None
 
 
 def render_plan(plan: dict[str, Any], console) -> None:
