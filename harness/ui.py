@@ -1,6 +1,6 @@
 """Output for people: progress (one rich display across stages, on stderr: pipelines talk to a
-`Reporter`, tests use the silent one), the consoles, the one number formatter (`fmt`) and the one
-Markdown table (`md_table`)."""
+`Reporter`, tests use the silent one), the consoles, the one number formatter (`fmt`; `fmt_ci` for a
+CI after its value) and the one Markdown table (`md_table`)."""
 
 from __future__ import annotations
 
@@ -142,6 +142,12 @@ def fmt(value: Any, spec: int | str = 3) -> str:
     if isinstance(spec, int):
         return f"{value:.{spec}f}" if isinstance(value, float) else str(value)
     return spec.format(value) if isinstance(value, int | float) else str(value)
+
+
+def fmt_ci(low: float | None, high: float | None, spec: int | str = "{:.2f}") -> str:
+    """A 95% CI as it follows its value in a table: " [low, high]" (each end through `fmt`), or "" unless
+    both ends are known."""
+    return "" if low is None or high is None else f" [{fmt(low, spec)}, {fmt(high, spec)}]"
 
 
 def md_table(columns: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:

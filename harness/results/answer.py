@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.schema import CellRow
-from harness.ui import MISSING, fmt
+from harness.ui import MISSING, fmt, fmt_ci
 
 NOT_CANDIDATES = ("oracle", "random")
 NONE = "no speculation"
@@ -106,7 +106,7 @@ def _x(ch: Choice) -> str:
     ci = ch.ci
     if ch.row is None:
         return "1.00x"
-    return f"{ch.speedup:.2f}x" + ("" if ci is None else f" [{ci[0]:.2f}, {ci[1]:.2f}]")
+    return f"{ch.speedup:.2f}x" + fmt_ci(*(ci or (None, None)))
 
 
 def margin_text(a: Answer) -> str:

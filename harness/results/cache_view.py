@@ -13,7 +13,7 @@ from harness.results.runs import Run, is_speculative
 from harness.results.table import load_cell_requests
 from harness.schema import CellRow
 from harness.suites import NOCACHE_SUFFIX
-from harness.ui import fmt
+from harness.ui import fmt, fmt_ci
 
 SUFFIX = "@" + NOCACHE_SUFFIX
 
@@ -71,13 +71,17 @@ def table_rows(p: CachePair) -> list[list[str]]:
     def at(values: list[float | None] | None, t: int, spec: str) -> str:
         return fmt(values[t] if values and t < len(values) else None, spec)
 
+    def diff(d: caching.TurnDiff) -> str:
+        lo, hi = d.ci or (None, None)
+        return f"{d.diff:+.2f}" + fmt_ci(lo, hi, "{:+.2f}")
+
     return [
         [
             str(d.turn + 1),
             str(d.conversations),
             f"{d.al_on:.2f}",
             f"{d.al_off:.2f}",
-            f"{d.diff:+.2f}" + (f" [{d.ci[0]:+.2f}, {d.ci[1]:+.2f}]" if d.ci else ""),
+            diff(d),
             f"{at(p.on.prefix_cache_hit_rate_by_turn, d.turn, '{:.0%}')} / "
             f"{at(p.off.prefix_cache_hit_rate_by_turn, d.turn, '{:.0%}')}",
             f"{at(p.on.speedup_by_turn, d.turn, '{:.2f}')} / {at(p.off.speedup_by_turn, d.turn, '{:.2f}')}",

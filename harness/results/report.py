@@ -33,7 +33,7 @@ from harness.results.report_document import (
 )
 from harness.results.runs import Run, read_run
 from harness.schema import BASELINE, CellRow
-from harness.ui import MISSING, fmt
+from harness.ui import MISSING, fmt, fmt_ci
 
 DEFINITIONS = [
     "acceptance length (AL, τ) = 1 + num_accepted_tokens / num_drafts, pooled over every draft of the cell "
@@ -135,18 +135,13 @@ def _cell_row(r: CellRow, base: CellRow | None) -> list[str]:
         fmt(r.tokens_per_step),
         fmt(r.draft_acceptance_rate),
         _rates(r),
-        fmt(r.speedup) + _speedup_ci(r),
+        fmt(r.speedup) + fmt_ci(r.speedup_ci_low, r.speedup_ci_high, "{:.3f}"),
         fmt(r.output_tok_per_s, 1),
         fmt(base.output_tok_per_s if base else None, 1),
         fmt(r.ttft_ms_median, 1),
         lm_s,
         fmt(r.repetition_share, "{:.0%}"),
     ]
-
-
-def _speedup_ci(r: CellRow) -> str:
-    lo, hi = r.speedup_ci_low, r.speedup_ci_high
-    return "" if lo is None or hi is None else f" [{lo:.3f}, {hi:.3f}]"
 
 
 def _run_facts(run: Run) -> list[str]:
@@ -187,12 +182,12 @@ def _x_ci(r: CellRow) -> str:
     sp, lo, hi = r.speedup, r.speedup_ci_low, r.speedup_ci_high
     if sp is None:
         return MISSING
-    return f"{sp:.2f}x" + ("" if lo is None or hi is None else f" [{lo:.2f}, {hi:.2f}]")
+    return f"{sp:.2f}x" + fmt_ci(lo, hi)
 
 
 def _al_ci(r: CellRow) -> str:
     al, lo, hi = r.acceptance_length, r.al_ci_low, r.al_ci_high
-    return fmt(al, 2) + ("" if lo is None or hi is None else f" [{lo:.2f}, {hi:.2f}]")
+    return fmt(al, 2) + fmt_ci(lo, hi)
 
 
 def _spread(rs: list[CellRow]) -> str:

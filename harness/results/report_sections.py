@@ -10,18 +10,14 @@ from harness.results import cache_view, k_view, load_view, plots, slo_view
 from harness.results.report_document import Block, Bullets, Code, Paragraph, Section, Table
 from harness.results.runs import Run
 from harness.schema import BreakdownName, CellRow
-from harness.ui import MISSING, fmt
+from harness.ui import MISSING, fmt, fmt_ci
 
 # ----------------------------------------------------------------------------- acceptance explained
 
 
 def _bucket_text(r: CellRow, what: BreakdownName) -> str:
     return (
-        "; ".join(
-            f"{n}: {v:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else "")
-            for n, v, lo, hi, _ in r.breakdowns.of(what).measured()
-        )
-        or MISSING
+        "; ".join(f"{n}: {v:.2f}" + fmt_ci(lo, hi) for n, v, lo, hi, _ in r.breakdowns.of(what).measured()) or MISSING
     )
 
 
