@@ -2,7 +2,7 @@
 what it decides: whether a verifier's baseline and speculative engines can be up at once.
 
 Pure: values in, values out. The dry run (harness/plan/dry_run.py) checks the plan against it; the
-bench (harness/bench/run.py) asks `engine_schedule` how to order its engines.
+bench (harness/bench/loop.py) asks `engine_schedule` how to order its engines.
 """
 
 from __future__ import annotations

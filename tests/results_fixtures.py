@@ -42,7 +42,7 @@ def rows_for(
     suite_sha=None,
     status="ok",
 ) -> list[dict]:
-    """A baseline row and a speculative row shaped like harness.bench.run.cell_rows."""
+    """A baseline row and a speculative row shaped like the bench's rows (harness/bench/rows.py)."""
     per_pos = list(per_pos)[:k]
     counters = measure.SpecCounters(num_drafts, num_drafts * k, sum(per_pos), tuple(per_pos))
     common = dict(

@@ -338,7 +338,7 @@ def test_the_sampling_distribution_is_rebuilt_from_raw_logprobs_and_rescored_out
 
 def test_at_t_1_a_top_n_rescore_gives_the_whole_vocabularys_samples():
     """At T = 1 without top-p the engines (a server included) return only their top tokens and the
-    output's own (harness/bench/run.py rescored_arms): the kept buckets equal the whole vocabulary's."""
+    output's own (harness/bench/lossless_probes.py rescored_arms): the kept buckets equal the whole vocabulary's."""
     from harness.analysis.lossless_sampling import raw_is_sampling, rescored_samples, top_n
 
     rng = np.random.default_rng(1)

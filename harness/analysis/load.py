@@ -3,7 +3,7 @@ best k per load as a vLLM schedule, and whether a dynamic-k arm holds up against
 
 Speedup and its CI (paired A/B repeats; same prompts, max tokens, sampling, concurrency):
   speedup = (Σ spec output tokens / Σ spec wall) / (Σ baseline output tokens / Σ baseline wall),
-  sums over repeats — the ratio of the two arms' output tok/s as bench/run.py computes them.
+  sums over repeats — the ratio of the two arms' output tok/s as bench/rows.py computes them.
   Bootstrap (percentile, seeded numpy generator, default 2000 resamples, 95 %): resample repeats
   with replacement, keeping each repeat's two arms together (they ran interleaved, so they share
   the machine's drift) — scipy.stats.bootstrap(paired=True) over the repeats; where per-request

@@ -23,7 +23,7 @@ Context: flag `BEYOND TRAINING CONTEXT` when at least a quarter of the cell's pr
   mismatch tolerance (bench.mismatch_tolerance).
 
 Explanation of a cell whose served AL is off the training prediction by more than the tolerance
-(al_gap = (AL − predicted) / predicted, as bench/run.py computes it), in this precedence:
+(al_gap = (AL − predicted) / predicted, as bench/rows.py computes it), in this precedence:
   1. AL below prediction and BEYOND TRAINING CONTEXT   -> BEYOND TRAINING CONTEXT
      (context length lowers acceptance; loops only raise it, so they cannot explain a drop)
   2. AL above prediction and LOOPING OUTPUTS            -> LOOPING OUTPUTS

@@ -83,7 +83,7 @@ class CellContext:
 
 
 def prompt_of(request_id: str) -> str:
-    """The prompt a request belongs to: ids are `<record id>#<turn>` (bench/run.py)."""
+    """The prompt a request belongs to: ids are `<record id>#<turn>` (bench/arm.py)."""
     return request_id.rsplit("#", 1)[0]
 
 

