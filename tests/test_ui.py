@@ -1,0 +1,31 @@
+"""The one number formatter and the one Markdown table (harness/ui.py)."""
+
+from __future__ import annotations
+
+from harness.ui import MISSING, fmt, fmt_ci, md_table
+
+
+def test_fmt_marks_missing_values_and_applies_decimals_or_a_format():
+    assert fmt(None) == fmt(float("nan")) == MISSING
+    assert (fmt(2.84999), fmt(3), fmt(3, "{:.2f}"), fmt(0.415, "{:.0%}"), fmt("eagle", 2)) == (
+        "2.850",
+        "3",
+        "3.00",
+        "42%",
+        "eagle",
+    )
+
+
+def test_fmt_ci_follows_a_value_only_with_both_ends():
+    assert fmt_ci(1.714, 1.886) == " [1.71, 1.89]"
+    assert fmt_ci(-0.1, 0.4, "{:+.2f}") == " [-0.10, +0.40]"
+    assert fmt_ci(None, 1.0) == fmt_ci(1.0, None) == ""
+
+
+def test_md_table_escapes_a_pipe_inside_a_cell():
+    assert md_table(["run", "AL"], [["a", "2.85"], ["b|c", MISSING]]) == [
+        "| run | AL |",
+        "|---|---|",
+        "| a | 2.85 |",
+        "| b\\|c | — |",
+    ]
