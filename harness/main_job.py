@@ -28,7 +28,7 @@ from harness.recipe import Recipe
 from harness.results.answer import HEADERS
 from harness.schema import CSV_FILE, TABLE_FILE
 from harness.train.records import TrainReport
-from harness.ui import Reporter, fmt
+from harness.ui import Reporter, fmt, fmt_ci
 
 
 @dataclass
@@ -388,7 +388,7 @@ def _al_ci(v: list[float | None] | None) -> str:
     if not v:
         return "-"
     al, lo, hi = v
-    return fmt(al, "{:.2f}") + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else "")
+    return fmt(al, "{:.2f}") + fmt_ci(lo, hi)
 
 
 def exit_for(res: MainJobResult) -> None:

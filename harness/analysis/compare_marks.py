@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from harness.errors import BadInput
-from harness.ui import MISSING, fmt
+from harness.ui import MISSING, fmt, fmt_ci
 
 KEY = ("suite", "k", "concurrency", "temperature")
 CI_COLUMNS = {
@@ -208,8 +208,7 @@ def _cell(v: Value | None, d: Delta | None, digits: int) -> str:
         return MISSING
     num = f"{{:.{digits}f}}"  # a format string: an int value still prints with its decimals
     text = fmt(v.value, num)
-    if v.low is not None and v.high is not None:
-        text += f" [{fmt(v.low, num)}, {fmt(v.high, num)}]"
+    text += fmt_ci(v.low, v.high, num)
     if d is not None and d.delta is not None:
         text += " " + fmt(d.delta, f"{{:+.{digits}f}}") + (MARK if d.beyond_noise else "")
     return text
