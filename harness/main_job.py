@@ -144,8 +144,9 @@ def _pooled_segments(run_dir: Path, g, end_think_id: int | None) -> dict[str, li
     the suite's speculative requests (their per-step records, cells/requests/), pooled and
     bootstrapped over requests the way each cell's own segment columns are (harness/analysis/steps.py)."""
     from harness.analysis import steps
-    from harness.bench.breakdown import RequestRecord, request_steps
+    from harness.bench.breakdown import request_steps
     from harness.results.table import load_cell_requests
+    from harness.schema import RequestRecord
 
     if end_think_id is None or not any(len(s) for s in g.get("segments", [])):
         return {}

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.analysis.load import Cross, crossing, grid_position
+from harness.schema import RequestRecord
 
 SATURATION_TOLERANCE = 0.10
 SLO_PERCENTILE = 99.0
@@ -84,19 +85,19 @@ class Timing:
         return math.inf if v is None else v
 
 
-def timings_from_records(records: Sequence[Mapping], num_failed: int) -> list[Timing]:
-    """An arm's requests as the SLO sees them, from its per-request records (the cell side file's
-    dicts: request_id, repeat, ttft_s, latency_s, output_token_ids): the finished ones by (repeat,
-    request id), so both arms line up prompt by prompt, then a never-meeting entry per failure."""
-    done = sorted(records, key=lambda r: (r["repeat"], r["request_id"]))
+def timings_from_records(records: Sequence[RequestRecord], num_failed: int) -> list[Timing]:
+    """An arm's requests as the SLO sees them, from its per-request records (the arm's own, or read
+    back from the cell's side file): the finished ones by (repeat, request id), so both arms line up
+    prompt by prompt, then a never-meeting entry per failure."""
+    done = sorted(records, key=lambda r: (r.repeat, r.request_id))
     timings = [
         Timing(
-            r.get("ttft_s"),
-            r.get("latency_s"),
-            len(r["output_token_ids"]),
-            r.get("sent_s"),
-            r.get("queue_s") or 0.0,
-            f"{r['repeat']}#{str(r['request_id']).rpartition('#')[2]}",
+            r.ttft_s,
+            r.latency_s,
+            len(r.output_token_ids),
+            r.sent_s,
+            r.queue_s or 0.0,
+            f"{r.repeat}#{str(r.request_id).rpartition('#')[2]}",
         )
         for r in done
     ]

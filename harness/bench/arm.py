@@ -8,12 +8,13 @@ from __future__ import annotations
 import uuid
 
 from harness import metrics
-from harness.bench.breakdown import RepeatRecord, RequestRecord
+from harness.bench.breakdown import RepeatRecord
 from harness.bench.planning import Prompts
 from harness.bench.rows import ArmResult
 from harness.engine.base import Arrivals, BatchResult, Engine, GenOutput, GenRequest, Sampling
 from harness.prompts import end_think_token, render, with_answer
 from harness.recipe import Recipe
+from harness.schema import RequestRecord
 from harness.verifier.layout import VerifierLayout
 
 

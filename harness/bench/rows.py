@@ -13,9 +13,9 @@ from harness import metrics
 from harness.analysis import slo
 from harness.analysis.machine import MachineReading
 from harness.bench import breakdown
-from harness.bench.breakdown import RepeatRecord, RequestRecord
+from harness.bench.breakdown import RepeatRecord
 from harness.engine.counters import SpecCounters
-from harness.schema import BASELINE, SPECULATIVE, CellIdentity, CellRow
+from harness.schema import BASELINE, SPECULATIVE, CellIdentity, CellRow, RequestRecord
 
 
 @dataclass
@@ -61,7 +61,7 @@ def _error_summary(errors: list[str]) -> str | None:
 
 
 def arm_timings(arm: ArmResult) -> list[slo.Timing]:
-    return slo.timings_from_records([r.to_dict() for r in arm.requests], len(arm.errors))
+    return slo.timings_from_records(arm.requests, len(arm.errors))
 
 
 def turn_speedups(base: ArmResult, spec: ArmResult) -> list[float | None]:

@@ -16,7 +16,7 @@ from harness.analysis.load import ABOVE
 from harness.results.checks import Check
 from harness.results.runs import BASELINE, Run, is_speculative
 from harness.results.table import load_cell_requests
-from harness.schema import CellRow
+from harness.schema import CellRow, RequestRecord
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,8 @@ def _timings(run_dir: Path | None, row: CellRow, arm: str) -> list[slo.Timing]:
 
 
 def _arm_timings(sides: dict | None, row: CellRow, arm: str) -> list[slo.Timing]:
-    return slo.timings_from_records((sides or {}).get(arm, []), int(row.num_failed or 0))
+    records = [RequestRecord.from_dict(r) for r in (sides or {}).get(arm, [])]
+    return slo.timings_from_records(records, int(row.num_failed or 0))
 
 
 def rate_lines(run: Run) -> list[RateLine]:
