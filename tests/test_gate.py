@@ -17,9 +17,10 @@ from harness.provenance import atomic_write_json
 from harness.results.gate.baseline import gate, read_baseline, update_baseline
 from harness.results.gate.cell_checks import check_cell, noise_slack
 from harness.results.gate.evaluate import GateOptions
-from harness.results.runs import fmt, read_run
+from harness.results.runs import read_run
 from harness.results.table import write_cell
 from harness.schema import BASELINE_COLUMNS, BaselineCell, CellRow
+from harness.ui import fmt
 from tests.results_fixtures import BAD, MATRIX, REPO, invoke, make_run, rows_for
 
 # ----------------------------------------------------------------------------- fixture sanity

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.results.runs import describe_setting, fmt
+from harness.results.runs import describe_setting
+from harness.ui import fmt
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.schema import BASELINE, COMPARABILITY, SETTING, SPECULATIVE, CellRow, GatedCell, Manifest, Setting
-from harness.ui import fmt  # noqa: F401  (re-exported: the one formatter, harness/ui.py)
 
-__all__ = ["BASELINE", "COMPARABILITY", "SETTING", "SPECULATIVE", "CellRow", "Manifest", "fmt"]
+__all__ = ["BASELINE", "COMPARABILITY", "SETTING", "SPECULATIVE", "CellRow", "Manifest"]
 
 
 @dataclass(frozen=True)

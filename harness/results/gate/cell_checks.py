@@ -13,8 +13,8 @@ from typing import Any
 
 from harness.analysis import power as pw
 from harness.results.checks import Check
-from harness.results.runs import fmt
 from harness.schema import BaselineCell, CellRow, GatedCell
+from harness.ui import fmt
 
 
 def cell_floors(base: BaselineCell, tolerance: float, floors: Sequence[float] | None, use_stored: bool) -> list[float]:

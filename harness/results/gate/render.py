@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.results.checks import Check
 from harness.results.gate.evaluate import GateResult
-from harness.results.runs import fmt
+from harness.ui import fmt, md_table
 
 
 def verdict_dict(res: GateResult) -> dict[str, Any]:
@@ -114,10 +114,8 @@ def to_markdown(res: GateResult) -> str:
         "",
         _settings_line(res),
         "",
-        "| " + " | ".join(HEADERS) + " |",
-        "|" + "---|" * len(HEADERS),
+        *md_table(HEADERS, [_row(c)[:-1] + ["pass" if c.passed else "**FAIL**"] for c in res.checks]),
     ]
-    out += ["| " + " | ".join(_row(c)[:-1] + ["pass" if c.passed else "**FAIL**"]) + " |" for c in res.checks]
     out += [""] + [f"- {n}" for n in notes(res)]
     out.append(
         "\nAL = 1 + accepted/drafts (pooled, incl. the bonus token); per_position_rate[i] = accepted at "
