@@ -7,6 +7,7 @@ import pytest
 
 from harness.bench.rows import ArmResult, CellIdentity, RepeatRecord, RequestRecord, cell_rows
 from harness.engine.counters import SpecCounters
+from harness.schema import CellRow
 
 IDENT = CellIdentity(
     run_id="run",
@@ -126,7 +127,7 @@ def test_dynamic_arm_is_planned_after_the_fixed_ks_and_its_schedule_derived():
     cells = plan_cells(recipe, [DraftUnderTest("d", "eagle3", None, "/x")], [load_suite("code", 2, {})])
     assert [(c.draft, c.k, c.concurrency) for c in cells[-2:]] == [("d-dynamic", 3, 1), ("d-dynamic", 3, 4)]
     rows = [
-        {"draft": "d", "mode": m, "k": k, "concurrency": c, "output_tok_per_s": v}
+        CellRow.from_dict({"draft": "d", "mode": m, "k": k, "concurrency": c, "output_tok_per_s": v})
         for m, k, c, v in (
             ("baseline", 1, 1, 100),
             ("speculative", 1, 1, 150),

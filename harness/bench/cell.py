@@ -257,6 +257,7 @@ def end_think_id(tokenizer, suite: Suite | None = None) -> int | None:
 def record_cell(run: BenchRun, cell: CellSpec, measured: MeasuredCell) -> None:
     rows = measured.rows
     write_cell(run.run_dir, cell.id, rows, measured.requests)
+    run.rows.extend(rows)
     rs = rows[1]
     for f in rs.flags:
         run.reporter.log(f"[{cell.id}] {f}")

@@ -11,10 +11,10 @@ finished suites and temperatures (a server runs one schedule for all its traffic
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from collections.abc import Sequence
 
 from harness.analysis import load
-from harness.schema import DYNAMIC_SUFFIX
+from harness.schema import DYNAMIC_SUFFIX, CellRow
 
 SUFFIX = DYNAMIC_SUFFIX
 
@@ -23,18 +23,18 @@ def dynamic_label(label: str) -> str:
     return label + SUFFIX
 
 
-def mean_tok_s(rows: list[dict[str, Any]], draft: str) -> dict[tuple[int, int], float]:
+def mean_tok_s(rows: Sequence[CellRow], draft: str) -> dict[tuple[int, int], float]:
     """{(k, concurrency): mean output tok/s} over the draft's ok cells; k = 0 from their baseline arms."""
     seen: dict[tuple[int, int], list[float]] = defaultdict(list)
     for r in rows:
-        if r.get("draft") != draft or r.get("status", "ok") != "ok" or r.get("output_tok_per_s") is None:
+        if r.draft != draft or not r.ok or r.output_tok_per_s is None:
             continue
-        k = int(r["k"]) if r.get("mode") == "speculative" else 0
-        seen[(k, int(r["concurrency"]))].append(float(r["output_tok_per_s"]))
+        k = int(r.k) if r.is_speculative else 0
+        seen[(k, int(r.concurrency))].append(float(r.output_tok_per_s))
     return {key: sum(v) / len(v) for key, v in seen.items()}
 
 
-def derive_schedule(rows: list[dict[str, Any]], draft: str) -> tuple[tuple[int, int, int], ...] | None:
+def derive_schedule(rows: Sequence[CellRow], draft: str) -> tuple[tuple[int, int, int], ...] | None:
     """The draft's best-k schedule from its finished fixed-k cells; None when it has none."""
     tok_s = mean_tok_s(rows, draft)
     if not any(k for k, _ in tok_s):

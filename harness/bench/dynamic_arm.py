@@ -19,7 +19,6 @@ from harness.draft.under_test import DraftUnderTest
 from harness.engine.base import Engine
 from harness.engine.settings import SpeculativeSpec, engine_plan
 from harness.results.manifest import read_manifest_data
-from harness.results.table import load_rows
 from harness.verifier.layout import VerifierLayout
 
 
@@ -38,7 +37,7 @@ def bench_dynamic(
 ) -> None:
     """The draft's best-k schedule, derived from its finished fixed-k cells, as an engine of its own."""
     prompts = shared.prompts
-    schedule = derive_schedule(load_rows(run.run_dir), draft.label)
+    schedule = derive_schedule(run.rows, draft.label)
     if schedule is None:
         run.reporter.log(f"[{draft.label}] dynamic k: no finished fixed-k cell to derive a schedule from; skipped")
         return

@@ -41,7 +41,7 @@ from harness.engine.background_start import BackgroundStart
 from harness.engine.base import Engine
 from harness.engine.settings import engine_plan, refuse_what_vllm_cannot_run
 from harness.recipe import Recipe
-from harness.results.table import ensure_tables, finished_cells
+from harness.results.table import ensure_tables, finished_cells, read_rows
 from harness.ui import Reporter
 from harness.verifier.layout import VerifierLayout
 
@@ -135,6 +135,7 @@ def run_bench(
         run_id=run_id_of(run_dir, shard),
     )
     done = finished_cells(run_dir)
+    run.rows.extend(read_rows(run_dir) if done else [])  # a resumed run's cells, read once
     todo = [c for c in cells if c.id not in done]
     reporter.stage("bench cells", total=len(cells))
     reporter.advance(len(cells) - len(todo))

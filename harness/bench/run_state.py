@@ -15,6 +15,7 @@ from harness.bench.rows import ArmResult
 from harness.engine.base import Engine
 from harness.engine.settings import EnginePlan
 from harness.recipe import Recipe
+from harness.schema import CellRow
 from harness.suites import Suite
 from harness.ui import Reporter
 
@@ -53,3 +54,6 @@ class BenchRun:
     # against the context before any engine starts or any file is written)
     prompts: dict[str, tuple[Any, dict[str, Prompts]]] = field(default_factory=dict)
     run_id: str = ""  # the rows' run id when it is not the folder's: a shard's names its run (bench/shards.py)
+    # every finished cell's rows: a resumed run's read once at its start, then each cell's as it is
+    # recorded (record_cell); the dynamic-k arm derives its schedule from them
+    rows: list[CellRow] = field(default_factory=list)

@@ -97,18 +97,18 @@ def measured_bench(run_dir: Path, recipe: Recipe, gpus: int) -> Measured | None:
     """Engine starts and measured arms: a baseline arm counts in the cell that measured it (a
     shared one is copied into the cells that reuse it). Warm-up and sentinels are in neither side."""
     from harness.results.manifest import read_manifest_data
-    from harness.results.table import load_rows
+    from harness.results.table import read_rows
 
-    rows = load_rows(run_dir)
+    rows = read_rows(run_dir)
     if not rows:
         return None
     engines = (read_manifest_data(run_dir, missing_ok=True).get("engines") or {}).values()
     starts = [e["startup_s"] for e in engines if e.get("startup_s") is not None]
-    arms = [r for r in rows if r["mode"] == "speculative" or r.get("baseline_cell") in (None, r["cell_id"])]
+    arms = [r for r in rows if r.is_speculative or r.baseline_cell in (None, r.cell_id)]
     by_c: dict[int, int] = {}
     for r in arms:
-        by_c[r["concurrency"]] = by_c.get(r["concurrency"], 0) + r["num_output_tokens"]
-    wall = sum(r["wall_s"] for r in arms)
+        by_c[r.concurrency] = by_c.get(r.concurrency, 0) + r.num_output_tokens
+    wall = sum(r.wall_s for r in arms)
     tokens = sum(by_c.values())
     work = StageWork(
         "bench",

@@ -194,11 +194,6 @@ def read_rows(run_dir: Path) -> list[CellRow]:
     return [r for p in (sorted(folder.glob("*.json")) if folder.is_dir() else []) for r in read_cell(p)]
 
 
-def load_rows(run_dir: Path) -> list[dict[str, Any]]:
-    """The finished rows as the tables' flat columns (`CellRow.to_dict()`)."""
-    return [r.to_dict() for r in read_rows(run_dir)]
-
-
 def rows_to_frame(rows: Sequence[CellRow]):
     """The table of the rows: one flat column per CellRow.to_dict() key (every column present,
     also with no rows)."""
