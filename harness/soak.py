@@ -47,7 +47,7 @@ from harness.bench.rows import ArmResult
 from harness.engine.base import Arrivals, Engine
 from harness.errors import BadInput
 from harness.recipe import Recipe
-from harness.ui import Reporter
+from harness.ui import Reporter, fmt
 
 SOAK_FILE = "soak.json"
 PROBE_FRACTION = 0.25
@@ -376,12 +376,11 @@ def window_conversations(convs: list, requests: int) -> list:
 
 
 def window_line(w: Window) -> str:
-    f = _fmt
     return (
         f"window {w.index + 1} (t={w.start_s / 60:.1f} min, session {w.session}): {w.requests} requests"
-        f"{f' ({w.failed} failed)' if w.failed else ''}, AL {f(w.acceptance_length)}, TPOT p50/p99 "
-        f"{f(w.tpot_ms_p50, '.1f')}/{f(w.tpot_ms_p99, '.1f')} ms, speedup {f(w.speedup)}x, "
-        f"cache hits {f(w.prefix_cache_hit_rate, '.0%')}, memory {f(w.rss_mib, '.0f')} MiB"
+        f"{f' ({w.failed} failed)' if w.failed else ''}, AL {fmt(w.acceptance_length, '{:.2f}')}, TPOT p50/p99 "
+        f"{fmt(w.tpot_ms_p50, '{:.1f}')}/{fmt(w.tpot_ms_p99, '{:.1f}')} ms, speedup {fmt(w.speedup, '{:.2f}')}x, "
+        f"cache hits {fmt(w.prefix_cache_hit_rate, '{:.0%}')}, memory {fmt(w.rss_mib, '{:.0f}')} MiB"
         + (f"; MACHINE BUSY (others used {w.foreign_cpu:.0%} of the CPUs)" if w.busy else "")
     )
 
@@ -433,12 +432,12 @@ def render_soak(run_dir: Path, windows: Sequence[Window], console, as_json: bool
             f"{w.start_s / 60:.1f}",
             str(w.session),
             f"{w.requests}" + (f" ({w.failed} failed)" if w.failed else ""),
-            _fmt(w.acceptance_length),
-            f"{_fmt(w.tpot_ms_p50, '.1f')} / {_fmt(w.tpot_ms_p99, '.1f')}",
-            _fmt(w.speedup),
-            _fmt(w.prefix_cache_hit_rate, ".0%"),
-            _fmt(w.rss_mib, ".0f"),
-            _fmt(w.foreign_cpu, ".0%") + (" BUSY" if w.busy else ""),
+            fmt(w.acceptance_length, "{:.2f}"),
+            f"{fmt(w.tpot_ms_p50, '{:.1f}')} / {fmt(w.tpot_ms_p99, '{:.1f}')}",
+            fmt(w.speedup, "{:.2f}"),
+            fmt(w.prefix_cache_hit_rate, "{:.0%}"),
+            fmt(w.rss_mib, "{:.0f}"),
+            fmt(w.foreign_cpu, "{:.0%}") + (" BUSY" if w.busy else ""),
         )
     console.print(t)
     console.print(line, style="bold red" if tr is not None and tr.drifting else None, highlight=False)
@@ -465,7 +464,3 @@ def render_soak(run_dir: Path, windows: Sequence[Window], console, as_json: bool
         style="dim",
         highlight=False,
     )
-
-
-def _fmt(v: float | None, spec: str = ".2f") -> str:
-    return "-" if v is None else format(v, spec)
