@@ -14,10 +14,14 @@ command is run again (the run id is derived from the recipe):
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from harness import metrics
 from harness.engine.counters import SpecCounters
@@ -26,7 +30,8 @@ from harness.paths import RUNS_DIR
 from harness.provenance import atomic_write_json
 from harness.recipe import Recipe
 from harness.results.answer import HEADERS
-from harness.schema import CSV_FILE, TABLE_FILE
+from harness.results.runs import Run
+from harness.schema import CSV_FILE, TABLE_FILE, CellRow, RequestRecord
 from harness.train.records import TrainReport
 from harness.ui import Reporter, fmt, fmt_ci
 
@@ -48,19 +53,15 @@ class MainJobResult:
     not_weighed: list[str] = field(default_factory=list)  # methods this device cannot serve, with why
 
 
-def _engine_startups(run_dir: Path) -> dict[str, float]:
-    from harness.results.manifest import read_manifest_data
-
-    engines = read_manifest_data(run_dir, missing_ok=True).get("engines") or {}
+def _engine_startups(run: Run) -> dict[str, float]:
+    engines = run.manifest.data.get("engines") or {}
     return {name: e["startup_s"] for name, e in engines.items() if e.get("startup_s") is not None}
 
 
-def _deploy(run_dir: Path) -> tuple[list[list[str]], list[str]]:
-    """The answer table's rows, and the methods it could not weigh on this device (one read of the run)."""
+def _deploy(run: Run) -> tuple[list[list[str]], list[str]]:
+    """The answer table's rows, and the methods it could not weigh on this device."""
     from harness.results.answer import answer_rows, not_weighed
-    from harness.results.runs import read_run
 
-    run = read_run(run_dir)
     return answer_rows(run.rows), not_weighed(run.manifest.hardware.device)
 
 
@@ -75,58 +76,35 @@ def _gate_verdicts(gate_result) -> dict[str, str]:
     return verdict
 
 
-def _summary_rows(run_dir: Path, gate_result, end_think_id: int | None = None) -> list[dict[str, Any]]:
+def _summary_rows(run: Run, gate_result, end_think_id: int | None = None) -> list[dict[str, Any]]:
     """Per (draft, suite): counters pooled over the suite's cells, then the metrics.py formulas."""
-    from harness.results.table import load_run
-
-    _, df, _ = load_run(run_dir)
-    if not len(df):
-        return []
     verdict = _gate_verdicts(gate_result)
-    spec = df[df["mode"] == "speculative"]
-
-    def pooled(g) -> SpecCounters:
-        return SpecCounters(
-            int(g["num_drafts"].sum()), int(g["num_draft_tokens"].sum()), int(g["num_accepted_tokens"].sum())
-        )
-
-    def per_step(g) -> float | None:
-        """tokens_per_step pooled over cells (each cell's own steps); None for folders without it."""
-        if "num_verify_steps" not in g or g["num_verify_steps"].isna().any():
-            return None
-        steps = g["num_verify_steps"].sum()
-        return float((g["tokens_per_step"] * g["num_verify_steps"]).sum() / steps) if steps else None
-
+    spec = [r for r in run.rows if r.is_speculative]
     # The ngram reference per suite: how much the workload repeats itself (a draft's figure over
     # it is what the draft adds beyond copying from the context). Two ratios, because ngram's AL
     # counts only the steps where it found a match (metrics.tokens_per_step).
     ngram = {
-        suite: (metrics.acceptance_length(pooled(g)), per_step(g))
-        for suite, g in spec[spec["method"] == "ngram"].groupby("suite", sort=False)
+        suite: (metrics.acceptance_length(_pooled(g)), _per_step(g))
+        for (suite,), g in _groups([r for r in spec if r.method == "ngram"], ("suite",)).items()
     }
     rows = []
-    for (draft, suite), g in spec.groupby(["draft", "suite"], sort=False):
-        al, speedups = metrics.acceptance_length(pooled(g)), g["speedup"].dropna()
-        tps, (ngram_al, ngram_tps) = per_step(g), ngram.get(suite, (None, None))
-        rep = g[["repetition_share", "num_output_tokens"]].dropna() if "repetition_share" in g else g.iloc[:0]
+    for (draft, suite), g in _groups(spec, ("draft", "suite")).items():
+        al, speedups = metrics.acceptance_length(_pooled(g)), _nums(r.speedup for r in g)
+        tps, (ngram_al, ngram_tps) = _per_step(g), ngram.get(suite, (None, None))
         rows.append(
             {
                 "draft": draft,
                 "suite": suite,
                 "cells": len(g),
                 "acceptance_length": al,
-                "draft_acceptance_rate": metrics.draft_acceptance_rate(pooled(g)),
-                "speedup_median": float(speedups.median()) if len(speedups) else None,
-                "speedup_min": float(speedups.min()) if len(speedups) else None,
-                "repetition_share": float(
-                    (rep["repetition_share"] * rep["num_output_tokens"]).sum() / rep["num_output_tokens"].sum()
-                )
-                if rep["num_output_tokens"].sum()
-                else None,
+                "draft_acceptance_rate": metrics.draft_acceptance_rate(_pooled(g)),
+                "speedup_median": float(np.median(speedups)) if speedups else None,
+                "speedup_min": float(min(speedups)) if speedups else None,
+                "repetition_share": _repetition_share(g),
                 "tokens_per_step": tps,
                 "ngram_al": ngram_al,
                 "ngram_tokens_per_step": ngram_tps,
-                "al_by_segment": _pooled_segments(run_dir, g, end_think_id),
+                "al_by_segment": _pooled_segments(run.path, g, end_think_id),
                 "al_over_ngram": _ratio(al, ngram_al),
                 "tokens_per_step_over_ngram": _ratio(tps, ngram_tps),
                 "gate": verdict.get(suite, "-") if draft == "draft" else "-",
@@ -135,32 +113,67 @@ def _summary_rows(run_dir: Path, gate_result, end_think_id: int | None = None) -
     return rows
 
 
+def _groups(rows: list[CellRow], by: tuple[str, ...]) -> dict[tuple, list[CellRow]]:
+    """The rows by the values of `by`, groups in order of first appearance (pandas' sort=False)."""
+    out: dict[tuple, list[CellRow]] = {}
+    for r in rows:
+        out.setdefault(tuple(getattr(r, c) for c in by), []).append(r)
+    return out
+
+
+def _nums(values: Iterable[float | None]) -> list[float]:
+    """The values that are numbers (pandas' dropna: no None, no NaN)."""
+    return [v for v in values if v is not None and not math.isnan(v)]
+
+
+def _pooled(g: list[CellRow]) -> SpecCounters:
+    return SpecCounters(
+        sum(r.num_drafts for r in g), sum(r.num_draft_tokens for r in g), sum(r.num_accepted_tokens for r in g)
+    )
+
+
+def _per_step(g: list[CellRow]) -> float | None:
+    """tokens_per_step pooled over cells (each cell's own steps); None for folders without it."""
+    if any(r.num_verify_steps is None for r in g):
+        return None
+    steps = sum(r.num_verify_steps or 0 for r in g)
+    pairs = [(r.tokens_per_step, r.num_verify_steps or 0) for r in g]
+    weighted = [0.0 if t is None or math.isnan(t) else t * n for t, n in pairs]  # a missing figure adds 0 (pandas)
+    return float(np.sum(np.array(weighted, dtype=np.float64)) / steps) if steps else None
+
+
+def _repetition_share(g: list[CellRow]) -> float | None:
+    """The verifier's repetition over the suite's cells, weighted by their output tokens."""
+    rep = [(x, r.num_output_tokens) for r in g if (x := r.repetition_share) is not None and not math.isnan(x)]
+    tokens = sum(n for _, n in rep)
+    return float(np.sum(np.array([x * n for x, n in rep], dtype=np.float64)) / tokens) if tokens else None
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def _pooled_segments(run_dir: Path, g, end_think_id: int | None) -> dict[str, list[float | None]]:
+def _pooled_segments(run_dir: Path, g: list[CellRow], end_think_id: int | None) -> dict[str, list[float | None]]:
     """AL per thinking/answer segment over a suite's cells, [AL, CI low, CI high]: every step of
     the suite's speculative requests (their per-step records, cells/requests/), pooled and
     bootstrapped over requests the way each cell's own segment columns are (harness/analysis/steps.py)."""
     from harness.analysis import steps
     from harness.bench.breakdown import request_steps
     from harness.results.table import load_cell_requests
-    from harness.schema import RequestRecord
 
-    if end_think_id is None or not any(len(s) for s in g.get("segments", [])):
+    if end_think_id is None or not any(r.breakdowns.segment for r in g):
         return {}
     records = [
-        RequestRecord.from_dict(r)
-        for cid in g["cell_id"]
-        for r in (load_cell_requests(run_dir, cid) or {}).get("speculative", [])
+        RequestRecord.from_dict(x)
+        for r in g
+        for x in (load_cell_requests(run_dir, r.cell_id) or {}).get("speculative", [])
     ]
     reqs = request_steps(records, end_think_id)
     if not reqs or any(r.answer_start is None for r in reqs):
         return {}
     return {
         s.label: [s.acceptance_length, *(s.ci or (None, None))]
-        for s in steps.by_segment(reqs, k=int(g["k"].max()))
+        for s in steps.by_segment(reqs, k=max(r.k for r in g))
         if s.acceptance_length is not None
     }
 
@@ -172,22 +185,23 @@ def _end_think_id(layout, recipe: Recipe) -> int | None:
     return end_think_id(load_tokenizer(layout, recipe.engine.trust_remote_code))
 
 
-def _run_gate(recipe: Recipe, run_dir: Path, paths: dict[str, str], notes: list[str]):
+def _run_gate(recipe: Recipe, run: Run, paths: dict[str, str], notes: list[str]):
     """Gate the run against the recipe's baseline, writing gate.md, junit.xml and gate.json (the verdict the
     report reads); None without one."""
     if not recipe.gate.baseline:  # '' = no gate
         return None
-    from harness.results.gate.baseline import find_baseline_dir, gate, other_verifier_only
+    from harness.results.gate.baseline import find_baseline_dir, gate_run, other_verifier_only
     from harness.results.gate.evaluate import GateOptions
     from harness.results.gate.render import write_gate_files
 
     folder = find_baseline_dir(recipe.gate.baseline)
     # the main job's own draft is labelled "draft"; its reference drafts share the cells
+    run_dir = run.path
     create = f"`harness gate {run_dir} --baseline {recipe.gate.baseline} --update-baseline --draft draft`"
     if folder is None:
         notes.append(f"no baseline at {recipe.gate.baseline}: create one with {create}")
         return None
-    if (other := other_verifier_only(folder, run_dir)) is not None:
+    if (other := other_verifier_only(folder, run)) is not None:
         # e.g. the CPU stand-in pretrained in float32 where the CPU emulates bf16 (harness/hardware.py)
         notes.append(
             f"not gated: the baseline at {recipe.gate.baseline} holds cells of {other}, none of this run's "
@@ -195,7 +209,7 @@ def _run_gate(recipe: Recipe, run_dir: Path, paths: dict[str, str], notes: list[
         )
         return None
     # the main job trains one draft, labelled "draft" (reference drafts in the same run are not gated)
-    result = gate(run_dir, folder, GateOptions.from_recipe(recipe.gate, draft="draft"))
+    result = gate_run(run, folder, GateOptions.from_recipe(recipe.gate, draft="draft"))
     notes += [f"gate power: {w}" for w in result.power_warnings]
     gate_dir = run_dir / "gate"
     write_gate_files(result, gate_dir / "gate.md", gate_dir / "junit.xml", gate_dir / "gate.json")
@@ -211,7 +225,8 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
     from harness.engine.settings import refuse_what_vllm_cannot_run
-    from harness.results.report import write_report
+    from harness.results.report import write_run_report
+    from harness.results.runs import read_run
     from harness.results.table import MANIFEST, ensure_tables
     from harness.train.pipeline import run_train
 
@@ -233,6 +248,7 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
     drafts = resolve_drafts(recipe, trained.layout, trained.draft_dir, label="draft")
     run_bench(recipe, drafts, run_dir, reporter, resume=(run_dir / MANIFEST).is_file())
     ensure_tables(run_dir)  # a rerun with every cell already finished writes no cell, so no table
+    run = read_run(run_dir)  # the finished run, read once: gate, report and summary all use it
     reporter.stage("report", total=None)
     paths = {
         "run": str(run_dir),
@@ -242,12 +258,12 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
         "results_csv": str(run_dir / CSV_FILE),
     }
     notes: list[str] = []
-    gate_result = _run_gate(recipe, run_dir, paths, notes)  # first: the report's verdict shows it
-    report_paths = write_report(run_dir, run_dir / "report")
+    gate_result = _run_gate(recipe, run, paths, notes)  # first: the report's verdict shows it
+    report_paths = write_run_report(run, run_dir / "report")
     paths.update(report_markdown=str(report_paths.markdown), report_html=str(report_paths.html))
     reporter.done()
     gate_exit = gate_result.exit_code if gate_result is not None else None
-    rows = _summary_rows(run_dir, gate_result, _end_think_id(trained.layout, recipe))
+    rows = _summary_rows(run, gate_result, _end_think_id(trained.layout, recipe))
     result = MainJobResult(
         run_dir,
         rows,
@@ -257,8 +273,8 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
         notes,
         trained.report,
         [(n, round(s, 1)) for n, s in reporter.timings],
-        _engine_startups(run_dir),
-        *_deploy(run_dir),
+        _engine_startups(run),
+        *_deploy(run),
     )
     atomic_write_json(
         run_dir / "summary.json",

@@ -37,14 +37,15 @@ def test_a_baseline_of_another_verifier_only_is_named_not_used(tmp_path):
     """The main job on a CPU whose stand-in is another verifier than the committed baseline's: it
     says so and how to add this verifier's cells, instead of failing a run that did its work."""
     from harness.results.gate.baseline import other_verifier_only, update_baseline
+    from harness.results.runs import read_run
     from tests.results_fixtures import make_run
 
     base_run = make_run(tmp_path / "runs", "bf16", [{"verifier_hash": "standin:bf16"}])
     run = make_run(tmp_path / "runs", "fp32", [{"verifier_hash": "standin:fp32"}])
     folder = update_baseline(base_run, tmp_path / "baseline")
-    assert other_verifier_only(folder, run) == "standin:bf16"
-    assert other_verifier_only(folder, base_run) is None
+    assert other_verifier_only(folder, read_run(run)) == "standin:bf16"
+    assert other_verifier_only(folder, read_run(base_run)) is None
     update_baseline(run, folder)  # adds this verifier's cells, keeps the others
-    assert other_verifier_only(folder, run) is None
+    assert other_verifier_only(folder, read_run(run)) is None
     hashes = {c["verifier_hash"] for c in json.loads((folder / "baseline.json").read_text())["cells"]}
     assert hashes == {"standin:bf16", "standin:fp32"}

@@ -98,6 +98,7 @@ def test_main_job_summary_prints_repetitiveness_and_the_margin_over_ngram(tmp_pa
 
     from harness.main_job import MainJobResult, _deploy, _summary_rows, render_summary
     from harness.results import answer
+    from harness.results.runs import read_run
 
     folder = make_run(tmp_path, "sum", [])
     for draft, per_pos, c, share in (("draft", GOOD, 1, 0.5), ("draft", GOOD, 4, 0.1), ("ngram", BAD, 1, 0.5)):
@@ -125,7 +126,7 @@ def test_main_job_summary_prints_repetitiveness_and_the_margin_over_ngram(tmp_pa
                 ],
             }
         write_cell(folder, rows[1]["cell_id"], rows, side)
-    by_draft = {r["draft"]: r for r in _summary_rows(folder, None, end_think_id=99)}
+    by_draft = {r["draft"]: r for r in _summary_rows(read_run(folder), None, end_think_id=99)}
     # draft: cells of 1000 and 4000 output tokens loop 50 % and 10 %: token-weighted 18 %
     assert by_draft["draft"]["repetition_share"] == pytest.approx((0.5 * 1000 + 0.1 * 4000) / 5000)
     assert by_draft["draft"]["ngram_al"] == pytest.approx(2.40)
@@ -143,7 +144,7 @@ def test_main_job_summary_prints_repetitiveness_and_the_margin_over_ngram(tmp_pa
         assert lo <= al <= hi and lo < hi
     assert by_draft["ngram"]["al_by_segment"] == {}
     # which arm to deploy: at c=1 both arms tie no speculation (1.0x: the cheaper wins), at c=4 the draft
-    deploy, _ = _deploy(folder)
+    deploy, _ = _deploy(read_run(folder))
     assert [r[:6] for r in deploy] == [
         ["chat", "1", "0", answer.NONE, "—", "1.00x"],
         ["chat", "4", "0", "draft (eagle3)", "3", "4.00x"],

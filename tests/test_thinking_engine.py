@@ -90,9 +90,10 @@ def test_thinking_off_has_no_thinking_segment(thinking_run):
 
 def test_main_job_summary_pools_segments_with_cis(thinking_run):
     from harness.main_job import _summary_rows
+    from harness.results.runs import read_run
 
     run_dir, _, end_think = thinking_run
-    rows = {r["suite"]: r for r in _summary_rows(run_dir, None, end_think)}
+    rows = {r["suite"]: r for r in _summary_rows(read_run(run_dir), None, end_think)}
     on = rows["chat@think"]["al_by_segment"]
     assert set(on) == {"thinking", "answer"}
     for al, lo, hi in on.values():

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
+from harness.results.runs import Run
+from harness.schema import BASELINE, CellRow
 from harness.ui import fmt
 
 
@@ -13,32 +16,35 @@ def _num(v) -> bool:
     return v is not None and not (isinstance(v, float) and math.isnan(v))
 
 
-def _with_ci(r, col: str, low: str, high: str, spec: str = "{:.2f}") -> str:
-    ci = f" [{fmt(r.get(low), spec)}-{fmt(r.get(high), spec)}]" if _num(r.get(low)) and _num(r.get(high)) else ""
-    return fmt(r.get(col), spec) + ci
+def _with_ci(value: float | None, low: float | None, high: float | None, spec: str = "{:.2f}") -> str:
+    ci = f" [{fmt(low, spec)}-{fmt(high, spec)}]" if _num(low) and _num(high) else ""
+    return fmt(value, spec) + ci
+
+
+def _json_value(v: Any) -> Any:
+    """A column's value as JSON has it: NaN and infinities null (as pandas' to_json wrote them)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return [_json_value(x) for x in v] if isinstance(v, list) else v
 
 
 def render_bench_summary(run_dir: Path, console, as_json: bool = False) -> None:
     from rich.table import Table
 
-    from harness.results.table import load_run
+    from harness.results.runs import read_run
 
-    manifest, df, missing = load_run(run_dir)
-    spec = df[df["mode"] == "speculative"] if len(df) else df
+    run = read_run(run_dir)  # the run, read once: the table and the view lines below
+    manifest, missing = run.manifest, run.missing
+    spec = [r for r in run.rows if r.is_speculative]
     if as_json:
+        rows = [{k: _json_value(v) for k, v in r.to_dict().items()} for r in spec]
         print(
             json.dumps(
-                {
-                    "run_dir": str(run_dir),
-                    "status": manifest.status,
-                    "missing_cells": missing,
-                    "rows": json.loads(spec.to_json(orient="records")),
-                },
-                indent=2,
+                {"run_dir": str(run_dir), "status": manifest.status, "missing_cells": missing, "rows": rows}, indent=2
             )
         )
         return
-    base = df[df["mode"] == "baseline"].set_index("cell_id") if len(df) else df
+    base = {r.cell_id: r for r in run.rows if r.mode == BASELINE}
     t = Table(
         title=f"bench {manifest.run_id}  (AL = 1 + accepted/drafts, incl. bonus token; "
         "rate = accepted/draft tokens; speedup = spec tok/s / baseline tok/s; CIs 95 %: AL over "
@@ -46,51 +52,12 @@ def render_bench_summary(run_dir: Path, console, as_json: bool = False) -> None:
         "output repeating an 8-gram)",
         title_justify="left",
     )
-    for col in (
-        "draft",
-        "suite",
-        "k",
-        "conc",
-        "T",
-        "AL [95% CI]",
-        "rate",
-        "per-position",
-        "base tok/s",
-        "spec tok/s",
-        "speedup [95% CI]",
-        "repeat",
-        "lossless",
-        "flags",
-    ):
+    for col in COLUMNS:
         t.add_column(col, justify="right" if col not in ("draft", "suite", "flags", "per-position") else "left")
-    order = [c for c in ("draft", "suite", "k", "concurrency", "temperature", "request_rate") if c in spec.columns]
-    for _, r in (spec.sort_values(order, kind="stable") if len(spec) else spec).iterrows():
-        b = base.loc[r["cell_id"]] if r["cell_id"] in base.index else None
-        lossless = (
-            f"{int(r['lossless_matches'])}/{int(r['lossless_compared'])}" if _num(r.get("lossless_compared")) else "-"
-        )
-        flags = list(r["flags"]) + ([f"FAILED: {r['error']}"] if r["status"] != "ok" else [])
-        t.add_row(
-            r["draft"],
-            r["suite"],
-            str(r["k"]),
-            str(r["concurrency"])
-            + (f" @{r['request_rate']:g}/s" if _num(r.get("request_rate")) and r["request_rate"] else ""),
-            fmt(r["temperature"], "{:g}"),
-            _with_ci(r, "acceptance_length", "al_ci_low", "al_ci_high"),
-            fmt(r["draft_acceptance_rate"], "{:.2f}"),
-            "/".join(fmt(x, "{:.2f}") for x in r["per_position_rates"]),
-            fmt(b["output_tok_per_s"] if b is not None else None, "{:.0f}"),
-            fmt(r["output_tok_per_s"], "{:.0f}"),
-            _with_ci(r, "speedup", "speedup_ci_low", "speedup_ci_high", "{:.2f}") + "x"
-            if _num(r.get("speedup"))
-            else "-",
-            fmt(r.get("repetition_share"), "{:.0%}"),
-            lossless,
-            "[red]" + "; ".join(flags) + "[/]" if flags else "",
-        )
+    for r in sorted(spec, key=lambda r: (r.draft, r.suite, r.k, r.concurrency, r.temperature, r.request_rate)):
+        t.add_row(*_cells(r, base.get(r.cell_id)))
     console.print(t)
-    _view_lines(run_dir, console)
+    _view_lines(run, console)
     if missing:
         console.print(
             f"[yellow]{len(missing)} planned cell(s) not measured[/] (run {manifest.status}): "
@@ -100,15 +67,55 @@ def render_bench_summary(run_dir: Path, console, as_json: bool = False) -> None:
     console.print(f"results: {run_dir / 'results.parquet'} (+ results.csv, manifest.json)")
 
 
-def _view_lines(run_dir: Path, console) -> None:
+COLUMNS = (
+    "draft",
+    "suite",
+    "k",
+    "conc",
+    "T",
+    "AL [95% CI]",
+    "rate",
+    "per-position",
+    "base tok/s",
+    "spec tok/s",
+    "speedup [95% CI]",
+    "repeat",
+    "lossless",
+    "flags",
+)
+
+
+def _cells(r: CellRow, b: CellRow | None) -> list[str]:
+    """One speculative row's cells in the table, beside its baseline arm's tok/s."""
+    compared = r.lossless_compared
+    lossless = f"{int(r.lossless_matches or 0)}/{int(compared)}" if compared is not None else "-"
+    flags = list(r.flags) + ([f"FAILED: {r.error}"] if r.status != "ok" else [])
+    rate = f" @{r.request_rate:g}/s" if _num(r.request_rate) and r.request_rate else ""
+    return [
+        r.draft,
+        r.suite,
+        str(r.k),
+        str(r.concurrency) + rate,
+        fmt(r.temperature, "{:g}"),
+        _with_ci(r.acceptance_length, r.al_ci_low, r.al_ci_high),
+        fmt(r.draft_acceptance_rate, "{:.2f}"),
+        "/".join(fmt(x, "{:.2f}") for x in r.per_position_rates),
+        fmt(b.output_tok_per_s if b is not None else None, "{:.0f}"),
+        fmt(r.output_tok_per_s, "{:.0f}"),
+        _with_ci(r.speedup, r.speedup_ci_low, r.speedup_ci_high) + "x" if _num(r.speedup) else "-",
+        fmt(r.repetition_share, "{:.0%}"),
+        lossless,
+        "[red]" + "; ".join(flags) + "[/]" if flags else "",
+    ]
+
+
+def _view_lines(run: Run, console) -> None:
     """One line per open-loop sweep (saturation and, with bench.slo, the SLO rates and their ratio)
     and per prefix-caching pair (AL per turn with and without the cache, and the flag)."""
     from harness.analysis.slo import bounds_s
     from harness.results.cache_view import cache_pairs, summary_line
-    from harness.results.runs import read_run
     from harness.results.slo_view import rate_lines, rate_text, ratio_text, slo_text
 
-    run = read_run(run_dir)
     for pair in cache_pairs(run):
         console.print(summary_line(pair), style="yellow" if pair.flag else None, highlight=False)
     bounds = bounds_s(run.manifest.slo or {})

@@ -395,10 +395,14 @@ def read_gate(run_dir: Path) -> GateSummary | None:
 
 
 def write_report(run: str | Path, out_dir: str | Path | None = None) -> ReportFiles:
-    """report.md, report.html and four PNGs into out_dir (default: <run>/report/)."""
+    """`harness report`: the run read once, then `write_run_report`."""
+    return write_run_report(read_run(run), out_dir)
+
+
+def write_run_report(r: Run, out_dir: str | Path | None = None) -> ReportFiles:
+    """report.md, report.html and four PNGs of a run already read into out_dir (default: <run>/report/)."""
     from harness.provenance import atomic_write_text
 
-    r = read_run(run)
     folder = Path(out_dir) if out_dir is not None else r.path / "report"
     planned = len(r.manifest.planned_cells)
     note = (

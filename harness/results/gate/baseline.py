@@ -1,6 +1,6 @@
 """The baseline folder, results/baselines/<name>/ (docs/gate.md, "Baseline folder"): finding and
 reading it, building its cells and crossover lines from a run, writing it; and `gate`, which reads a
-run and a baseline and evaluates one against the other.
+run and a baseline and evaluates one against the other (`gate_run` for a run already read).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from harness.results import load_view
 from harness.results.gate.cell_checks import segment_floors
 from harness.results.gate.crossover_checks import position
 from harness.results.gate.evaluate import DEFAULT_TOLERANCE, GateOptions, GateResult, evaluate
-from harness.results.runs import describe_setting, is_speculative, read_run, setting
+from harness.results.runs import Run, describe_setting, is_speculative, read_run, setting
 from harness.schema import (
     BASELINE_FILE,
     BASELINE_FORMAT,
@@ -105,8 +105,14 @@ def read_baseline(folder: Path) -> BaselineFile:
 
 
 def gate(run: str | Path, baseline_dir: str | Path, options: GateOptions | None = None) -> GateResult:
+    """`harness gate`: the run read once, then `gate_run`."""
+    return gate_run(read_run(run), baseline_dir, options)
+
+
+def gate_run(run: Run, baseline_dir: str | Path, options: GateOptions | None = None) -> GateResult:
+    """A run already read (the main job's) against the baseline folder."""
     folder = resolve_baseline_dir(baseline_dir)
-    return evaluate(read_run(run), read_baseline(folder), folder.name, options)
+    return evaluate(run, read_baseline(folder), folder.name, options)
 
 
 def _other_verifiers_cells(path: Path, replaced: set[str]) -> list[BaselineCell]:
@@ -122,14 +128,14 @@ def _other_verifiers_cells(path: Path, replaced: set[str]) -> list[BaselineCell]
     return [c for c in BaselineFile.from_dict(old).cells if c.verifier_hash not in replaced]
 
 
-def other_verifier_only(baseline_dir: Path, run: str | Path) -> str | None:
+def other_verifier_only(baseline_dir: Path, run: Run) -> str | None:
     """The baseline's verifier hashes when it holds no cell of the run's verifiers (it cannot gate
     this run: the main job says so and how to add them), else None."""
     if not (Path(baseline_dir) / BASELINE_FILE).is_file():
         return None
     cells = read_baseline(Path(baseline_dir)).cells  # the reader gate() uses: one format check
     theirs = {str(c.verifier_hash) for c in cells}
-    mine = {str(r.verifier_hash) for r in read_run(run).rows}
+    mine = {str(r.verifier_hash) for r in run.rows}
     return ", ".join(sorted(theirs)) if cells and mine and not theirs & mine else None
 
 
