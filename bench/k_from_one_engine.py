@@ -37,15 +37,17 @@ def bench_once(recipe, draft: Path, run_dir: Path):
     from harness.bench.loop import run_bench
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
-    from harness.results.table import load_run
+    from harness.results.runs import read_run
+    from harness.results.table import rows_to_frame
     from harness.ui import Reporter
 
     drafts = resolve_drafts(recipe, resolve_verifier(recipe), draft)[:1]
     t0 = time.monotonic()
     run_bench(recipe, drafts, run_dir, Reporter())
     wall = time.monotonic() - t0
-    manifest, df, _ = load_run(run_dir)
-    return df[df["mode"] == "speculative"], len(manifest.data["engines"]), wall
+    run = read_run(run_dir)
+    df = rows_to_frame(run.rows)
+    return df[df["mode"] == "speculative"], len(run.manifest.data["engines"]), wall
 
 
 def truncated_al(run_dir: Path, cell_id: str, k: int) -> float | None:

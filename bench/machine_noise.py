@@ -75,10 +75,11 @@ class HogHalfway:
 
 def bench_once(recipe, drafts, run_dir: Path, reporter):
     from harness.bench.loop import run_bench
-    from harness.results.table import load_run
+    from harness.results.runs import read_run
+    from harness.results.table import rows_to_frame
 
     run_bench(recipe, drafts, run_dir, reporter)
-    _, df, _ = load_run(run_dir)
+    df = rows_to_frame(read_run(run_dir).rows)
     return df[df["mode"] == "speculative"].set_index("cell_id")
 
 

@@ -49,7 +49,8 @@ def main() -> None:
     from harness.draft.verifier import resolve_verifier
     from harness.paths import REPO_ROOT
     from harness.recipe import load_recipe
-    from harness.results.table import load_run
+    from harness.results.runs import read_run
+    from harness.results.table import rows_to_frame
     from harness.ui import Reporter
     from tests.conftest import CI_TRAIN
     from tests.test_train_e2e import CI_BENCH, retrain
@@ -72,7 +73,7 @@ def main() -> None:
     layout = resolve_verifier(recipe)
     drafts = [d for label, run in runs.items() for d in resolve_drafts(recipe, layout, run / "draft", label)[:1]]
     run_bench(recipe, drafts, args.out / "bench", Reporter())
-    _, df, _ = load_run(args.out / "bench")
+    df = rows_to_frame(read_run(args.out / "bench").rows)
     spec = df[df["mode"] == "speculative"]
     print("served AL (pooled over suites: 1 + accepted / drafts) and the training's predicted AL")
     for label, run in runs.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -14,7 +15,9 @@ from harness.errors import HarnessError
 from harness.provenance import atomic_write_json
 from harness.results.commands import register
 from harness.results.gate.baseline import update_baseline
-from harness.results.table import cell_id, write_cell
+from harness.results.runs import read_run
+from harness.results.table import cell_id, rows_to_frame, write_cell
+from harness.schema import Manifest
 
 REPO = Path(__file__).resolve().parent.parent
 GOOD = [80, 60, 45]  # of 100 drafts: AL 2.85, rates 0.80 / 0.60 / 0.45
@@ -22,6 +25,14 @@ BAD = [70, 45, 25]  # AL 2.40
 
 
 # ----------------------------------------------------------------------------- fixture helpers
+
+
+def run_frame(run: str | Path) -> tuple[Manifest, pd.DataFrame, list[str]]:
+    """A run as the tests look at it with pandas: (manifest, its finished rows as the tables' flat
+    columns, missing cell ids). The frame is table.rows_to_frame of the typed rows, what
+    results.parquet holds; harness/ itself reads runs only as CellRows (runs.read_run)."""
+    r = read_run(run)
+    return r.manifest, rows_to_frame(r.rows), r.missing
 
 
 def rows_for(

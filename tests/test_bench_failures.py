@@ -15,11 +15,11 @@ from harness.engine.server import ServerEngine
 from harness.engine.settings import engine_plan
 from harness.errors import InfraError
 from harness.recipe import EngineSettings, load_recipe
-from harness.results.table import load_run
 from harness.ui import Reporter
 from harness.verifier.layout import resolve_layout
 from tests.conftest import PLAIN_RECIPE
 from tests.engine_wrappers import WrappedEngine
+from tests.results_fixtures import run_frame
 
 pytestmark = pytest.mark.slow
 
@@ -71,7 +71,7 @@ def test_timed_out_cell_is_marked_failed_and_the_others_continue(tmp_path, kimi_
     run_dir = tmp_path / "run"
     real = default_engine_factory(recipe, run_dir)
     run_bench(recipe, drafts, run_dir, Reporter(), engine_factory=lambda p, n: _TimeoutOnConcurrency(real(p, n)))
-    manifest, df, missing = load_run(run_dir)
+    manifest, df, missing = run_frame(run_dir)
     assert not missing and manifest.status == "complete"
     failed = df[df["concurrency"] == 2]
     ok = df[df["concurrency"] == 1]

@@ -12,9 +12,9 @@ from harness.bench.loop import run_bench
 from harness.draft.under_test import resolve_drafts
 from harness.draft.verifier import resolve_verifier
 from harness.recipe import load_recipe
-from harness.results.table import load_run
 from harness.ui import Reporter
 from tests.conftest import PLAIN_RECIPE
+from tests.results_fixtures import run_frame
 
 pytestmark = pytest.mark.slow
 NUM_K = 2
@@ -43,7 +43,7 @@ def reference_run(tmp_path_factory, kimi_standin):
     drafts = resolve_drafts(recipe, layout, None)
     assert [d.label for d in drafts] == ["oracle", "random", "ngram"]
     run_dir = run_bench(recipe, drafts, tmp_path_factory.mktemp("ref") / "run", Reporter())
-    manifest, df, missing = load_run(run_dir)
+    manifest, df, missing = run_frame(run_dir)
     return manifest, df, missing
 
 

@@ -282,7 +282,7 @@ def test_bench_runs_mt_bench_and_gsm8k_files_as_released(tmp_path, kimi_standin)
     import sys
 
     from harness.paths import REPO_ROOT
-    from harness.results.table import load_run
+    from tests.results_fixtures import run_frame
 
     mt = write_jsonl(tmp_path / "mt_bench" / "question.jsonl", MT_BENCH[:2])
     gsm = write_jsonl(tmp_path / "gsm8k" / "test.jsonl", GSM8K)
@@ -313,7 +313,7 @@ def test_bench_runs_mt_bench_and_gsm8k_files_as_released(tmp_path, kimi_standin)
     try:
         proc = subprocess.run(args, check=False, capture_output=True, text=True, timeout=900, cwd=REPO_ROOT)
         assert proc.returncode == 0, proc.stderr[-2000:]
-        manifest, df, missing = load_run(run_dir)
+        manifest, df, missing = run_frame(run_dir)
         assert not missing and set(df["suite"]) == {"mt-bench", "gsm8k", "spec-bench-translation", "spec-bench-rag"}
         assert df.groupby("suite")["suite_sha"].nunique().eq(1).all() and df["suite_sha"].nunique() == 4
         spec = df[df["mode"] == "speculative"].set_index("suite")

@@ -57,8 +57,8 @@ def dynamic_run(tmp_path_factory, kimi_trained_run):
     from harness.bench.loop import run_bench
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
-    from harness.results.table import load_run
     from harness.ui import Reporter
+    from tests.results_fixtures import run_frame
 
     recipe = load_recipe(PLAIN_RECIPE, [*CI_TRAIN, *GRID])
     layout = resolve_verifier(recipe)
@@ -76,7 +76,7 @@ def dynamic_run(tmp_path_factory, kimi_trained_run):
         mp.setattr(dynamic_arm, "derive_schedule", forced)
         run_bench(recipe, drafts, run_dir, Reporter())
     wall = time.perf_counter() - t0
-    manifest, df, missing = load_run(run_dir)
+    manifest, df, missing = run_frame(run_dir)
     assert manifest.status == "complete" and not missing
     print(f"dynamic run: {wall:.0f} s; schedule derived from the fixed-k cells {derived}, benched {SCHEDULE}")
     return {"manifest": manifest, "df": df, "run_dir": run_dir, "derived": derived}

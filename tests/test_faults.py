@@ -507,7 +507,7 @@ def test_killed_server_bench_leaves_no_process_and_resumes_byte_identical(kimi_s
     test_engine_group_dies_with_its_owner_whatever_kills_it (a server's process group)."""
     import shutil
 
-    from harness.results.table import load_run
+    from tests.results_fixtures import run_frame
     from tests.step_sums import assert_steps_sum_to_counters
 
     run_id = f"faults-kill-{uuid.uuid4().hex[:8]}"
@@ -521,7 +521,7 @@ def test_killed_server_bench_leaves_no_process_and_resumes_byte_identical(kimi_s
         assert {n: b for n, b in final.items() if n in first} == first
         assert len(final) == 4 and len(first) < 4
         assert read_manifest(run_dir).status == "complete" and tables_stale(run_dir) is None
-        _, df, _ = load_run(run_dir)
+        _, df, _ = run_frame(run_dir)
         assert_steps_sum_to_counters(run_dir, df, requests_per_cell={"code": 3}, repeats=1)
         spec = df[df["mode"] == "speculative"]
         assert ((spec["speedup_ci_low"] <= spec["speedup"]) & (spec["speedup"] <= spec["speedup_ci_high"])).all()

@@ -181,8 +181,8 @@ def test_planted_bug_is_a_spec_bug_with_a_large_margin_and_fails_the_t_gt_0_test
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
     from harness.recipe import load_recipe
-    from harness.results.table import load_run
     from harness.ui import Reporter
+    from tests.results_fixtures import run_frame
 
     recipe = load_recipe(
         PLAIN_RECIPE,
@@ -212,7 +212,7 @@ def test_planted_bug_is_a_spec_bug_with_a_large_margin_and_fails_the_t_gt_0_test
         return real(dataclasses.replace(plan, model=str(bad)) if plan.speculative else plan, name)
 
     run_bench(recipe, drafts, tmp_path / "run", Reporter(), engine_factory=factory)
-    _, df, _ = load_run(tmp_path / "run")
+    _, df, _ = run_frame(tmp_path / "run")
     assert set(df["engine"]) == {engine}
     assert_test_columns_filled(df)
     hot = df[df["temperature"] > 0]
@@ -263,8 +263,8 @@ def test_t_gt_0_distribution_test_fails_vllm_cpus_sampler_and_passes_its_baselin
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
     from harness.recipe import load_recipe
-    from harness.results.table import load_run
     from harness.ui import Reporter
+    from tests.results_fixtures import run_frame
 
     recipe = load_recipe(
         PLAIN_RECIPE,
@@ -284,7 +284,7 @@ def test_t_gt_0_distribution_test_fails_vllm_cpus_sampler_and_passes_its_baselin
     )
     layout = resolve_verifier(recipe)
     run_bench(recipe, resolve_drafts(recipe, layout, None), tmp_path / "run", Reporter())
-    _, df, _ = load_run(tmp_path / "run")
+    _, df, _ = run_frame(tmp_path / "run")
     hot = df[df["temperature"] > 0]
     rb, rs = (hot[hot["mode"] == m].iloc[0] for m in ("baseline", "speculative"))
     print(

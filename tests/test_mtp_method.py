@@ -12,11 +12,11 @@ from harness.bench.loop import run_bench
 from harness.draft.under_test import resolve_drafts
 from harness.errors import BadInput
 from harness.recipe import load_recipe
-from harness.results.table import load_run
 from harness.ui import Reporter
 from harness.verifier.layout import resolve_layout
 from harness.verifier.standins.mtp import with_mtp_layer
 from tests.conftest import PLAIN_RECIPE
+from tests.results_fixtures import run_frame
 
 BENCH = [
     "bench.engine='offline'",
@@ -51,7 +51,7 @@ def test_mtp_arm_drafts_from_the_verifiers_own_layer_losslessly(tmp_path, deepse
     layout = resolve_layout(verifier)
     drafts = resolve_drafts(recipe, layout, None)
     assert [(d.label, d.method) for d in drafts] == [("mtp", "mtp")]
-    _, df, missing = load_run(run_bench(recipe, drafts, tmp_path / "bench", Reporter()))
+    _, df, missing = run_frame(run_bench(recipe, drafts, tmp_path / "bench", Reporter()))
     assert not missing
     mtp = df[df["mode"] == "speculative"]
     assert len(mtp) == 1 and (mtp["status"] == "ok").all() and (mtp["method"] == "mtp").all()

@@ -69,7 +69,7 @@ def _bench(run_dir, recipe, drafts):
 def both(tmp_path_factory, kimi_trained_run):
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
-    from harness.results.table import load_run
+    from tests.results_fixtures import run_frame
 
     out = {}
     for schedule in SCHEDULES:
@@ -77,7 +77,7 @@ def both(tmp_path_factory, kimi_trained_run):
         drafts = resolve_drafts(recipe, resolve_verifier(recipe), kimi_trained_run.draft_dir)
         run_dir = tmp_path_factory.mktemp(schedule) / "run"
         wall, most = _bench(run_dir, recipe, drafts)
-        manifest, df, missing = load_run(run_dir)
+        manifest, df, missing = run_frame(run_dir)
         assert manifest.status == "complete" and not missing, (schedule, missing)
         out[schedule] = {"manifest": manifest, "df": df, "wall": wall, "most_engines_up": most}
     for schedule, r in out.items():

@@ -95,10 +95,10 @@ def test_training_ran_online_from_vllm_under_torchrun_with_fsdp(rehearsal):
 
 
 def test_bench_ran_servers_thinking_both_ways_and_the_t1_distribution_test(rehearsal):
-    from harness.results.table import load_run
+    from tests.results_fixtures import run_frame
 
     _, run_dir = rehearsal
-    manifest, df, missing = load_run(run_dir)
+    manifest, df, missing = run_frame(run_dir)
     assert manifest.status == "complete" and not missing
     assert {e["kind"] for e in manifest.data["engines"].values()} == {"server"}
     assert set(df["temperature"]) == {0.0, 1.0}

@@ -69,8 +69,8 @@ def _bench_cell(trained, run_dir: Path, extra: list[str]):
     from harness.bench.loop import run_bench
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
-    from harness.results.table import load_run
     from harness.ui import Reporter
+    from tests.results_fixtures import run_frame
 
     recipe = load_recipe(PLAIN_RECIPE, ["verifier.standin='kimi-k2.5'", *CI_TRAIN, *CELL, *extra])
     layout = resolve_verifier(recipe)
@@ -82,7 +82,7 @@ def _bench_cell(trained, run_dir: Path, extra: list[str]):
 
     t0 = time.perf_counter()
     run_bench(recipe, resolve_drafts(recipe, layout, trained.draft_dir), run_dir, Reporter(), engine_factory=factory)
-    _, df, missing = load_run(run_dir)
+    _, df, missing = run_frame(run_dir)
     assert not missing
     row = df[df["mode"] == "speculative"].iloc[0]
     return {"recipe": recipe, "run_dir": run_dir, "row": row, "outputs": outputs, "wall_s": time.perf_counter() - t0}

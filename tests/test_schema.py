@@ -12,7 +12,7 @@ import pytest
 from harness.errors import BadInput
 from harness.results.gate.baseline import read_baseline
 from harness.results.runs import read_run
-from harness.results.table import load_run, read_cell, write_cell
+from harness.results.table import read_cell, write_cell
 from harness.schema import (
     BASELINE_COLUMNS,
     BREAKDOWNS,
@@ -23,7 +23,7 @@ from harness.schema import (
     cell_json_schema,
     flat_columns,
 )
-from tests.results_fixtures import make_run, rows_for
+from tests.results_fixtures import make_run, rows_for, run_frame
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -136,7 +136,7 @@ def test_a_format_1_cell_reads_its_breakdowns_as_typed_buckets_and_the_tables_ke
     write_cell(folder, cid, old)
     assert json.loads(path.read_text())["format"] == 2
     assert read_cell(path) == old
-    _, df, _ = load_run(folder)
+    _, df, _ = run_frame(folder)
     spec = df[df["mode"] == "speculative"].iloc[0]
     assert list(spec["segments"]) == ["thinking", "answer"] and list(spec["al_by_segment"]) == [2.0, 3.0]
     assert list(df.columns) == CellRow.flat_columns()

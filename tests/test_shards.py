@@ -22,9 +22,9 @@ from harness.errors import BadInput
 from harness.paths import REPO_ROOT
 from harness.provenance import atomic_write_json
 from harness.recipe import load_recipe
-from harness.results.table import load_run, write_cell
+from harness.results.table import write_cell
 from tests.conftest import PLAIN_RECIPE
-from tests.results_fixtures import make_run, rows_for
+from tests.results_fixtures import make_run, rows_for, run_frame
 from tests.test_faults import one_line, run_cli
 
 # several baseline groups of unequal weight: 3 suites x 2 concurrencies x 2 temperatures, two drafts
@@ -180,7 +180,7 @@ def test_merge_writes_one_run_and_is_idempotent(tmp_path):
     _shard(root, 1, 2, ["math"])
     res = merge_shards(root)
     assert (res.shards, res.cells, len(res.added), res.removed) == (2, 3, 3, ())
-    manifest, df, missing = load_run(root)
+    manifest, df, missing = run_frame(root)
     assert manifest.status == "complete" and not missing and len(manifest.planned_cells) == 3
     assert sorted(df["suite"].unique()) == ["chat", "code", "math"] and set(df["run_id"]) == {"run-a"}
     data = manifest.data
@@ -209,7 +209,7 @@ def test_a_resumed_shard_refreshes_the_merge(tmp_path):
     atomic_write_json(one / "manifest.json", {**data, "planned_cells": [*data["planned_cells"], rows[0]["cell_id"]]})
     res = merge_shards(root)
     assert res.added == (rows[0]["cell_id"],) and res.manifest_changed and res.tables_rebuilt
-    _, df, missing = load_run(root)
+    _, df, missing = run_frame(root)
     assert not missing and sorted(df["suite"].unique()) == ["chat", "code", "math"]
     assert len(pd.read_parquet(root / "results.parquet")) == 6
 

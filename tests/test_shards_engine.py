@@ -151,9 +151,9 @@ def test_merge_refused_while_shards_ran_then_merged_their_cells(sharded):
 
 def test_the_merged_folder_reads_like_any_run(sharded):
     from harness.results.report import write_report
-    from harness.results.table import load_run
+    from tests.results_fixtures import run_frame
 
-    manifest, df, missing = load_run(sharded["root"])
+    manifest, df, missing = run_frame(sharded["root"])
     assert manifest.status == "complete" and not missing and len(manifest.planned_cells) == 2
     assert set(df["run_id"]) == {sharded["root"].name} and (df["status"] == "ok").all() and len(df) == 4
     spec = df[df["mode"] == "speculative"]

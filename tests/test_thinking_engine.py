@@ -22,8 +22,8 @@ def thinking_run(tmp_path_factory):
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import load_tokenizer, resolve_verifier
     from harness.recipe import load_recipe
-    from harness.results.table import load_run
     from harness.ui import Reporter
+    from tests.results_fixtures import run_frame
 
     recipe = load_recipe(
         REPO_ROOT / "train" / "tiny-kimi-thinking.toml",
@@ -40,7 +40,7 @@ def thinking_run(tmp_path_factory):
     run_dir = run_bench(
         recipe, resolve_drafts(recipe, layout, None), tmp_path_factory.mktemp("think") / "run", Reporter()
     )
-    _, df, missing = load_run(run_dir)
+    _, df, missing = run_frame(run_dir)
     assert not missing
     return run_dir, df, end_think_id(load_tokenizer(layout))
 

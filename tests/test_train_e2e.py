@@ -14,10 +14,10 @@ from harness.draft.under_test import resolve_drafts
 from harness.draft.verifier import resolve_verifier
 from harness.paths import REPO_ROOT
 from harness.recipe import load_recipe
-from harness.results.table import load_run
 from harness.train.pipeline import run_train
 from harness.ui import Reporter
 from tests.conftest import CI_TRAIN, PLAIN_RECIPE
+from tests.results_fixtures import run_frame
 from tests.torchrun_runs import same_data
 
 pytestmark = pytest.mark.slow
@@ -93,7 +93,7 @@ def _train_and_bench(tmp: Path, arch: str, extra: list[str], with_perturbed: boo
     for label, folder in (others or {}).items():
         drafts += resolve_drafts(recipe, layout, folder, label)[:1]
     run_dir = run_bench(recipe, drafts, tmp / "bench", Reporter())
-    _, df, missing = load_run(run_dir)
+    _, df, missing = run_frame(run_dir)
     assert not missing
     spec = df[df["mode"] == "speculative"]
     return trained, spec, run_dir
@@ -435,7 +435,7 @@ def test_main_job_resumes_after_interrupt_and_passes_the_committed_gate(kimi_tra
         assert p.stat().st_mtime == m, f"recomputed {p}"
     for name, m in first.items():
         assert (run_dir / "cells" / name).stat().st_mtime == m, f"cell {name} recomputed"
-    manifest, df, missing = load_run(run_dir)
+    manifest, df, missing = run_frame(run_dir)
     assert manifest.status == "complete" and not missing
     assert "train-and-bench summary" in out and "wall time" in out
     for suite in ("code", "math"):

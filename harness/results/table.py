@@ -196,7 +196,9 @@ def read_rows(run_dir: Path) -> list[CellRow]:
 
 def rows_to_frame(rows: Sequence[CellRow]):
     """The table of the rows: one flat column per CellRow.to_dict() key (every column present,
-    also with no rows)."""
+    also with no rows). The one place a DataFrame is made of rows: results.parquet / results.csv
+    (rebuild_table), and scripts or tests that want pandas; harness/ reads a run as CellRows
+    (runs.read_run)."""
     import pandas as pd
 
     return pd.DataFrame([r.to_dict() for r in rows], columns=CellRow.flat_columns())
@@ -293,10 +295,3 @@ def read_run_rows(run: str | Path) -> tuple[Manifest, list[CellRow], list[str]]:
     rows = read_rows(folder)
     done = finished_cells(folder)
     return manifest, rows, [c for c in manifest.planned_cells if c not in done]
-
-
-def load_run(run: str | Path) -> tuple[Manifest, Any, list[str]]:
-    """(manifest, DataFrame of finished rows: the tables' flat columns, missing cell ids) for a
-    run, for code that wants pandas; works on killed runs."""
-    manifest, rows, missing = read_run_rows(run)
-    return manifest, rows_to_frame(rows), missing
