@@ -1,0 +1,128 @@
+"""The paired gate's pure checks and its confidence sequence (harness/results/gate/paired.py)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from harness.results.gate import paired as P
+
+
+def _requests(n: int, seed: int, k: int = 3, p_accept: float = 0.6) -> list[P.RequestCounts]:
+    """Synthetic requests: 30 drafted steps each, a prompt-level acceptance varying a lot between prompts."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        p = float(np.clip(rng.normal(p_accept, 0.2), 0.05, 0.95))
+        runs = np.minimum(rng.geometric(1 - p, 30) - 1, k)  # accepted per step, prefix-closed
+        out.append(P.RequestCounts(f"r{i}#0", 30, int(runs.sum()), tuple(int((runs > j).sum()) for j in range(k))))
+    return out
+
+
+def test_counts_of_reads_per_step_arrays_and_skips_undrafted_steps():
+    rec = {"request_id": "chat-3", "repeat": 1, "accepted": [3, 0, 1, 2, 0], "drafted": [3, 3, 3, 3, 0]}
+    c = P.counts_of(rec, 3)
+    assert (c.request_id, c.drafts, c.accepted, c.per_pos) == ("chat-3#1", 4, 6, (3, 2, 1))
+
+
+def test_a_draft_against_itself_passes_and_the_difference_is_zero():
+    reqs = _requests(40, 0)
+    est = P.paired_estimate(P.paired(reqs, reqs), -1, 0.05)
+    assert est is not None
+    assert est.diff == 0 and est.se < 1e-12 and est.verdict == "pass" and est.prompts_needed is None
+
+
+def test_a_large_drop_fails_and_a_slight_one_is_inconclusive_with_the_prompts_it_would_take():
+    base = _requests(40, 1)
+    rng = np.random.default_rng(2)
+    worse = [r.scaled(0.6, rng) for r in base]  # AL ~2.3 -> ~1.8: a drop far beyond 5 %
+    est = P.paired_estimate(P.paired(worse, base), -1, 0.05)
+    assert est is not None and est.verdict == "fail" and est.high < -0.05
+    few = P.paired(base[:4], [r.scaled(0.93, rng) for r in base[:4]])  # 4 prompts, a small difference
+    est2 = P.paired_estimate([(b, c) for c, b in few], -1, 0.05)
+    assert est2 is not None
+    if est2.verdict == "inconclusive":
+        assert est2.prompts_needed is None or est2.prompts_needed > 4
+
+
+def test_pairing_uses_only_request_ids_both_arms_finished():
+    a, b = _requests(5, 3), _requests(5, 4)
+    pairs = P.paired(a[:4], b[1:])
+    assert [c.request_id for c, _ in pairs] == ["r1#0", "r2#0", "r3#0"]
+
+
+def test_the_paired_se_is_far_below_either_arms_own_spread():
+    """The point of pairing: prompts vary a lot, the same prompt through two close drafts little."""
+    base = _requests(40, 5)
+    rng = np.random.default_rng(6)
+    cand = [r.scaled(0.97, rng) for r in base]
+    est = P.paired_estimate(P.paired(cand, base), -1, 0.05)
+    al = np.array([1 + r.accepted / r.drafts for r in base])
+    assert est is not None and est.se < 0.5 * al.std(ddof=1) / math.sqrt(40) / al.mean()
+
+
+def test_fixed_design_error_rates_on_replayed_nulls():
+    """At the tolerance a candidate passes <= alpha (+ simulation slack); at no drop it never fails."""
+    base = _requests(200, 7)
+    rng = np.random.default_rng(8)
+    al = 1 + sum(r.accepted for r in base) / sum(r.drafts for r in base)
+    keep_at_tol = 1 - 0.05 * al / (al - 1)
+    passes_at_tol = fails_at_zero = 0
+    draws = 200
+    for _ in range(draws):
+        idx = rng.integers(0, len(base), 40)
+        sample = [base[i] for i in idx]
+        ids = [P.RequestCounts(f"{j}", s.drafts, s.accepted, s.per_pos) for j, s in enumerate(sample)]
+        cand = [r.scaled(keep_at_tol, rng) for r in ids]
+        e = P.paired_estimate(P.paired(cand, ids), -1, 0.05)
+        assert e is not None
+        passes_at_tol += e.verdict == "pass"
+        e0 = P.paired_estimate(P.paired(ids, ids), -1, 0.05)
+        fails_at_zero += e0 is not None and e0.verdict == "fail"
+    assert passes_at_tol / draws <= 0.10 and fails_at_zero == 0
+
+
+def test_cell_and_overall_verdicts():
+    def est(v: P.Verdict) -> P.PairedEstimate:
+        return P.PairedEstimate("m", 2, 2, 0, 0, 0, 0, 10, 0.05, 0.01, v, None)
+
+    assert P.cell_verdict([est("pass"), est("inconclusive")]) == "pass"
+    assert P.cell_verdict([est("inconclusive"), est("pass")]) == "inconclusive"
+    assert P.cell_verdict([est("pass"), est("fail")]) == "fail"
+    assert P.overall_verdict(["pass", "inconclusive"]) == "inconclusive"
+    assert P.overall_verdict(["pass", "fail", "inconclusive"]) == "fail"
+    assert P.overall_verdict([]) == "inconclusive"
+
+
+def test_the_confidence_sequence_is_wider_than_the_fixed_interval_and_tightest_at_its_budget():
+    rho2 = P.mixture_rho2(40, 0.10)
+    h = [P.cs_half_width(1.0, t, rho2, 0.10) * math.sqrt(t) for t in (10, 40, 160)]
+    assert all(x > 1.645 for x in h)  # wider than the fixed 90 % z interval at every t
+    assert h[1] < h[0] and h[1] < h[2]
+
+
+@pytest.mark.parametrize("keep, expect", [(1.0, "pass"), (0.5, "fail")])
+def test_sequential_stops_early_when_the_verdict_is_clear(keep, expect):
+    base = _requests(80, 9)
+    rng = np.random.default_rng(10)
+    cand = [r.scaled(keep, rng) for r in base]
+    res = P.sequential_verdict(P.paired(cand, base), 0.05, round_size=8, max_prompts=80)
+    assert res.verdict == expect and res.n_used < 80 and res.looks >= 1
+
+
+def test_sequential_false_alarms_stay_below_alpha_over_many_looks():
+    """A candidate exactly at the tolerance, looked at after every 4 prompts up to 80: passing it
+    (the wrong verdict) stays near or below alpha, where naive repeated t tests would inflate it."""
+    base = _requests(300, 11)
+    rng = np.random.default_rng(12)
+    al = 1 + sum(r.accepted for r in base) / sum(r.drafts for r in base)
+    keep = 1 - 0.05 * al / (al - 1)
+    wrong, draws = 0, 200
+    for _ in range(draws):
+        idx = rng.integers(0, len(base), 80)
+        ids = [P.RequestCounts(f"{j}", base[i].drafts, base[i].accepted, base[i].per_pos) for j, i in enumerate(idx)]
+        res = P.sequential_verdict(P.paired([r.scaled(keep, rng) for r in ids], ids), 0.05, 4, 80)
+        wrong += res.verdict == "pass"
+    assert wrong / draws <= 0.08
