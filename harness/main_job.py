@@ -70,9 +70,17 @@ def default_run_dir(recipe: Recipe) -> Path:
 
 
 def _gate_verdicts(gate_result) -> dict[str, str]:
+    """Per suite: FAIL, inconclusive (a paired cell not settled) or pass."""
+    rank = {"pass": 0, "inconclusive": 1, "FAIL": 2}
     verdict: dict[str, str] = {}
+
+    def add(suite: str, v: str) -> None:
+        verdict[suite] = max(verdict.get(suite, "pass"), v, key=rank.__getitem__)
+
     for c in gate_result.checks if gate_result is not None else ():
-        verdict[c.suite] = "FAIL" if (not c.passed or verdict.get(c.suite) == "FAIL") else "pass"
+        add(c.suite, "pass" if c.passed else "FAIL")
+    for p in gate_result.paired if gate_result is not None else ():
+        add(p.suite, "FAIL" if p.verdict == "fail" else p.verdict)
     return verdict
 
 
@@ -185,19 +193,15 @@ def _end_think_id(layout, recipe: Recipe) -> int | None:
     return end_think_id(load_tokenizer(layout, recipe.engine.trust_remote_code))
 
 
-def _run_gate(recipe: Recipe, run: Run, paths: dict[str, str], notes: list[str]):
-    """Gate the run against the recipe's baseline, writing gate.md, junit.xml and gate.json (the verdict the
-    report reads); None without one."""
-    if not recipe.gate.baseline:  # '' = no gate
-        return None
-    from harness.results.gate.baseline import find_baseline_dir, gate_run, other_verifier_only
-    from harness.results.gate.evaluate import GateOptions
-    from harness.results.gate.render import write_gate_files
+def _baseline_folder(recipe: Recipe, run: Run, notes: list[str]) -> Path | None:
+    """The recipe's stored baseline folder when it can gate this run, else None with a note saying why."""
+    from harness.results.gate.baseline import find_baseline_dir, other_verifier_only
 
+    if not recipe.gate.baseline:  # '' = no stored baseline
+        return None
     folder = find_baseline_dir(recipe.gate.baseline)
     # the main job's own draft is labelled "draft"; its reference drafts share the cells
-    run_dir = run.path
-    create = f"`harness gate {run_dir} --baseline {recipe.gate.baseline} --update-baseline --draft draft`"
+    create = f"`harness gate {run.path} --baseline {recipe.gate.baseline} --update-baseline --draft draft`"
     if folder is None:
         notes.append(f"no baseline at {recipe.gate.baseline}: create one with {create}")
         return None
@@ -208,10 +212,27 @@ def _run_gate(recipe: Recipe, run: Run, paths: dict[str, str], notes: list[str])
             f"verifier; add this verifier's with {create} (the other verifiers' cells are kept)"
         )
         return None
+    return folder
+
+
+def _run_gate(recipe: Recipe, run: Run, paths: dict[str, str], notes: list[str]):
+    """Gate the run against the recipe's baseline (stored numbers, and paired against the baseline's
+    draft when gate.baseline_draft ran beside it), writing gate.md, junit.xml and gate.json (the
+    verdict the report reads); None without either."""
+    from harness.results.gate.baseline import gate_run
+    from harness.results.gate.evaluate import GateOptions
+    from harness.results.gate.render import paired_line, write_gate_files
+
+    folder = _baseline_folder(recipe, run, notes)
+    if folder is None and not recipe.gate.baseline_draft:
+        return None
     # the main job trains one draft, labelled "draft" (reference drafts in the same run are not gated)
     result = gate_run(run, folder, GateOptions.from_recipe(recipe.gate, draft="draft"))
     notes += [f"gate power: {w}" for w in result.power_warnings]
-    gate_dir = run_dir / "gate"
+    if result.paired:
+        notes += [f"gate: {result.summary()}", f"gate {paired_line(result)}"]
+        notes += [f"gate paired: {c.where}: {e.line()}" for c in result.paired for e in c.estimates[:1]]
+    gate_dir = run.path / "gate"
     write_gate_files(result, gate_dir / "gate.md", gate_dir / "junit.xml", gate_dir / "gate.json")
     paths.update(gate_markdown=str(gate_dir / "gate.md"), gate_junit=str(gate_dir / "junit.xml"))
     return result

@@ -550,6 +550,13 @@ class GateSection(_Strict):
         None, description="Baseline folder under results/baselines/ to gate against ('' for none)."
     )
     tolerance: float = Field(0.05, ge=0, lt=1, description="Allowed relative drop of acceptance length.")
+    baseline_draft: str | None = Field(
+        None,
+        description="The baseline's draft folder: benched beside the candidate in the same run, on the same "
+        "prompts (label 'baseline_draft', its content hash in the manifest), and the gate tests per-request paired "
+        "differences of AL and per-position rates against it (pass / fail / inconclusive; docs/gate.md, 'Paired "
+        "gate'). Unset: the stored numbers of `baseline` only.",
+    )
     min_speedup: float | None = Field(None, gt=0, description="Fail cells whose speedup is below this.")
     noise_aware: bool = Field(
         False,

@@ -106,6 +106,23 @@ def require_suffix_decoding() -> None:
         )
 
 
+BASELINE_DRAFT = "baseline_draft"  # the label of gate.baseline_draft's cells
+
+
+def _baseline_draft(path: Path, layout: VerifierLayout) -> DraftUnderTest:
+    """gate.baseline_draft as a draft under test, checked like the candidate (any format vLLM serves)."""
+    from harness.draft.guard import require_fit
+    from harness.paths import REPO_ROOT
+
+    path = path if path.is_dir() or path.is_absolute() else REPO_ROOT / path
+    if not path.is_dir():
+        raise BadInput(
+            f"gate.baseline_draft {path}: no such folder (the baseline's draft, benched beside the candidate)"
+        )
+    info = require_fit(path, layout)
+    return DraftUnderTest(BASELINE_DRAFT, info.method, layout, str(path), (), info.content_hash)
+
+
 def resolve_drafts(
     recipe: Recipe, layout: VerifierLayout, draft_dir: Path | None, label: str = "draft"
 ) -> list[DraftUnderTest]:
@@ -130,6 +147,8 @@ def resolve_drafts(
         )
     elif recipe.bench.method == "ngram":
         out.append(DraftUnderTest("ngram", "ngram", layout))
+    if recipe.gate.baseline_draft:  # the paired gate's baseline: the old draft, on the same prompts
+        out.append(_baseline_draft(Path(recipe.gate.baseline_draft), layout))
     ngram_is_main = recipe.bench.method == "ngram" and draft_dir is None
     refs = [r for r in recipe.bench.reference_drafts if not (r == "ngram" and ngram_is_main)]
     out += _reference_drafts(recipe, layout, refs)

@@ -128,6 +128,15 @@ def _check_gate_options(options) -> None:
         raise BadInput(f"--lossless {lossless!r}: choose one of {', '.join(LOSSLESS_REQUIREMENTS)}")
 
 
+BaselineDraftOpt = Annotated[
+    str,
+    typer.Option(
+        help="The run's label of the baseline's draft (gate.baseline_draft): when the run holds its cells, "
+        "AL and per-position rates are tested paired against them (pass / fail / inconclusive)."
+    ),
+]
+
+
 def gate(
     run: RunArg,
     baseline: Annotated[Path, typer.Option(help="Baseline folder (or a name under results/baselines/).")],
@@ -137,6 +146,7 @@ def gate(
     allow_missing: AllowMissingOpt = False,
     floors: Annotated[str | None, typer.Option(help="Per-position floors for every cell, e.g. 0.73,0.52,0.35.")] = None,
     draft: Annotated[str | None, typer.Option(help="Gate this draft label when the run holds several.")] = None,
+    baseline_draft: BaselineDraftOpt = "baseline_draft",
     markdown: MdOpt = None,
     junit: Annotated[Path | None, typer.Option(help="Also write JUnit XML here (one testcase per check).")] = None,
     update_baseline: Annotated[bool, typer.Option(help="Write the baseline from this run instead of gating.")] = False,
@@ -172,7 +182,7 @@ def gate(
     """Check a run against a baseline: exit 0 pass, 1 regression, 2 unusable input."""
     from dataclasses import replace
 
-    from harness.errors import BadInput, Regression
+    from harness.errors import BadInput
     from harness.results.gate import baseline as gate_baseline
     from harness.results.gate import evaluate, render
     from harness.schema import BASELINE_FILE, MANIFEST_FILE
@@ -188,6 +198,7 @@ def gate(
         sampling_p_floor=sampling_p_floor,
         min_slo_rate_ratio=min_slo_rate_ratio,
         strict_power=strict_power,
+        baseline_draft=baseline_draft,
     )
     _check_gate_options(options)
     if update_baseline:
@@ -207,12 +218,23 @@ def gate(
         raise BadInput(f"--floors {floors!r}: expected comma-separated numbers like 0.73,0.52,0.35") from e
     result = gate_baseline.gate(run, baseline, options)
     render.write_gate_files(result, markdown, junit)
+    _show_gate(result, options.strict_power)
+
+
+def _show_gate(result, strict_power: bool) -> None:
+    """The gate's tables and notes on the console; exit 2 on --strict-power's low power, 1 on a failure."""
+    from harness.errors import BadInput, Regression
+    from harness.results.gate import render
+
     _console().print(render.to_rich(result))
+    if result.paired:
+        _console().print(render.to_rich_paired(result))
     _notes(render.notes(result))
-    if options.strict_power and result.power_warnings:
-        more = f" (+{len(result.power_warnings) - 1} more)" if len(result.power_warnings) > 1 else ""
+    if strict_power and (result.power_warnings or result.verdict == "inconclusive"):
+        warned = result.power_warnings or [result.summary()]
+        more = f" (+{len(warned) - 1} more)" if len(warned) > 1 else ""
         raise BadInput(
-            f"--strict-power: {result.power_warnings[0]}{more}; add prompts to the suite "
+            f"--strict-power: {warned[0]}{more}; add prompts to the suite "
             "(bench.num_prompts) or gate a larger tolerance"
         )
     if result.exit_code:

@@ -109,10 +109,46 @@ def gate(run: str | Path, baseline_dir: str | Path, options: GateOptions | None 
     return gate_run(read_run(run), baseline_dir, options)
 
 
-def gate_run(run: Run, baseline_dir: str | Path, options: GateOptions | None = None) -> GateResult:
-    """A run already read (the main job's) against the baseline folder."""
-    folder = resolve_baseline_dir(baseline_dir)
-    return evaluate(run, read_baseline(folder), folder.name, options)
+def gate_run(run: Run, baseline_dir: str | Path | None, options: GateOptions | None = None) -> GateResult:
+    """A run already read (the main job's) against the baseline folder and, when options name the
+    baseline's draft and the run has its cells, paired against that draft (docs/gate.md, "Paired
+    gate"); with no folder, the paired gate alone."""
+    import dataclasses
+
+    from harness.results.gate.paired_run import PairedCell, baseline_draft_hash, paired_cells
+
+    o = options or GateOptions()
+    tol = o.tolerance if o.tolerance is not None else DEFAULT_TOLERANCE
+    paired: list[PairedCell] = []
+    missing: list[str] = []
+    if o.baseline_draft and any(r.draft == o.baseline_draft for r in run.rows):
+        paired, missing = paired_cells(run, o.draft or "draft", o.baseline_draft, tol)
+    if baseline_dir is None:
+        if not paired:
+            raise BadInput(f"nothing to gate: no stored baseline, and run {run.label} has no baseline-draft cells")
+        res = GateResult(
+            run.label,
+            str(o.baseline_draft),
+            tol,
+            o.noise_aware,
+            o.min_speedup,
+            "paired",
+            (),
+            (),
+            (),
+            run.incomplete_note(),
+            None,
+            tuple(paired),
+            "paired",
+        )
+    else:
+        folder = resolve_baseline_dir(baseline_dir)
+        res = evaluate(run, read_baseline(folder), folder.name, o, paired)
+    return dataclasses.replace(
+        res,
+        not_gated=res.not_gated + tuple(missing),
+        baseline_draft_hash=baseline_draft_hash(run, o.baseline_draft) if paired and o.baseline_draft else None,
+    )
 
 
 def _other_verifiers_cells(path: Path, replaced: set[str]) -> list[BaselineCell]:

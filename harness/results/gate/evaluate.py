@@ -20,11 +20,13 @@ from harness.results.gate.cell_checks import (
     with_power,
 )
 from harness.results.gate.crossover_checks import crossover_checks
+from harness.results.gate.paired import Verdict, overall_verdict
 from harness.results.runs import Run, describe_setting, is_speculative, setting
 from harness.schema import BaselineFile, CellRow, Setting, comparability_diffs
 
 if TYPE_CHECKING:
     from harness.recipe import GateSection
+    from harness.results.gate.paired_run import PairedCell
 
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_LOSSLESS = "no-spec-bug"
@@ -46,6 +48,7 @@ class GateOptions:
     sampling_p_floor: float | None = None  # None: the baseline's, if any
     min_slo_rate_ratio: float | None = None  # open-loop cells: SLO rate ratio >= this
     strict_power: bool = False  # a power warning is unusable input (applied by the caller: the CLI)
+    baseline_draft: str | None = None  # the run's label of the baseline's draft: the paired gate
 
     def __post_init__(self):
         if self.floors is not None and not isinstance(self.floors, tuple):
@@ -63,6 +66,7 @@ class GateOptions:
             max_crossover_drop=section.max_crossover_drop,
             sampling_p_floor=section.sampling_p_floor,
             min_slo_rate_ratio=section.min_slo_rate_ratio,
+            baseline_draft="baseline_draft" if section.baseline_draft else None,
         )
 
 
@@ -79,14 +83,31 @@ class GateResult:
     extra: tuple[str, ...] = ()  # run cells the baseline does not have
     incomplete: str | None = None  # what a killed run lacks
     max_crossover_drop: float | None = None
+    paired: tuple[PairedCell, ...] = ()  # the paired gate's cells (docs/gate.md, "Paired gate")
+    baseline_kind: str = "stored"  # "paired" (the baseline's draft in this run) or "stored" (numbers)
+    baseline_draft_hash: str | None = None
 
     @property
     def failures(self) -> list[Check]:
         return [c for c in self.checks if not c.passed]
 
     @property
+    def verdict(self) -> Verdict:
+        """pass / fail / inconclusive: a failed check or paired cell fails; an unsettled paired cell
+        is inconclusive (a stored-number gate reads pass or fail)."""
+        if self.failures:
+            return "fail"
+        return overall_verdict(c.verdict for c in self.paired) if self.paired else "pass"
+
+    @property
+    def detectable_drop(self) -> float | None:
+        """The largest AL drop the paired cells can see at 80 % power (None: no paired cell)."""
+        mdds = [c.estimates[0].mdd for c in self.paired if c.estimates]
+        return max(mdds) if mdds else None
+
+    @property
     def exit_code(self) -> int:
-        return 1 if self.failures else 0
+        return 1 if self.verdict == "fail" else 0
 
     @property
     def power_warnings(self) -> list[str]:
@@ -94,11 +115,23 @@ class GateResult:
 
     def summary(self) -> str:
         cells = len({c.where for c in self.checks})
+        if self.paired:
+            return self._paired_summary()
         if not self.failures:
             return f"gate passed: {len(self.checks)} checks on {cells} cells of {self.run_id} vs {self.baseline}"
         first = self.failures[0].message()
         more = f" (+{len(self.failures) - 1} more)" if len(self.failures) > 1 else ""
         return f"gate failed: {len(self.failures)} of {len(self.checks)} checks below bound: {first}{more}"
+
+    def _paired_summary(self) -> str:
+        mdd = self.detectable_drop
+        sees = f"detectable AL drop {mdd:.1%} at 80 % power" if mdd is not None else "no detectable drop"
+        tested = sum(len(c.estimates) > 0 for c in self.paired)
+        head = f"gate {self.verdict} (paired against the baseline's draft on {tested} cells): "
+        head += f"tolerance {self.tolerance:.1%}, {sees}"
+        if self.failures:
+            head += f"; {len(self.failures)} of {len(self.checks)} other checks failed: {self.failures[0].message()}"
+        return head
 
 
 def cells_for_run_verifiers(baseline: BaselineFile, rows: list[CellRow]) -> BaselineFile:
@@ -165,8 +198,25 @@ def _cell_checks(
     return checks, problems
 
 
-def evaluate(run: Run, baseline: BaselineFile, baseline_name: str, options: GateOptions | None = None) -> GateResult:
-    """Match the run's speculative cells to the baseline's and check each (no I/O)."""
+def _floors_source(o: GateOptions, tol: float) -> str:
+    if o.floors is not None:
+        return "--floors"
+    return "baseline.json per_position_floors" if o.tolerance is None else f"baseline rates × (1 − {tol:g})"
+
+
+PAIRED_METRICS = ("acceptance_length", "per_position_rate")  # what the paired gate tests instead
+
+
+def evaluate(
+    run: Run,
+    baseline: BaselineFile,
+    baseline_name: str,
+    options: GateOptions | None = None,
+    paired: Sequence[PairedCell] = (),
+) -> GateResult:
+    """Match the run's speculative cells to the baseline's and check each (no I/O). With paired
+    cells (the baseline's draft run beside the candidate) the stored AL, per-position and segment
+    checks give way to them; the rest (lossless, speedup, crossover, SLO, T > 0) stay."""
     o = options or GateOptions()
     baseline = cells_for_run_verifiers(baseline, run.rows)
     stored_tol = DEFAULT_TOLERANCE if baseline.tolerance is None else baseline.tolerance
@@ -195,6 +245,8 @@ def evaluate(run: Run, baseline: BaselineFile, baseline_name: str, options: Gate
             o.sampling_p_floor if o.sampling_p_floor is not None else baseline.sampling_p_floor,
         ),
     )
+    if paired:
+        checks = [c for c in checks if not c.metric.startswith(PAIRED_METRICS)]
     if max_crossover_drop is not None:
         load_checks, load_problems = crossover_checks(
             baseline.crossovers, rows, float(max_crossover_drop), o.noise_aware
@@ -218,18 +270,11 @@ def evaluate(run: Run, baseline: BaselineFile, baseline_name: str, options: Gate
         raise BadInput(
             f"unusable gate input: {problems[0]}{more}{killed}; pass --allow-missing to gate only the cells that match"
         )
-    if not checks:
+    if not checks and not paired:
         raise BadInput(
             f"nothing to gate: no cell of run {run.label} matches baseline {baseline_name}"
             + (f" ({problems[0]})" if problems else "")
         )
-    source = (
-        "--floors"
-        if o.floors is not None
-        else "baseline.json per_position_floors"
-        if o.tolerance is None
-        else f"baseline rates × (1 − {tol:g})"
-    )
     base_keys = {setting(base) for base in baseline.cells}
     extra = tuple(describe_setting(k) for k in by_setting if k not in base_keys)
     return GateResult(
@@ -238,10 +283,12 @@ def evaluate(run: Run, baseline: BaselineFile, baseline_name: str, options: Gate
         tol,
         o.noise_aware,
         o.min_speedup,
-        source,
+        _floors_source(o, tol),
         tuple(checks),
         tuple(problems),
         extra,
         run.incomplete_note(),
         max_crossover_drop,
+        tuple(paired),
+        "paired" if paired else "stored",
     )

@@ -20,6 +20,12 @@ def verdict_dict(res: GateResult) -> dict[str, Any]:
         "checks": len(res.checks),
         "failures": [c.message() for c in res.checks if not c.passed],
         "not_gated": list(res.not_gated),
+        "verdict": res.verdict,
+        "baseline_kind": res.baseline_kind,
+        "tolerance": res.tolerance,
+        "detectable_drop": res.detectable_drop,
+        "baseline_draft_hash": res.baseline_draft_hash,
+        "paired": [c.to_dict() for c in res.paired],
     }
 
 
@@ -79,6 +85,63 @@ def notes(res: GateResult) -> list[str]:
 _NOISE_AWARE = "on (value + the run's and the baseline's CI half-widths in quadrature)"
 
 
+PAIRED_HEADERS = ["cell", "metric", "candidate", "baseline draft", "difference [90 % CI]", "n", "detectable", "verdict"]
+
+
+def _paired_rows(res: GateResult) -> list[list[str]]:
+    rows = []
+    for cell in res.paired:
+        if cell.problem:
+            rows.append([cell.where, "-", "-", "-", "-", "-", "-", f"inconclusive ({cell.problem})"])
+        for i, e in enumerate(cell.estimates):
+            need = f"; ~{e.prompts_needed} prompts would see {e.tolerance:.0%}" if e.prompts_needed else ""
+            seq = cell.sequential if i == 0 else None
+            settled = f"; sequential: {seq.verdict} after {seq.n_used}" if seq is not None else ""
+            rows.append(
+                [
+                    cell.where if i == 0 else "",
+                    e.metric,
+                    f"{e.candidate:.3f}",
+                    f"{e.baseline:.3f}",
+                    f"{e.diff:+.1%} [{e.low:+.1%}, {e.high:+.1%}]",
+                    str(e.n),
+                    f"{e.mdd:.1%}",
+                    e.verdict + (f" (cell: {cell.verdict}{settled})" if i == 0 else "") + need,
+                ]
+            )
+    return rows
+
+
+def paired_line(res: GateResult) -> str:
+    """Which baseline the gate used and the tolerance its test can see."""
+    if res.baseline_kind != "paired":
+        return "baseline: stored numbers (results/baselines; no baseline draft ran beside the candidate)"
+    mdd = res.detectable_drop
+    h = f" (sha256 {res.baseline_draft_hash[:12]})" if res.baseline_draft_hash else ""
+    return (
+        f"baseline: paired — the baseline's draft{h} ran beside the candidate on the same prompts; "
+        f"per-request paired difference, 90 % t interval; pass = lower end above −{res.tolerance:.1%}, "
+        f"fail = upper end below it; the test sees a drop of {mdd:.1%} at 80 % power"
+        if mdd is not None
+        else "baseline: paired, but no cell had the per-request records to test"
+    )
+
+
+def to_rich_paired(res: GateResult):
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(
+        title=escape(f"paired gate: {res.verdict} — {res.run_id} vs the baseline's draft"),
+        caption=escape(paired_line(res)),
+    )
+    for h in PAIRED_HEADERS:
+        t.add_column(h, justify="left" if h in ("cell", "metric", "verdict") else "right")
+    for r in _paired_rows(res):
+        t.add_row(*[escape(x) for x in r])
+    return t
+
+
 def _settings_line(res: GateResult) -> str:
     return (
         f"tolerance {res.tolerance:g} (AL bound = baseline AL × {1 - res.tolerance:g}); "
@@ -109,11 +172,16 @@ def to_rich(res: GateResult):
 
 def to_markdown(res: GateResult) -> str:
     verdict = "✅ passed" if not res.failures else f"❌ failed ({len(res.failures)} of {len(res.checks)} checks)"
+    if res.paired:
+        verdict = {"pass": "✅ pass", "fail": "❌ fail", "inconclusive": "❔ inconclusive"}[res.verdict]
     out = [
         f"### Gate {verdict}: `{res.run_id}` vs baseline `{res.baseline}`",
         "",
+        paired_line(res),
+        "",
         _settings_line(res),
         "",
+        *(md_table(PAIRED_HEADERS, _paired_rows(res)) + [""] if res.paired else []),
         *md_table(HEADERS, [_row(c)[:-1] + ["pass" if c.passed else "**FAIL**"] for c in res.checks]),
     ]
     out += [""] + [f"- {n}" for n in notes(res)]

@@ -1,0 +1,70 @@
+"""The paired gate on a run (issue 52): each cell of the candidate draft matched to the baseline
+draft's cell at the same setting in the same run, their per-request records read from the cells'
+side files (cells/requests/) and tested by harness/results/gate/paired.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.results.gate import paired as P
+from harness.results.runs import Run, describe_setting, is_speculative, setting
+from harness.results.table import load_cell_requests
+from harness.schema import CellRow
+
+
+@dataclass(frozen=True)
+class PairedCell:
+    """One cell's paired verdict: AL first, then each per-position rate."""
+
+    where: str
+    suite: str
+    estimates: tuple[P.PairedEstimate, ...]
+    verdict: P.Verdict
+    sequential: P.SequentialResult | None  # the confidence sequence over the same requests, in rounds
+    problem: str | None = None  # why the cell could not be tested (then verdict inconclusive)
+
+    def to_dict(self) -> dict:
+        seq = self.sequential
+        return {
+            "cell": self.where,
+            "verdict": self.verdict,
+            "problem": self.problem,
+            "estimates": [e.__dict__ for e in self.estimates],
+            "sequential": None if seq is None else seq.__dict__,
+        }
+
+
+def _counts(run: Run, row: CellRow) -> list[P.RequestCounts]:
+    side = load_cell_requests(run.path, row.cell_id) or {}
+    return [P.counts_of(r, row.k) for r in side.get("speculative", [])]
+
+
+def paired_cell(run: Run, cand: CellRow, base: CellRow, tolerance: float, round_size: int = 8) -> PairedCell:
+    where = describe_setting(setting(cand))
+    pairs = P.paired(_counts(run, cand), _counts(run, base))
+    ests = [e for m in range(-1, cand.k) if (e := P.paired_estimate(pairs, m, tolerance)) is not None]
+    if not ests or ests[0].metric != "acceptance_length":
+        why = f"{len(pairs)} paired requests with drafts (per-request records missing or too few)"
+        return PairedCell(where, cand.suite, tuple(ests), "inconclusive", None, why)
+    seq = P.sequential_verdict(pairs, tolerance, round_size)
+    return PairedCell(where, cand.suite, tuple(ests), P.cell_verdict(ests), seq)
+
+
+def paired_cells(run: Run, draft: str, baseline_draft: str, tolerance: float) -> tuple[list[PairedCell], list[str]]:
+    """Every ok speculative cell of `draft` with its `baseline_draft` twin; the cells without one."""
+    rows = [r for r in run.rows if is_speculative(r) and r.ok]
+    base = {setting(r): r for r in rows if r.draft == baseline_draft}
+    out, missing = [], []
+    for r in rows:
+        if r.draft != draft:
+            continue
+        twin = base.get(setting(r))
+        if twin is None:
+            missing.append(f"{describe_setting(setting(r))}: no {baseline_draft} cell beside it")
+        else:
+            out.append(paired_cell(run, r, twin, tolerance))
+    return out, missing
+
+
+def baseline_draft_hash(run: Run, baseline_draft: str) -> str | None:
+    return next((r.draft_hash for r in run.rows if r.draft == baseline_draft and r.draft_hash), None)

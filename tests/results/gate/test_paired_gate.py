@@ -1,0 +1,71 @@
+"""The paired gate on a run folder (harness/results/gate/paired_run.py, evaluate, render): the
+candidate's cells matched to the baseline draft's in the same run, read from their side files."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from harness.results.gate.baseline import gate_run, update_baseline
+from harness.results.gate.evaluate import GateOptions
+from harness.results.gate.render import to_markdown, verdict_dict
+from harness.results.runs import read_run
+from harness.results.table import cell_id
+from tests.results_fixtures import make_run
+
+CELLS = [dict(draft=d, suite=s) for d in ("eagle", "baseline_draft") for s in ("chat", "code")]
+
+
+def _records(seed: int, keep: float, n: int = 40) -> list[dict]:
+    """Per-request records with per-step accepted/drafted arrays (k = 3); `keep` thins acceptance."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        p = float(np.clip(rng.normal(0.6, 0.2), 0.05, 0.95))
+        acc = np.minimum(rng.geometric(1 - p, 30) - 1, 3)
+        thin = np.random.default_rng(1000 + seed * 100 + i)
+        acc = [int(thin.binomial(a, keep)) if keep < 1 else int(a) for a in acc]
+        out.append({"request_id": f"q{i}", "repeat": 0, "output_token_ids": [], "accepted": acc, "drafted": [3] * 30})
+    return out
+
+
+def _paired_run(tmp_path, keep: float):
+    folder = make_run(tmp_path, f"paired-{keep}", CELLS)
+    req = folder / "cells" / "requests"
+    req.mkdir(parents=True, exist_ok=True)
+    for d in ("eagle", "baseline_draft"):
+        for j, s in enumerate(("chat", "code")):
+            recs = _records(j, keep if d == "eagle" else 1.0)
+            (req / f"{cell_id(d, s, 3, 1, 0.0)}.json").write_text(json.dumps({"speculative": recs}))
+    return folder
+
+
+def test_a_draft_against_itself_passes_and_the_stored_al_checks_give_way(tmp_path):
+    run = read_run(_paired_run(tmp_path, 1.0))
+    base_dir = tmp_path / "baselines" / "b"
+    update_baseline(make_run(tmp_path, "ref", [dict(draft="eagle", suite=s) for s in ("chat", "code")]), base_dir)
+    res = gate_run(run, base_dir, GateOptions(draft="eagle", baseline_draft="baseline_draft"))
+    assert res.verdict == "pass" and res.exit_code == 0 and res.baseline_kind == "paired"
+    assert len(res.paired) == 2 and all(c.verdict == "pass" for c in res.paired)
+    assert not [c for c in res.checks if c.metric.startswith(("acceptance_length", "per_position_rate"))]
+    v = verdict_dict(res)
+    assert v["verdict"] == "pass" and v["baseline_kind"] == "paired" and v["detectable_drop"] is not None
+    assert "baseline: paired" in to_markdown(res)
+
+
+def test_a_much_weaker_candidate_fails_paired_without_a_stored_baseline(tmp_path):
+    run = read_run(_paired_run(tmp_path, 0.6))
+    res = gate_run(run, None, GateOptions(draft="eagle", baseline_draft="baseline_draft"))
+    assert res.verdict == "fail" and res.exit_code == 1
+    assert all(c.estimates[0].high < -0.05 for c in res.paired)
+    assert "gate fail (paired" in res.summary()
+
+
+def test_without_the_baseline_draft_the_stored_gate_is_used(tmp_path):
+    ref = make_run(tmp_path, "ref", [dict(draft="eagle", suite=s) for s in ("chat", "code")])
+    base_dir = tmp_path / "baselines" / "b"
+    update_baseline(ref, base_dir)
+    res = gate_run(read_run(ref), base_dir, GateOptions(draft="eagle", baseline_draft="baseline_draft"))
+    assert res.baseline_kind == "stored" and res.verdict == "pass" and not res.paired
+    assert verdict_dict(res)["baseline_kind"] == "stored"
