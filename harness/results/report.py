@@ -106,6 +106,7 @@ class GateSummary:
     baseline: str
     checks: int
     failures: tuple[str, ...]  # each failing check's message
+    paired: str | None = None  # the paired gate's verdict line (docs/gate.md, "Paired gate"), when it ran
 
 
 # ----------------------------------------------------------------------------- cells and facts (pure)
@@ -236,6 +237,11 @@ def verdict_rows(rows: list[CellRow]) -> list[list[str]]:
 def gate_line(gate: GateSummary | None) -> str:
     if gate is None:
         return f"Gate: not gated (no {GATE_VERDICT.as_posix()} in the run folder)."
+    if gate.paired:
+        failed = (
+            f"; {len(gate.failures)} of {gate.checks} other checks failed: {gate.failures[0]}" if gate.failures else ""
+        )
+        return f"Gate: {gate.paired}{failed}."
     if not gate.failures:
         return f"Gate: passed, {gate.checks} checks against baseline {gate.baseline}."
     more = f" (+{len(gate.failures) - 1} more)" if len(gate.failures) > 1 else ""
@@ -384,12 +390,24 @@ def build_document(
     return Document(f"Benchmark report: {run.label}", body)
 
 
+def _paired_line(data: dict) -> str | None:
+    if data.get("baseline_kind") != "paired":
+        return None
+    mdd = data.get("detectable_drop")
+    sees = f", the test sees a drop of {mdd:.1%} at 80 % power" if isinstance(mdd, float) else ""
+    return (
+        f"{data.get('verdict')} (paired against the baseline's draft; tolerance {data.get('tolerance', 0):.1%}{sees})"
+    )
+
+
 def read_gate(run_dir: Path) -> GateSummary | None:
     """The gate's verdict from <run>/gate/gate.json (harness/results/gate.py verdict_dict), or None
     without one (or when it cannot be read: the verdict then says "not gated")."""
     try:
         data = json.loads((run_dir / GATE_VERDICT).read_text())
-        return GateSummary(str(data["baseline"]), int(data["checks"]), tuple(map(str, data["failures"])))
+        return GateSummary(
+            str(data["baseline"]), int(data["checks"]), tuple(map(str, data["failures"])), _paired_line(data)
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

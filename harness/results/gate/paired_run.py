@@ -34,14 +34,14 @@ class PairedCell:
         }
 
 
-def _counts(run: Run, row: CellRow) -> list[P.RequestCounts]:
+def request_counts(run: Run, row: CellRow) -> list[P.RequestCounts]:
     side = load_cell_requests(run.path, row.cell_id) or {}
     return [P.counts_of(r, row.k) for r in side.get("speculative", [])]
 
 
 def paired_cell(run: Run, cand: CellRow, base: CellRow, tolerance: float, round_size: int = 8) -> PairedCell:
     where = describe_setting(setting(cand))
-    pairs = P.paired(_counts(run, cand), _counts(run, base))
+    pairs = P.paired(request_counts(run, cand), request_counts(run, base))
     ests = [e for m in range(-1, cand.k) if (e := P.paired_estimate(pairs, m, tolerance)) is not None]
     if not ests or ests[0].metric != "acceptance_length":
         why = f"{len(pairs)} paired requests with drafts (per-request records missing or too few)"

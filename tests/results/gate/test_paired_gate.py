@@ -69,3 +69,14 @@ def test_without_the_baseline_draft_the_stored_gate_is_used(tmp_path):
     res = gate_run(read_run(ref), base_dir, GateOptions(draft="eagle", baseline_draft="baseline_draft"))
     assert res.baseline_kind == "stored" and res.verdict == "pass" and not res.paired
     assert verdict_dict(res)["baseline_kind"] == "stored"
+
+
+def test_the_report_reads_the_paired_verdict_back(tmp_path):
+    from harness.results.gate.render import write_gate_files
+    from harness.results.report import gate_line, read_gate
+
+    folder = _paired_run(tmp_path, 1.0)
+    res = gate_run(read_run(folder), None, GateOptions(draft="eagle", baseline_draft="baseline_draft"))
+    write_gate_files(res, verdict=folder / "gate" / "gate.json")
+    line = gate_line(read_gate(folder))
+    assert line.startswith("Gate: pass (paired against the baseline's draft; tolerance 5.0%")

@@ -1,0 +1,171 @@
+"""How often does the paired gate (harness/results/gate/paired.py) raise a false alarm, and how often
+does it catch a planted drop? Replays recorded per-request data from real bench runs (issue 52).
+
+    .venv/bin/python bench/gate_calibration.py RUN [RUN ...] [--draws 1000] [--prompts 8,40,160]
+        [--tolerance 0.05] [--round 8] [--draft draft] [--baseline-draft baseline_draft]
+
+For each run and each cell of the candidate draft (`--draft`), the request pool is the cell's recorded
+requests paired by request id with the baseline draft's cell at the same setting in the same run
+(`--baseline-draft`; absent: the candidate with itself, an A/A with no noise at all). Each draw takes
+n requests from the pool with replacement and gates them:
+
+  - A/A (no drop): the pairs as recorded. With a baseline draft that is the same folder as the
+    candidate, this is the same draft run twice in one run: what batching and numerics change.
+  - planted drop d (the tolerance and twice it): the candidate's per-request accepted counts (total
+    and per position) thinned binomially with keep = 1 − d · AL / (AL − 1), which lowers its pooled AL
+    by d (relative): the way a weaker draft loses accepted tokens.
+  - A real regression: pass a run whose candidate is a weaker draft (e.g. an earlier checkpoint)
+    and whose baseline draft is the stronger one; its "A/A" line is then that regression's detection.
+
+Printed per scenario and prompt count: the share of draws that pass / are inconclusive / fail with
+the fixed design (the 90 % paired t interval over all n prompts), the sequential design's verdict
+(the normal-mixture confidence sequence looked at every --round prompts: the same verdict as the fixed
+design, its error rates, mean prompts used), the detectable drop at 80 % power (median over draws) and
+the prompts it would take to see the tolerance; and the real runs, cells and requests behind it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness.results.gate import paired as P  # noqa: E402
+from harness.results.gate.paired_run import request_counts  # noqa: E402
+from harness.results.runs import is_speculative, read_run, setting  # noqa: E402
+
+Pair = tuple[P.RequestCounts, P.RequestCounts]
+
+
+@dataclass
+class Pool:
+    run: str
+    cell: str
+    pairs: list[Pair]
+    twin: bool  # a baseline draft's cell (else the candidate with itself)
+
+    @property
+    def al(self) -> float:
+        return 1 + sum(c.accepted for c, _ in self.pairs) / sum(c.drafts for c, _ in self.pairs)
+
+
+def pools_of(run_dir: str, draft: str, baseline_draft: str) -> list[Pool]:
+    run = read_run(run_dir)
+    rows = [r for r in run.rows if is_speculative(r) and r.ok]
+    twins = {setting(r): r for r in rows if r.draft == baseline_draft}
+    out = []
+    for r in rows:
+        if r.draft != draft:
+            continue
+        twin = twins.get(setting(r))
+        cand = request_counts(run, r)
+        pairs = P.paired(cand, request_counts(run, twin) if twin is not None else cand)
+        if len(pairs) >= P.MIN_PAIRS:
+            out.append(Pool(run.label, f"{r.suite}/k{r.k}/c{r.concurrency}", pairs, twin is not None))
+    return out
+
+
+def _draw(pool: Pool, n: int, drop: float, rng: np.random.Generator) -> list[Pair]:
+    keep = 1 - drop * pool.al / (pool.al - 1) if drop else 1.0
+    out = []
+    for j, i in enumerate(rng.integers(0, len(pool.pairs), n)):
+        c, b = pool.pairs[i]
+        c = P.RequestCounts(f"{j}", c.drafts, c.accepted, c.per_pos)
+        b = P.RequestCounts(f"{j}", b.drafts, b.accepted, b.per_pos)
+        out.append((c.scaled(keep, rng) if drop else c, b))
+    return out
+
+
+@dataclass
+class Tally:
+    fixed: Counter
+    seq: Counter
+    agree: int
+    seq_prompts: list[int]
+    mdd: list[float]
+    need: list[int]
+
+
+def replay(pools: list[Pool], n: int, drop: float, args, rng: np.random.Generator) -> Tally:
+    t = Tally(Counter(), Counter(), 0, [], [], [])
+    for _ in range(args.draws):
+        pool = pools[int(rng.integers(0, len(pools)))]
+        pairs = _draw(pool, n, drop, rng)
+        est = P.paired_estimate(pairs, -1, args.tolerance)
+        if est is None:
+            continue
+        seq = P.sequential_verdict(pairs, args.tolerance, args.round, n)
+        t.fixed[est.verdict] += 1
+        t.seq[seq.verdict] += 1
+        t.agree += seq.verdict == est.verdict
+        t.seq_prompts.append(seq.n_used)
+        t.mdd.append(est.mdd)
+        t.need.append(est.prompts_needed or n)
+    return t
+
+
+def _share(c: Counter, k: str) -> str:
+    total = sum(c.values())
+    return f"{c[k] / total:6.1%}" if total else "     -"
+
+
+def print_table(pools: list[Pool], args) -> None:
+    rng = np.random.default_rng(args.seed)
+    tol = args.tolerance
+    scenarios = [("A/A, no drop", 0.0), (f"drop {tol:.0%} (the tolerance)", tol), (f"drop {2 * tol:.0%} (2x)", 2 * tol)]
+    head = (
+        f"{'scenario':<26} {'n':>4}  {'pass':>6} {'incon.':>6} {'fail':>6}  |  seq: {'pass':>6} {'incon.':>6} "
+        f"{'fail':>6} {'same':>6} {'prompts':>7}  |  {'MDD':>6} {'need':>5}"
+    )
+    print(head)
+    print("-" * len(head))
+    for n in [int(x) for x in args.prompts.split(",")]:
+        for name, drop in scenarios:
+            t = replay(pools, n, drop, args, rng)
+            draws = sum(t.fixed.values())
+            print(
+                f"{name:<26} {n:>4}  {_share(t.fixed, 'pass')} {_share(t.fixed, 'inconclusive')} "
+                f"{_share(t.fixed, 'fail')}  |       {_share(t.seq, 'pass')} {_share(t.seq, 'inconclusive')} "
+                f"{_share(t.seq, 'fail')} {t.agree / max(draws, 1):6.1%} {np.mean(t.seq_prompts):7.1f}  |  "
+                f"{np.median(t.mdd):6.1%} {int(np.median(t.need)):>5}"
+            )
+        print()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+")
+    ap.add_argument("--draws", type=int, default=1000)
+    ap.add_argument("--prompts", default="8,40,160", help="comma-separated prompt counts per draw")
+    ap.add_argument("--tolerance", type=float, default=0.05)
+    ap.add_argument("--round", type=int, default=8, help="prompts per round of the sequential design")
+    ap.add_argument("--draft", default="draft")
+    ap.add_argument("--baseline-draft", default="baseline_draft")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    pools = [p for r in args.runs for p in pools_of(r, args.draft, args.baseline_draft)]
+    if not pools:
+        sys.exit(f"no cell of draft {args.draft!r} with per-request records in {', '.join(args.runs)}")
+    for p in pools:
+        sd = np.std(P.relative_difference(P.metric_arrays(p.pairs, -1), 1.0)[3], ddof=1)
+        twin = "paired with the baseline draft's cell" if p.twin else "no baseline draft: paired with itself"
+        print(
+            f"{p.run} {p.cell}: {len(p.pairs)} recorded requests, AL {p.al:.3f}, paired SD of the relative "
+            f"difference {sd:.4f} ({twin})"
+        )
+    print(
+        f"\n{len({p.run for p in pools})} real runs, {len(pools)} cells behind the replay; {args.draws} replayed draws "
+        f"per line (a cell drawn at random, then n of its requests with replacement); tolerance {args.tolerance:.0%}; "
+        f"fixed design: 90 % paired t interval; sequential: normal-mixture CS, a look every {args.round} prompts\n"
+    )
+    print_table(pools, args)
+
+
+if __name__ == "__main__":
+    main()
