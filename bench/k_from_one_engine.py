@@ -54,7 +54,7 @@ def truncated_al(run_dir: Path, cell_id: str, k: int) -> float | None:
     from harness.analysis.k_sweep import TRUNCATED, al_for_k
     from harness.bench.breakdown import request_steps
     from harness.results.table import load_cell_requests
-    from harness.schema import RequestRecord
+    from harness.schema_requests import RequestRecord
 
     records = [RequestRecord.from_dict(r) for r in (load_cell_requests(run_dir, cell_id) or {}).get("speculative", [])]
     reqs = request_steps(records, None)

@@ -64,7 +64,7 @@ def _arm(rng, outputs, k, repeats, wall, speculative: bool):
     from harness.bench.breakdown import RepeatRecord
     from harness.bench.rows import ArmResult
     from harness.engine.counters import SpecCounters
-    from harness.schema import RequestRecord
+    from harness.schema_requests import RequestRecord
 
     arm = ArmResult()
     for rep in range(repeats):

@@ -31,7 +31,8 @@ from harness.provenance import atomic_write_json
 from harness.recipe import Recipe
 from harness.results.answer import HEADERS
 from harness.results.runs import Run
-from harness.schema import CSV_FILE, TABLE_FILE, CellRow, RequestRecord
+from harness.schema import CSV_FILE, TABLE_FILE, CellRow
+from harness.schema_requests import RequestRecord
 from harness.train.records import TrainReport
 from harness.ui import Reporter, fmt, fmt_ci
 

@@ -1,5 +1,7 @@
-"""The result schema: the one module that names a run folder's files, a result row's columns,
-a manifest's fields and a baseline's, and reads each back as the type it was written from.
+"""The result schema's run folder and rows: the names of a run folder's files and a result row's
+columns, read back as the type they were written from. The rest of the result schema, by file:
+manifest.json in harness/schema_manifest.py, baseline.json in harness/schema_baseline.py, a cell's
+per-request side file in harness/schema_requests.py.
 
 Results are pydantic models, like the recipe. Writers (harness/bench/) build `CellRow`s and write
 them as a `CellFile` (cells/<cell>.json: `{"format": CELL_FORMAT, "rows": [...]}`); readers
@@ -23,7 +25,6 @@ from __future__ import annotations
 import json
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
 from typing import Any, Final, Literal, NamedTuple, Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
@@ -36,8 +37,6 @@ CSV_FILE = "results.csv"
 DERIVED_FILE = "derived.json"  # sha256 of the tables and of the cells they were built from
 CELLS_DIR = "cells"
 REQUESTS_DIR = "requests"  # under CELLS_DIR: per-request records by arm
-BASELINE_FILE = "baseline.json"
-BASELINE_FORMAT = 1
 CELL_FORMAT: Final = 2  # cells/<cell>.json; 1: a bare list of flat rows (read by CellRow.from_dict)
 DYNAMIC_SUFFIX = "-dynamic"  # harness/bench/dynamic.py labels a draft's k-schedule arm so
 
@@ -54,7 +53,7 @@ def _is_list(annotation: Any) -> bool:
     return typing.get_origin(annotation) is list
 
 
-def _lenient(cls: type[BaseModel], data: dict[str, Any]) -> Any:
+def lenient_model(cls: type[BaseModel], data: dict[str, Any]) -> Any:
     """A model from a dict of flat columns as an older version (or a test) wrote it: a list column
     given as None reads []; when a column without a default is absent, the model is built without
     validation, the absent column None ([] for a list): what the dataclass rows read before."""
@@ -210,40 +209,6 @@ class Breakdowns(BaseModel):
                 ]
             )
         return cls(**parts)
-
-
-# ----------------------------------------------------------------------------- per-request records
-
-
-@dataclass(frozen=True)
-class RequestRecord:
-    """One finished request of an arm (cells/requests/<cell>.json holds them by arm): what the
-    per-step breakdowns, the repetition measure and the SLO timings need. accepted/drafted are
-    vLLM's per-step arrays (`per_request_spec_decode_metrics="detailed"`); empty for the baseline,
-    and when the server only gives the summary (`steps` is then False)."""
-
-    request_id: str
-    repeat: int
-    prompt_tokens: int
-    output_token_ids: tuple[int, ...]
-    latency_s: float | None = None
-    accepted: tuple[int, ...] = ()
-    drafted: tuple[int, ...] = ()
-    num_spec_tokens: int | None = None
-    steps: bool = False
-    finish_reason: str | None = None  # vLLM's ("stop", "length"); None in side files of older runs
-    ttft_s: float | None = None  # time to first token; None in side files of older runs
-    sent_s: float | None = None  # sent (open loop: scheduled arrival), from its batch's first (server engines)
-    queue_s: float | None = None  # open loop: waited for a slot under the concurrency cap (counted in ttft/latency)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The fields as they are (no deep copy: a production arm holds ~10^5 tokens per request)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RequestRecord:
-        """A record read back from a cell's side file (cells/requests/, JSON lists for tuples)."""
-        return cls(**{**d, "output_token_ids": tuple(d["output_token_ids"])})
 
 
 # ----------------------------------------------------------------------------- result rows
@@ -410,7 +375,7 @@ class CellRow(CellIdentity):
             d["breakdowns"] = Breakdowns.from_flat(data)
         elif isinstance(d["breakdowns"], Mapping):
             d["breakdowns"] = Breakdowns.model_validate(d["breakdowns"])
-        return _lenient(cls, d)
+        return lenient_model(cls, d)
 
     @property
     def is_speculative(self) -> bool:
@@ -490,301 +455,8 @@ def comparability_diffs(a: GatedCell, b: GatedCell) -> list[tuple[str, Any, Any]
     return [(c, getattr(a, c), getattr(b, c)) for c in COMPARABILITY if getattr(a, c) != getattr(b, c)]
 
 
-_EMPTY_ROW: CellRow = _lenient(CellRow, {})  # every column at its empty value: the tables' column list
+_EMPTY_ROW: CellRow = lenient_model(CellRow, {})  # every column at its empty value: the tables' column list
 
-
-# ----------------------------------------------------------------------------- baseline.json
-
-# The row columns a baseline cell keeps (with its floors): what the gate compares.
-BASELINE_COLUMNS = (
-    "draft",
-    "method",
-    "suite",
-    "suite_version",
-    "suite_sha",
-    "k",
-    "concurrency",
-    "temperature",
-    "request_rate",
-    "max_tokens",
-    "verifier_hash",
-    "acceptance_length",
-    "per_position_rates",
-    "al_ci_low",
-    "al_ci_high",
-    "speedup",
-    "al_se",
-    "num_prompts",
-    "segments",
-    "al_by_segment",
-    "sampling_p_value",
-)
-_BASELINE_SEGMENT = ("segments", "al_by_segment")  # the segment breakdown's columns a baseline keeps
-
-
-class BaselineCell(BaseModel):
-    """A cell of baseline.json: its row's BASELINE_COLUMNS (the segment breakdown as
-    `breakdowns.segment`, its labels and AL), the per-position floors the gate holds it to, and its
-    per-segment AL floors (thinking runs)."""
-
-    draft: str
-    method: str
-    suite: str
-    suite_version: str
-    suite_sha: str
-    k: int
-    concurrency: int
-    temperature: float
-    request_rate: float = 0.0
-    max_tokens: int
-    verifier_hash: str
-    acceptance_length: float | None = None
-    per_position_rates: list[float] = []
-    al_ci_low: float | None = None
-    al_ci_high: float | None = None
-    speedup: float | None = None
-    al_se: float | None = None
-    num_prompts: int | None = None
-    breakdowns: Breakdowns = Field(default_factory=Breakdowns)  # the segment breakdown only
-    sampling_p_value: float | None = None
-    per_position_floors: list[float] | None = None
-    segment_floors: dict[str, float] | None = None
-
-    @property
-    def setting(self) -> Setting:
-        return (self.suite, self.k, self.concurrency, self.temperature, float(self.request_rate or 0.0))
-
-    @classmethod
-    def of_row(cls, row: CellRow) -> BaselineCell:
-        """The baseline cell of a run's row (no floors yet)."""
-        kept = {c: getattr(row, c) for c in BASELINE_COLUMNS if c not in _BASELINE_SEGMENT}
-        segment = Breakdown([Bucket(label=b.label, al=b.al) for b in row.breakdowns.segment.buckets])
-        return cls.model_validate({**kept, "breakdowns": Breakdowns(segment=segment)})
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        """A cell as baseline.json stores it (flat columns; older files lack newer columns)."""
-        d = dict(data)
-        if not isinstance(d.get("breakdowns"), Breakdowns):
-            d["breakdowns"] = Breakdowns.from_flat(data, only=("segment",))
-        return _lenient(cls, d)
-
-    def to_dict(self) -> dict[str, Any]:
-        # a closed-loop cell (rate 0) is written as baselines were before open-loop cells existed
-        segment = self.breakdowns.flat(only=("segment",))
-        out = {
-            c: segment[c] if c in _BASELINE_SEGMENT else getattr(self, c)
-            for c in BASELINE_COLUMNS
-            if c != "request_rate" or self.request_rate
-        }
-        out["per_position_floors"] = self.per_position_floors
-        if self.segment_floors is not None:
-            out["segment_floors"] = self.segment_floors
-        return out
-
-
-class BaselineCrossover(BaseModel):
-    """A baseline's crossover concurrency of one (draft, suite, k, temperature) line
-    (harness/results/gate/)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    draft: str
-    suite: str
-    k: int
-    temperature: float
-    concurrencies: list[int]
-    where: str
-    crossover: float | None
-    text: str
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        return _lenient(cls, dict(data))
-
-
-class BaselineFile(BaseModel):
-    """baseline.json: the cells and crossovers a gate holds a run to, and the requirements stored
-    with them (None: not stored, the gate's default applies)."""
-
-    format: int | None
-    source_run_id: str | None
-    tolerance: float | None
-    cells: list[BaselineCell]
-    crossovers: list[BaselineCrossover] = []
-    created_at: str | None = None
-    max_crossover_drop: float | None = None
-    lossless: str | None = None
-    sampling_p_floor: float | None = None
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        known = {name: data.get(name) for name in cls.model_fields if name in data}
-        known["cells"] = [BaselineCell.from_dict(c) for c in data.get("cells") or [] if isinstance(c, Mapping)]
-        crossovers = data.get("crossovers") or []
-        known["crossovers"] = [BaselineCrossover.from_dict(c) for c in crossovers if isinstance(c, Mapping)]
-        return _lenient(cls, known)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The fields set (None: not stored), each cell as its BASELINE_COLUMNS and floors."""
-        out: dict[str, Any] = {}
-        for name in type(self).model_fields:
-            value = getattr(self, name)
-            if name == "cells":
-                value = [c.to_dict() for c in self.cells]
-            elif name == "crossovers":
-                value = [c.model_dump() for c in self.crossovers]
-            if value is not None:
-                out[name] = value
-        return out
-
-
-# ----------------------------------------------------------------------------- manifest.json
-
-RUNNING, INTERRUPTED = "running", "interrupted"
-
-
-class Owner(BaseModel):
-    """The harness process that runs a run (harness/results/manifest.py: a dead owner's `running`
-    run reads as interrupted)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    pid: int | None
-    pid_start_ticks: int | None
-    hostname: str | None
-
-
-class Manifest(BaseModel):
-    """manifest.json as the results layer reads it. `data` keeps the whole file as written (a
-    baseline copies it); provenance, recipe, verifier and drafts are recorded free-form by
-    harness/bench/manifest.py, and the few facts read from them are properties here."""
-
-    model_config = ConfigDict(frozen=True)
-
-    data: dict[str, Any]
-    run_id: str | None
-    status: str
-    planned_cells: list[str]
-    started_at: str | None = None
-    ended_at: str | None = None
-    owner: Owner | None = None
-    recorded_status: str | None = None  # what the file says, when the effective status differs
-    status_note: str | None = None
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        d = dict(data)
-        owner = d.get("owner")
-        return cls(
-            data=d,
-            run_id=d.get("run_id"),
-            status=str(d.get("status", "unknown")),
-            planned_cells=list(d.get("planned_cells") or []),
-            started_at=d.get("started_at"),
-            ended_at=d.get("ended_at"),
-            owner=Owner(
-                pid=owner.get("pid"), pid_start_ticks=owner.get("pid_start_ticks"), hostname=owner.get("hostname")
-            )
-            if isinstance(owner, Mapping)
-            else None,
-            recorded_status=d.get("recorded_status"),
-            status_note=d.get("status_note"),
-        )
-
-    def with_status(self, status: str, note: str) -> Manifest:
-        """The effective status, with what the file says kept beside it."""
-        data = {**self.data, "status": status, "recorded_status": self.status, "status_note": note}
-        return Manifest.from_dict(data)
-
-    @property
-    def provenance(self) -> dict[str, Any]:
-        return dict(self.data.get("provenance") or {})
-
-    @property
-    def git_sha(self) -> str | None:
-        return self.provenance.get("git_sha")
-
-    @property
-    def hardware(self) -> Hardware:
-        hw = self.provenance.get("hardware") or {}
-        return Hardware(device=hw.get("device"), gpu=hw.get("gpu"), cpu=hw.get("cpu"), platform=hw.get("platform"))
-
-    @property
-    def packages(self) -> dict[str, str]:
-        return dict(self.provenance.get("packages") or {})
-
-    @property
-    def verifiers(self) -> list[Artifact]:
-        """The verifier records (path, content hash): one, or one per verifier path."""
-        ver = self.data.get("verifier") or {}
-        entries = list(ver.values()) if ver and all(isinstance(v, dict) for v in ver.values()) else [ver]
-        return [Artifact.from_dict(v) for v in entries if v]
-
-    @property
-    def verifier_paths(self) -> list[str]:
-        ver = self.data.get("verifier") or {}
-        return [str(p) for p in ver] if ver and all(isinstance(v, dict) for v in ver.values()) else []
-
-    @property
-    def drafts(self) -> dict[str, Artifact]:
-        return {str(k): Artifact.from_dict(v) for k, v in (self.data.get("drafts") or {}).items()}
-
-    @property
-    def suite_sources(self) -> dict[str, str]:
-        """Suite name -> where its prompts came from (a built-in name or a file path)."""
-        return {str(k): str((v or {}).get("source", "")) for k, v in (self.data.get("suites") or {}).items()}
-
-    @property
-    def recipe_verifier_path(self) -> str | None:
-        return self._recipe_verifier().get("path")
-
-    @property
-    def standin(self) -> str | None:
-        """The built-in stand-in the run's recipe named (None: a real checkpoint)."""
-        return self._recipe_verifier().get("standin")
-
-    @property
-    def slo(self) -> dict[str, Any] | None:
-        """The run's bench.slo ({ttft_ms, tpot_ms, e2e_ms}), None when it stated none."""
-        slo = ((self.data.get("recipe") or {}).get("bench") or {}).get("slo")
-        return dict(slo) if slo else None
-
-    def _recipe_verifier(self) -> dict[str, Any]:
-        return dict((self.data.get("recipe") or {}).get("verifier") or {})
-
-
-class Hardware(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    device: str | None
-    gpu: str | None
-    cpu: str | None
-    platform: str | None
-
-    def describe(self) -> str:
-        return f"{self.device or '?'} — {self.gpu or self.cpu or self.platform or '?'}"
-
-
-class Artifact(BaseModel):
-    """A verifier's or draft's record in the manifest: where it was and its content hash."""
-
-    model_config = ConfigDict(frozen=True)
-
-    path: str | None
-    content_hash: str | None  # the sha256 (older manifests stored {"sha256": ...})
-    method: str | None = None
-
-    @classmethod
-    def from_dict(cls, data: Any) -> Artifact:
-        d = data if isinstance(data, Mapping) else {}
-        h = d.get("content_hash")
-        return cls(
-            path=d.get("path"), content_hash=h.get("sha256") if isinstance(h, Mapping) else h, method=d.get("method")
-        )
-
-
-Manifest.model_rebuild()
 
 if __name__ == "__main__":  # docs/cell.schema.json
     print(cell_json_schema(), end="")

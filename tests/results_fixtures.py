@@ -17,7 +17,7 @@ from harness.results.commands import register
 from harness.results.gate.baseline import update_baseline
 from harness.results.runs import read_run
 from harness.results.table import cell_id, rows_to_frame, write_cell
-from harness.schema import Manifest
+from harness.schema_manifest import Manifest
 
 REPO = Path(__file__).resolve().parent.parent
 GOOD = [80, 60, 45]  # of 100 drafts: AL 2.85, rates 0.80 / 0.60 / 0.45

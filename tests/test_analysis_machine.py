@@ -9,7 +9,8 @@ import pytest
 from harness.analysis import machine
 from harness.analysis.machine import MachineReading, spread, tolerance, widen
 from harness.results.gate.cell_checks import check_cell
-from harness.schema import BaselineCell, CellRow
+from harness.schema import CellRow
+from harness.schema_baseline import BaselineCell
 
 
 def test_spread_and_tolerance():

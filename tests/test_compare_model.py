@@ -18,7 +18,8 @@ from harness.results import compare, runs
 from harness.results import compare_compact as cc
 from harness.results import published as pub
 from harness.results.runs import Run
-from harness.schema import CellRow, Manifest
+from harness.schema import CellRow
+from harness.schema_manifest import Manifest
 from harness.ui import MISSING, fmt
 from tests.results_fixtures import BAD, rows_for
 

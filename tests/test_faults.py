@@ -30,7 +30,7 @@ from harness.results.manifest import (
     require_resumable,
 )
 from harness.results.table import ensure_tables, rebuild_table, tables_stale
-from harness.schema import Manifest
+from harness.schema_manifest import Manifest
 from harness.verifier.safetensors_index import TensorInfo, coverage_problem
 from tests.conftest import PLAIN_RECIPE
 from tests.engine_wrappers import WrappedEngine

@@ -19,7 +19,8 @@ from harness.results.gate.cell_checks import check_cell, noise_slack
 from harness.results.gate.evaluate import GateOptions
 from harness.results.runs import read_run
 from harness.results.table import write_cell
-from harness.schema import BASELINE_COLUMNS, BaselineCell, CellRow
+from harness.schema import CellRow
+from harness.schema_baseline import BASELINE_COLUMNS, BaselineCell
 from harness.ui import fmt
 from tests.results_fixtures import BAD, MATRIX, REPO, invoke, make_run, rows_for
 

@@ -8,7 +8,8 @@ import json
 
 from harness.results.gate.baseline import _other_verifiers_cells
 from harness.results.gate.evaluate import cells_for_run_verifiers
-from harness.schema import BaselineFile, CellRow
+from harness.schema import CellRow
+from harness.schema_baseline import BaselineFile
 
 
 def _cell(vh: str, al: float) -> dict:

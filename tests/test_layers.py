@@ -19,6 +19,9 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "harness.errors",
         "harness.schema",
+        "harness.schema_manifest",
+        "harness.schema_baseline",
+        "harness.schema_requests",
         "harness.jsonfiles",
         "harness.ui",
         "harness.provenance",

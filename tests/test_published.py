@@ -10,7 +10,7 @@ import pytest
 from harness.errors import BadInput
 from harness.results import compare, published, report
 from harness.results.runs import read_run
-from harness.schema import Manifest
+from harness.schema_manifest import Manifest
 from tests.results_fixtures import invoke, make_run
 
 

@@ -1,6 +1,6 @@
-"""harness/schema.py: rows, baselines and manifests read back as the types they were written from,
-run folders of older versions still load (issue 29), cell files carry their format and the
-published JSON schema of a cell is current (issue 55)."""
+"""harness/schema.py, schema_baseline.py, schema_manifest.py: rows, baselines and manifests read
+back as the types they were written from, run folders of older versions still load (issue 29), cell
+files carry their format and the published JSON schema of a cell is current (issue 55)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,9 @@ from harness.errors import BadInput
 from harness.results.gate.baseline import read_baseline
 from harness.results.runs import read_run
 from harness.results.table import read_cell, write_cell
-from harness.schema import (
-    BASELINE_COLUMNS,
-    BREAKDOWNS,
-    BaselineFile,
-    CellFile,
-    CellRow,
-    Manifest,
-    cell_json_schema,
-    flat_columns,
-)
+from harness.schema import BREAKDOWNS, CellFile, CellRow, cell_json_schema, flat_columns
+from harness.schema_baseline import BASELINE_COLUMNS, BaselineFile
+from harness.schema_manifest import Manifest
 from tests.results_fixtures import make_run, rows_for, run_frame
 
 REPO = Path(__file__).resolve().parents[1]

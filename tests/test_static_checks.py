@@ -63,8 +63,9 @@ def test_the_tree_passes_ruff():
 
 
 def test_results_read_rows_and_manifests_as_types_so_mypy_catches_a_string_key(tmp_path):
-    """harness/results/ reads rows and manifests as harness/schema.py's types: a field read by
-    string key, or a renamed column, is a type error, not a run-time surprise (issue 29)."""
+    """harness/results/ reads rows and manifests as harness/schema.py's and schema_manifest.py's
+    types: a field read by string key, or a renamed column, is a type error, not a run-time surprise
+    (issue 29)."""
     planted = tmp_path / "planted_reader.py"
     planted.write_text(
         "from harness.results.runs import read_run\n"

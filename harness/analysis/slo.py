@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.analysis.load import Cross, crossing, grid_position
-from harness.schema import RequestRecord
+from harness.schema_requests import RequestRecord
 
 SATURATION_TOLERANCE = 0.10
 SLO_PERCENTILE = 99.0

@@ -14,7 +14,7 @@ from harness.bench.rows import ArmResult
 from harness.engine.base import Arrivals, BatchResult, Engine, GenOutput, GenRequest, Sampling
 from harness.prompts import end_think_token, render, with_answer
 from harness.recipe import Recipe
-from harness.schema import RequestRecord
+from harness.schema_requests import RequestRecord
 from harness.verifier.layout import VerifierLayout
 
 

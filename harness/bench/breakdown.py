@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from harness.analysis import k_sweep, load, power, repetition, steps
-from harness.schema import Breakdown, Bucket, CellRow, RequestRecord
+from harness.schema import Breakdown, Bucket, CellRow
+from harness.schema_requests import RequestRecord
 
 # harness.bench.rows.ArmResult (rows imports this module, so not the other way round;
 # tests/test_layers.py counts a TYPE_CHECKING import too, so it stays Any here)

@@ -15,7 +15,8 @@ from harness.analysis.machine import MachineReading
 from harness.bench import breakdown
 from harness.bench.breakdown import RepeatRecord
 from harness.engine.counters import SpecCounters
-from harness.schema import BASELINE, SPECULATIVE, CellIdentity, CellRow, RequestRecord
+from harness.schema import BASELINE, SPECULATIVE, CellIdentity, CellRow
+from harness.schema_requests import RequestRecord
 
 
 @dataclass

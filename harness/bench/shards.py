@@ -32,7 +32,8 @@ from harness.provenance import atomic_path, atomic_write_json
 from harness.recipe import Recipe
 from harness.results.manifest import read_manifest, read_manifest_data
 from harness.results.table import ensure_tables, finished_cells
-from harness.schema import CELLS_DIR, MANIFEST_FILE, REQUESTS_DIR, Manifest
+from harness.schema import CELLS_DIR, MANIFEST_FILE, REQUESTS_DIR
+from harness.schema_manifest import Manifest
 from harness.suites import Suite
 
 SHARDS_DIR = "shards"

@@ -185,7 +185,8 @@ def gate(
     from harness.errors import BadInput
     from harness.results.gate import baseline as gate_baseline
     from harness.results.gate import evaluate, render
-    from harness.schema import BASELINE_FILE, MANIFEST_FILE
+    from harness.schema import MANIFEST_FILE
+    from harness.schema_baseline import BASELINE_FILE
 
     options = evaluate.GateOptions(
         tolerance=tolerance,

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
-from harness.schema import CSV_FILE, INTERRUPTED, RUNNING, TABLE_FILE, Manifest
+from harness.schema import CSV_FILE, TABLE_FILE
 from harness.schema import MANIFEST_FILE as MANIFEST
+from harness.schema_manifest import INTERRUPTED, RUNNING, Manifest
 
 
 def owner_fields() -> dict[str, Any]:

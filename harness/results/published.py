@@ -25,7 +25,8 @@ from pathlib import Path
 
 from harness.benchfiles import dataset_of_suite
 from harness.errors import BadInput
-from harness.schema import CellRow, Manifest
+from harness.schema import CellRow
+from harness.schema_manifest import Manifest
 from harness.ui import fmt
 
 FIGURES = Path(__file__).resolve().parents[2] / "docs" / "published_figures.csv"

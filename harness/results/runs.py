@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.schema import BASELINE, COMPARABILITY, SETTING, SPECULATIVE, CellRow, GatedCell, Manifest, Setting
+from harness.schema import BASELINE, COMPARABILITY, SETTING, SPECULATIVE, CellRow, GatedCell, Setting
+from harness.schema_manifest import Manifest
 
 __all__ = ["BASELINE", "COMPARABILITY", "SETTING", "SPECULATIVE", "CellRow", "Manifest"]
 

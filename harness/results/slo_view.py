@@ -16,7 +16,8 @@ from harness.analysis.load import ABOVE
 from harness.results.checks import Check
 from harness.results.runs import BASELINE, Run, is_speculative
 from harness.results.table import load_cell_requests
-from harness.schema import CellRow, RequestRecord
+from harness.schema import CellRow
+from harness.schema_requests import RequestRecord
 
 
 @dataclass(frozen=True)

@@ -86,8 +86,8 @@ from harness.schema import (
     CellFile,
     CellRow,
     Derived,
-    Manifest,
 )
+from harness.schema_manifest import Manifest
 
 LIST_COLUMNS = tuple(CellRow.flat_list_columns())  # JSON in results.csv
 MANIFEST, TABLE, CSV, DERIVED = MANIFEST_FILE, TABLE_FILE, CSV_FILE, DERIVED_FILE

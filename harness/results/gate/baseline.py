@@ -15,16 +15,9 @@ from harness.results.gate.cell_checks import segment_floors
 from harness.results.gate.crossover_checks import position
 from harness.results.gate.evaluate import DEFAULT_TOLERANCE, GateOptions, GateResult, evaluate
 from harness.results.runs import Run, describe_setting, is_speculative, read_run, setting
-from harness.schema import (
-    BASELINE_FILE,
-    BASELINE_FORMAT,
-    MANIFEST_FILE,
-    BaselineCell,
-    BaselineCrossover,
-    BaselineFile,
-    CellRow,
-    Manifest,
-)
+from harness.schema import MANIFEST_FILE, CellRow
+from harness.schema_baseline import BASELINE_FILE, BASELINE_FORMAT, BaselineCell, BaselineCrossover, BaselineFile
+from harness.schema_manifest import Manifest
 
 
 def baseline_cells(rows: list[CellRow], tolerance: float) -> list[BaselineCell]:

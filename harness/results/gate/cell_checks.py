@@ -13,7 +13,8 @@ from typing import Any
 
 from harness.analysis import power as pw
 from harness.results.checks import Check
-from harness.schema import BaselineCell, CellRow, GatedCell
+from harness.schema import CellRow, GatedCell
+from harness.schema_baseline import BaselineCell
 from harness.ui import fmt
 
 

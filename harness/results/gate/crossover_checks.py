@@ -8,7 +8,8 @@ from __future__ import annotations
 from harness.analysis.load import ABOVE, CROSSES, Cross, grid_position
 from harness.results import load_view
 from harness.results.checks import Check
-from harness.schema import BaselineCrossover, CellRow
+from harness.schema import CellRow
+from harness.schema_baseline import BaselineCrossover
 
 ACROSS = "all"  # a crossover check's concurrency column: it spans the grid
 

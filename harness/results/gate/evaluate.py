@@ -22,7 +22,8 @@ from harness.results.gate.cell_checks import (
 from harness.results.gate.crossover_checks import crossover_checks
 from harness.results.gate.paired import Verdict, overall_verdict
 from harness.results.runs import Run, describe_setting, is_speculative, setting
-from harness.schema import BaselineFile, CellRow, Setting, comparability_diffs
+from harness.schema import CellRow, Setting, comparability_diffs
+from harness.schema_baseline import BaselineFile
 
 if TYPE_CHECKING:
     from harness.recipe import GateSection
@@ -97,12 +98,17 @@ class GateResult:
         is inconclusive (a stored-number gate reads pass or fail)."""
         if self.failures:
             return "fail"
-        return overall_verdict(c.verdict for c in self.paired) if self.paired else "pass"
+        if self.paired:
+            return overall_verdict(c.verdict for c in self.paired)
+        # stored numbers: a pass the test could not have failed at the tolerance (a power warning) settles nothing
+        return "inconclusive" if self.power_warnings else "pass"
 
     @property
     def detectable_drop(self) -> float | None:
-        """The largest AL drop the paired cells can see at 80 % power (None: no paired cell)."""
+        """The largest AL drop the gated cells can see at 80 % power: the paired cells' when there
+        are any, else the stored-number AL checks' (None: neither)."""
         mdds = [c.estimates[0].mdd for c in self.paired if c.estimates]
+        mdds = mdds or [c.min_detectable_drop for c in self.checks if c.min_detectable_drop is not None]
         return max(mdds) if mdds else None
 
     @property
@@ -117,6 +123,13 @@ class GateResult:
         cells = len({c.where for c in self.checks})
         if self.paired:
             return self._paired_summary()
+        if not self.failures and self.verdict == "inconclusive":
+            return (
+                f"gate inconclusive: {len(self.checks)} checks on {cells} cells of {self.run_id} vs {self.baseline} "
+                f"passed, but the test sees an AL drop of {self.detectable_drop:.1%} at 80 % power, the tolerance "
+                f"is {self.tolerance:.1%} (stored-number baseline; a baseline draft run beside the candidate, "
+                "gate.baseline_draft, is the paired test)"
+            )
         if not self.failures:
             return f"gate passed: {len(self.checks)} checks on {cells} cells of {self.run_id} vs {self.baseline}"
         first = self.failures[0].message()
