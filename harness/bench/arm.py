@@ -131,38 +131,21 @@ def _add_at(per_turn: list[list[float]], turn: int, values: tuple[float, float])
 
 def request_record(o: GenOutput, repeat: int) -> RequestRecord:
     """What the breakdowns keep of a finished request (vLLM's per-step arrays when it gave them)."""
-    spec = o.spec
-    if spec is None:  # no speculation (the baseline arm), or a failed request
-        return RequestRecord(
-            o.request_id,
-            repeat,
-            o.prompt_len,
-            tuple(o.output_token_ids),
-            o.latency_s,
-            (),
-            (),
-            None,
-            False,
-            o.finish_reason,
-            o.ttft_s,
-            o.sent_s,
-            o.queue_s,
-        )
-    has_steps = bool(spec.per_step_accepted) or not spec.num_spec_steps
+    spec = o.spec  # None: no speculation (the baseline arm), or a failed request
     return RequestRecord(
-        o.request_id,
-        repeat,
-        o.prompt_len,
-        tuple(o.output_token_ids),
-        o.latency_s,
-        spec.per_step_accepted,
-        spec.per_step_drafted,
-        spec.num_spec_tokens,
-        has_steps,
-        o.finish_reason,
-        o.ttft_s,
-        o.sent_s,
-        o.queue_s,
+        request_id=o.request_id,
+        repeat=repeat,
+        prompt_tokens=o.prompt_len,
+        output_token_ids=tuple(o.output_token_ids),
+        latency_s=o.latency_s,
+        accepted=spec.per_step_accepted if spec else (),
+        drafted=spec.per_step_drafted if spec else (),
+        num_spec_tokens=spec.num_spec_tokens if spec else None,
+        steps=bool(spec.per_step_accepted) or not spec.num_spec_steps if spec else False,
+        finish_reason=o.finish_reason,
+        ttft_s=o.ttft_s,
+        sent_s=o.sent_s,
+        queue_s=o.queue_s,
     )
 
 
