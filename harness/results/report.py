@@ -106,7 +106,7 @@ class GateSummary:
     baseline: str
     checks: int
     failures: tuple[str, ...]  # each failing check's message
-    paired: str | None = None  # the paired gate's verdict line (docs/gate.md, "Paired gate"), when it ran
+    paired: str | None = None  # the three-way verdict line (docs/gate.md, "Paired gate"): paired, or inconclusive
 
 
 # ----------------------------------------------------------------------------- cells and facts (pure)
@@ -391,13 +391,14 @@ def build_document(
 
 
 def _paired_line(data: dict) -> str | None:
-    if data.get("baseline_kind") != "paired":
+    """The three-way verdict line: a paired gate's, or a stored-number gate's that could not settle."""
+    kind, v = data.get("baseline_kind"), data.get("verdict")
+    if kind != "paired" and v != "inconclusive":
         return None
     mdd = data.get("detectable_drop")
     sees = f", the test sees a drop of {mdd:.1%} at 80 % power" if isinstance(mdd, float) else ""
-    return (
-        f"{data.get('verdict')} (paired against the baseline's draft; tolerance {data.get('tolerance', 0):.1%}{sees})"
-    )
+    what = "paired against the baseline's draft" if kind == "paired" else "stored-number baseline"
+    return f"{v} ({what}; tolerance {data.get('tolerance', 0):.1%}{sees})"
 
 
 def read_gate(run_dir: Path) -> GateSummary | None:

@@ -114,9 +114,13 @@ def _paired_rows(res: GateResult) -> list[list[str]]:
 
 def paired_line(res: GateResult) -> str:
     """Which baseline the gate used and the tolerance its test can see."""
-    if res.baseline_kind != "paired":
-        return "baseline: stored numbers (results/baselines; no baseline draft ran beside the candidate)"
     mdd = res.detectable_drop
+    if res.baseline_kind != "paired":
+        sees = f"; the test sees an AL drop of {mdd:.1%} at 80 % power" if mdd is not None else ""
+        return (
+            f"baseline: stored numbers (no baseline draft ran beside the candidate); tolerance {res.tolerance:.1%}"
+            + sees
+        )
     h = f" (sha256 {res.baseline_draft_hash[:12]})" if res.baseline_draft_hash else ""
     return (
         f"baseline: paired — the baseline's draft{h} ran beside the candidate on the same prompts; "
@@ -172,7 +176,7 @@ def to_rich(res: GateResult):
 
 def to_markdown(res: GateResult) -> str:
     verdict = "✅ passed" if not res.failures else f"❌ failed ({len(res.failures)} of {len(res.checks)} checks)"
-    if res.paired:
+    if res.paired or res.verdict == "inconclusive":
         verdict = {"pass": "✅ pass", "fail": "❌ fail", "inconclusive": "❔ inconclusive"}[res.verdict]
     out = [
         f"### Gate {verdict}: `{res.run_id}` vs baseline `{res.baseline}`",

@@ -80,3 +80,15 @@ def test_the_report_reads_the_paired_verdict_back(tmp_path):
     write_gate_files(res, verdict=folder / "gate" / "gate.json")
     line = gate_line(read_gate(folder))
     assert line.startswith("Gate: pass (paired against the baseline's draft; tolerance 5.0%")
+
+
+def test_a_stored_number_gate_that_cannot_see_its_tolerance_reads_inconclusive(tmp_path):
+    wide = [dict(draft="eagle", suite=s, ci=(1.6, 3.4)) for s in ("chat", "code")]
+    ref = make_run(tmp_path, "ref", wide)
+    base_dir = tmp_path / "baselines" / "b"
+    update_baseline(ref, base_dir)
+    res = gate_run(read_run(make_run(tmp_path, "again", wide)), base_dir, GateOptions(draft="eagle"))
+    assert not res.failures and res.power_warnings and res.exit_code == 0
+    assert res.verdict == "inconclusive" and res.detectable_drop is not None and res.detectable_drop > 0.05
+    assert res.summary().startswith("gate inconclusive:")
+    assert verdict_dict(res)["verdict"] == "inconclusive"
