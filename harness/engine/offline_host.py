@@ -142,6 +142,10 @@ def host(conn, env: dict[str, str], probe: bool) -> None:  # runs in the child
 
             if single:
                 _guard_kernel_rebind()
+            if plan.speculative is not None and plan.speculative.synthetic_acceptance_rates is not None:
+                from harness.engine.cpu_synthetic import install  # the headroom probe's sampling
+
+                install()
             llm = LLM(model=plan.model, **plan.engine_kwargs)
         except BaseException as e:  # noqa: BLE001 - report any start failure to the parent
             conn.send(failed(e))

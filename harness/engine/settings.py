@@ -55,6 +55,11 @@ class SpeculativeSpec:
     rejection_sample_method: str = "standard"
     # vLLM's dynamic k: inclusive (batch from, batch to, k) ranges; k is capped at num_speculative_tokens
     k_schedule: tuple[tuple[int, int, int], ...] | None = None
+    # The headroom probe only (harness/headroom.py; never a result: the recipe refuses 'synthetic'):
+    # vLLM's synthetic rejection sampling, which accepts the draft's i-th token of a step with these
+    # per-position *unconditional* rates (non-increasing, one per k), whatever the draft proposes.
+    # The draft still runs, so its cost is real; the tokens emitted are not the verifier's.
+    synthetic_acceptance_rates: tuple[float, ...] | None = None
 
     def vllm_config(self) -> dict[str, Any]:
         cfg: dict[str, Any] = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}
@@ -68,7 +73,10 @@ class SpeculativeSpec:
             cfg.update(prompt_lookup_max=4, prompt_lookup_min=2)
         # suffix: vLLM's defaults for the tree (depth 24, spec factor 1, min token probability 0.1)
         # mtp: no model; vLLM loads the prediction layers from the verifier checkpoint itself
-        if self.rejection_sample_method != "standard":
+        if self.synthetic_acceptance_rates is not None:
+            cfg["rejection_sample_method"] = "synthetic"
+            cfg["synthetic_acceptance_rates"] = list(self.synthetic_acceptance_rates)
+        elif self.rejection_sample_method != "standard":
             cfg["rejection_sample_method"] = self.rejection_sample_method
         return cfg
 
