@@ -53,7 +53,7 @@ def main() -> None:
     from harness.results.table import rows_to_frame
     from harness.ui import Reporter
     from tests.conftest import CI_TRAIN
-    from tests.test_train_e2e import CI_BENCH, retrain
+    from tests.e2e.test_train_e2e import CI_BENCH, retrain
     from tests.torchrun_runs import VLLM_ONLINE, VLLM_STATES
 
     ways = {

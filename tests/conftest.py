@@ -19,7 +19,7 @@ from tests.results_fixtures import runs  # noqa: F401 (the synthetic-runs fixtur
 PLAIN_RECIPE = Path(__file__).resolve().parent.parent / "train" / "tiny-kimi-plain.toml"
 
 # CI-sized training: small enough for a few minutes on 2 cores, large enough to show learning
-# (the margins it must reach are in tests/test_train_e2e.py). States from vLLM's own extraction, as
+# (the margins it must reach are in tests/e2e/test_train_e2e.py). States from vLLM's own extraction, as
 # the production recipe takes them: its online twin (tests/torchrun_runs.py) then trains on the
 # same states, streamed instead of stored, and the two drafts compare like for like.
 CI_TRAIN = [
@@ -112,7 +112,7 @@ def torchrun_killed_and_resumed(tmp_path_factory, kimi_trained_run):
     """The session's training again as the production recipe trains: 2-process torchrun, online
     from a vLLM extraction server (tests/torchrun_runs.py KILLED_RUN), rank 1 killed after the first
     epoch and the run resumed to the end: the scale-out tests check the kill and the resume; the
-    end-to-end bench (tests/test_train_e2e.py) serves its draft and checks its disk bound."""
+    end-to-end bench (tests/e2e/test_train_e2e.py) serves its draft and checks its disk bound."""
     from tests.torchrun_runs import kill_rank_and_rerun
 
     return kill_rank_and_rerun(tmp_path_factory.mktemp("torchrun") / "train", kimi_trained_run)

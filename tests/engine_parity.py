@@ -1,6 +1,6 @@
 """The test columns every engine fills (issue 25, engine parity): what the offline engine writes
 for a T = 0 and a T > 0 cell, the server engine writes too. Asserted on the offline engine's T > 0
-test (tests/test_lossless_wiring.py) and on the server rehearsal (tests/test_rehearsal_engine.py)."""
+test (tests/e2e/test_lossless_wiring.py) and on the server rehearsal (tests/e2e/test_rehearsal_engine.py)."""
 
 from __future__ import annotations
 

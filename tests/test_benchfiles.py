@@ -322,7 +322,7 @@ def test_bench_runs_mt_bench_and_gsm8k_files_as_released(tmp_path, kimi_standin)
         assert (spec["status"] == "ok").all() and (spec["num_failed"] == 0).all()
         assert manifest.suite_sources["gsm8k"].startswith("gsm8k:")
         # the offline engine's per-step record sums to the cell's pooled counters (issue 13; the
-        # server's in tests/test_faults.py): one run serves both checks in CI
+        # server's in tests/e2e/test_bench_failures.py): one run serves both checks in CI
         from tests.step_sums import assert_steps_sum_to_counters
 
         assert_steps_sum_to_counters(

@@ -1,5 +1,5 @@
 """The rehearsal's one decision (harness/rehearsal.py): what a CPU run of a recipe changes, and the
-table that says so for every setting. The run itself: tests/test_rehearsal_engine.py."""
+table that says so for every setting. The run itself: tests/e2e/test_rehearsal_engine.py."""
 
 from __future__ import annotations
 

@@ -29,3 +29,36 @@ def test_md_table_escapes_a_pipe_inside_a_cell():
         "| a | 2.85 |",
         "| b\\|c | — |",
     ]
+
+
+def test_progress_after_an_interrupt_shows_the_count_reached_not_all_done():
+    from harness.ui import RichReporter
+
+    rep = RichReporter()
+    try:
+        try:
+            rep.stage("bench cells", total=4)
+            rep.advance(1)
+            raise KeyboardInterrupt
+        finally:
+            rep.done()
+    except KeyboardInterrupt:
+        pass
+    task = rep.progress.tasks[-1]
+    rep.close()
+    assert task.completed == 1 and task.fields["info"] == "[red]interrupted[/] at 1/4"
+
+
+def test_a_cells_log_line_keeps_its_cell_id():
+    """A flag is logged as "[<cell id>] <flag>"; rich would read the bracket as a style and drop it,
+    and two cells' identical flags then read as one flag printed twice."""
+    import io
+
+    from harness.ui import RichReporter
+
+    rep = RichReporter()
+    buf = io.StringIO()
+    rep.progress.console.file = buf
+    rep.log("[draft__chat__k3__c1__t0] LOOPING OUTPUTS (68%)")
+    rep.close()
+    assert "[draft__chat__k3__c1__t0] LOOPING OUTPUTS (68%)" in buf.getvalue()

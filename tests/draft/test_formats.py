@@ -1,0 +1,343 @@
+"""Drafts in every format vLLM serves are recognised from the folder alone, checked against a
+verifier before any engine starts, and a speculators draft converts to SpecForge's layout with
+the same weights. Fast: tiny hand-written checkpoints (tests/draft_fixtures.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from harness.draft.convert import to_specforge
+from harness.draft.fit_check import draft_problems
+from harness.draft.formats import inspect_draft
+from harness.draft.guard import require_fit
+from harness.draft.under_test import check_draft_for_verifier
+from harness.engine.settings import SpeculativeSpec
+from harness.errors import BadInput
+from harness.verifier.layout import resolve_layout
+from tests.draft_fixtures import (
+    DRAFT_VOCAB,
+    mla_draft,
+    mtp_verifier,
+    specforge_draft,
+    speculators_draft,
+    vocab_maps,
+)
+from tests.synthetic import HIDDEN, LAYERS, VOCAB, kimi_like
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def kimi(tmp_path):
+    return resolve_layout(kimi_like(tmp_path / "verifier"))
+
+
+# ----------------------------------------------------------------------------- recognition
+
+
+@pytest.mark.parametrize(
+    "make, fmt, method, arch",
+    [
+        (lambda p: speculators_draft(p), "speculators", "eagle3", "speculators:eagle3 (llama layer)"),
+        (lambda p: speculators_draft(p, kind="peagle"), "speculators", "peagle", "speculators:peagle (llama layer)"),
+        (lambda p: specforge_draft(p), "specforge", "eagle3", "LlamaForCausalLMEagle3"),
+        (lambda p: specforge_draft(p, "Eagle3LlamaForCausalLM"), "specforge", "eagle3", "Eagle3LlamaForCausalLM"),
+        (lambda p: specforge_draft(p, "Eagle3Qwen3ForCausalLM"), "specforge", "eagle3", "Eagle3Qwen3ForCausalLM"),
+        (lambda p: mla_draft(p), "mla-eagle3", "eagle3", "Eagle3DeepseekV3ForCausalLM"),
+        (lambda p: mla_draft(p, "Eagle3DeepseekV2ForCausalLM"), "mla-eagle3", "eagle3", "Eagle3DeepseekV2ForCausalLM"),
+        (lambda p: specforge_draft(p, "PEagleDraftModel"), "p-eagle", "peagle", "PEagleDraftModel"),
+    ],
+)
+def test_every_eagle_format_is_recognised_with_its_shape(tmp_path, kimi, make, fmt, method, arch):
+    info = inspect_draft(make(tmp_path / "d"))
+    assert (info.format, info.method, info.architecture) == (fmt, method, arch)
+    assert info.vllm_method == "eagle3" and info.num_layers == 1 and info.hidden_size == HIDDEN
+    assert info.aux_layer_ids == (1, 2, 3) and info.fc_shape == (HIDDEN, 3 * HIDDEN)
+    assert (info.draft_vocab_size, info.target_vocab_size, info.has_d2t, info.has_t2d) == (
+        DRAFT_VOCAB,
+        VOCAB,
+        True,
+        True,
+    )
+    assert info.content_hash["sha256"]
+    assert draft_problems(info, kimi) == []
+
+
+def test_mtp_layers_of_a_verifier_are_its_draft(tmp_path):
+    v = mtp_verifier(tmp_path / "v")
+    info = inspect_draft(v)
+    assert (info.format, info.method, info.num_layers, info.fc_shape) == ("mtp", "mtp", 1, (HIDDEN, 2 * HIDDEN))
+    assert draft_problems(info, resolve_layout(v)) == []
+    assert SpeculativeSpec("mtp", 1, str(v)).vllm_config() == {"method": "mtp", "num_speculative_tokens": 1}
+
+
+def test_mtp_refused_for_another_verifier_or_without_its_layers(tmp_path, kimi):
+    v = mtp_verifier(tmp_path / "v")
+    assert "MTP layers draft only for the checkpoint that holds them" in draft_problems(inspect_draft(v), kimi, "x")[0]
+    bare = mtp_verifier(tmp_path / "bare", with_layers=False)
+    assert "saved without its MTP layers" in draft_problems(inspect_draft(bare), resolve_layout(bare))[0]
+
+
+def test_peagle_is_served_as_eagle3_with_parallel_drafting():
+    assert SpeculativeSpec("peagle", 3, "/d").vllm_config() == {
+        "method": "eagle3",
+        "num_speculative_tokens": 3,
+        "model": "/d",
+        "parallel_drafting": True,
+    }
+
+
+def test_unknown_format_names_the_formats_it_knows(tmp_path):
+    with pytest.raises(
+        BadInput,
+        match="unknown draft format.*speculators.*LlamaForCausalLMEagle3.*"
+        "Eagle3DeepseekV3ForCausalLM.*PEagleDraftModel.*num_nextn_predict_layers",
+    ):
+        inspect_draft(kimi_like(tmp_path / "v"))  # a verifier without MTP layers is no draft
+
+
+def test_malformed_config_names_the_file(tmp_path):
+    d = speculators_draft(tmp_path / "d")
+    (d / "config.json").write_text('{"speculators_model_type": "eagle3",')
+    with pytest.raises(BadInput, match=r"config\.json:1: malformed JSON"):
+        inspect_draft(d)
+
+
+# ----------------------------------------------------------------------------- fit checks
+
+
+@pytest.mark.parametrize(
+    "make, reason",
+    [
+        (lambda p: speculators_draft(p, hidden=2 * HIDDEN), "draft hidden size 32 does not match the verifier's 16"),
+        (
+            lambda p: speculators_draft(p, shift=VOCAB),
+            "d2t maps draft ids to verifier ids .* outside the verifier's vocabulary",
+        ),
+        (
+            lambda p: speculators_draft(p, aux_ids=(1, 2, LAYERS)),
+            r"aux layer ids \[1, 2, 4\] do not exist in a 4-layer verifier",
+        ),
+        (lambda p: specforge_draft(p, aux_ids=(1, 2, LAYERS + 3)), r"aux layer ids \[1, 2, 7\] do not exist"),
+        (lambda p: speculators_draft(p, aux_ids=(0, 1, 2)), "aux layer id 0 .* crashes kimi_k2 verifiers"),
+    ],
+)
+def test_a_draft_that_does_not_fit_is_refused_with_the_reason(tmp_path, kimi, make, reason):
+    with pytest.raises(BadInput, match=reason):
+        check_draft_for_verifier(make(tmp_path / "d"), kimi)
+
+
+def test_fc_width_must_be_hidden_times_aux_states(tmp_path, kimi):
+    d = specforge_draft(tmp_path / "d")
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 3]  # fc still reads 3 states
+    (d / "config.json").write_text(json.dumps(cfg))
+    assert (
+        "fc weight [16, 48] reads 48 features but the verifier gives hidden 16 x 2 aux states = 32"
+        in draft_problems(inspect_draft(d), kimi)[0]
+    )
+
+
+def test_recorded_verifier_content_must_match(tmp_path, kimi):
+    d = speculators_draft(tmp_path / "d")
+    (d / "harness.json").write_text(json.dumps({"verifier": {"name_or_path": "/v", "content_hash": {"sha256": "abc"}}}))
+    with pytest.raises(BadInput, match="was trained for verifier /v .content abc."):
+        require_fit(d, kimi)
+
+
+def test_recorded_verifier_architectures_must_match(tmp_path, kimi):
+    d = speculators_draft(tmp_path / "d", verifier_archs=("LlamaForCausalLM",))
+    with pytest.raises(BadInput, match="trained for another verifier"):
+        require_fit(d, kimi)
+
+
+# ----------------------------------------------------------------------------- conversion
+
+
+def test_speculators_draft_converts_to_specforge_with_the_same_weights(tmp_path, kimi):
+    src = speculators_draft(tmp_path / "spec")
+    (src / "harness.json").write_text(json.dumps({"held_out_full_acc": [0.5]}))
+    out = to_specforge(src, tmp_path / "sf")
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and cfg["draft_vocab_size"] == DRAFT_VOCAB
+    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 2, 3]
+    assert cfg["norm_before_residual"] is True and cfg["vocab_size"] == VOCAB
+    a, b = load_file(str(src / "model.safetensors")), load_file(str(out / "model.safetensors"))
+    assert {k.replace("layers.0.", "midlayer.") for k in a} == set(b)
+    assert all(torch.equal(t, b[k.replace("layers.0.", "midlayer.")]) for k, t in a.items())
+    assert torch.equal(b["d2t"], vocab_maps()["d2t"])
+    info = inspect_draft(out)
+    assert (info.format, info.aux_layer_ids, info.has_d2t) == ("specforge", (1, 2, 3), True)
+    assert (
+        info.harness_meta["held_out_full_acc"] == [0.5]
+        and info.harness_meta["converted_from"]["format"] == "speculators"
+    )
+    assert draft_problems(info, kimi) == []
+
+
+def test_a_draft_saved_by_speculators_converts(tmp_path, kimi):
+    """The real library's checkpoint (not a hand-written one): reduced vocab, d2t/t2d kept."""
+    from transformers import LlamaConfig
+
+    from harness.verifier.loader import build_draft
+
+    t2d = vocab_maps()["t2d"]
+    model = build_draft(
+        kimi,
+        draft_layer_config=LlamaConfig(
+            vocab_size=VOCAB,
+            hidden_size=HIDDEN,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            head_dim=8,
+            max_position_embeddings=512,
+        ),
+        aux_layer_ids=[1, 2, 3],
+        draft_vocab_size=DRAFT_VOCAB,
+        t2d=t2d,
+        d2t=vocab_maps()["d2t"],
+    )
+    model.save_pretrained(str(tmp_path / "spec"))
+    info = inspect_draft(to_specforge(tmp_path / "spec", tmp_path / "sf"))
+    assert (info.format, info.draft_vocab_size, info.t2d_selected, info.d2t_target_range) == (
+        "specforge",
+        DRAFT_VOCAB,
+        DRAFT_VOCAB,
+        (0, VOCAB - VOCAB // DRAFT_VOCAB),
+    )
+    assert not any(k.startswith("verifier_") for k in info.weights)
+    assert draft_problems(info, kimi) == []
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def _harness(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
+    """The CLI in-process, as a user runs it: exit code, stdout, stderr."""
+    from harness.cli.entry import main
+
+    monkeypatch.setattr(sys, "argv", ["harness", *args])
+    with pytest.raises(SystemExit) as e:
+        main()
+        raise SystemExit(0)
+    out = capsys.readouterr()
+    return e.value.code or 0, out.out, out.err
+
+
+def test_draft_inspect_json_and_fit(tmp_path, capsys, monkeypatch):
+    v = kimi_like(tmp_path / "v")
+    d = specforge_draft(tmp_path / "d")
+    code, stdout, stderr = _harness(capsys, monkeypatch, "draft", "inspect", str(d), "--verifier", str(v), "--json")
+    assert code == 0, stderr
+    out = json.loads(stdout)
+    assert (out["format"], out["method"], out["fits"], out["aux_layer_ids"]) == ("specforge", "eagle3", True, [1, 2, 3])
+    bad = speculators_draft(tmp_path / "bad", aux_ids=(1, 2, 9))
+    code, stdout, _ = _harness(capsys, monkeypatch, "draft", "inspect", str(bad), "--verifier", str(v))
+    assert code == 2 and "does not fit" in stdout and "do not exist in a 4-layer verifier" in stdout
+
+
+@pytest.mark.parametrize("case", ["hidden", "d2t", "aux", "unknown"])
+def test_bench_refuses_a_bad_draft_in_one_line_before_any_engine(tmp_path, capsys, monkeypatch, case):
+    v = kimi_like(tmp_path / "v")
+    draft = {
+        "hidden": lambda p: speculators_draft(p, hidden=2 * HIDDEN),
+        "d2t": lambda p: speculators_draft(p, shift=VOCAB),
+        "aux": lambda p: speculators_draft(p, aux_ids=(1, 2, LAYERS)),
+        "unknown": lambda p: kimi_like(p),
+    }[case](tmp_path / "d")
+    recipe = tmp_path / "r.toml"
+    recipe.write_text(f'name = "t"\n[verifier]\npath = "{v}"\n')
+    run_id = f"test-refuse-{uuid.uuid4().hex[:8]}"
+    code, _, stderr = _harness(capsys, monkeypatch, "bench", str(recipe), "--draft", str(draft), "--run-id", run_id)
+    assert code == 2, stderr
+    lines = [x for x in stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), stderr
+    assert {
+        "hidden": "draft hidden size 32",
+        "d2t": "outside the verifier's vocabulary",
+        "aux": "do not exist in a 4-layer verifier",
+        "unknown": "unknown draft format",
+    }[case] in lines[0]
+    assert not (REPO / "results" / "runs" / run_id).exists()  # no run started, so no engine either
+
+
+# ----------------------------------------------------------------------------- warm start
+
+
+def _fresh_draft(layout, seed: int):
+    from transformers import LlamaConfig
+
+    from harness.verifier.loader import build_draft
+
+    torch.manual_seed(seed)
+    maps = vocab_maps()
+    return build_draft(
+        layout,
+        draft_layer_config=LlamaConfig(
+            vocab_size=VOCAB,
+            hidden_size=HIDDEN,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            head_dim=8,
+            max_position_embeddings=512,
+        ),
+        aux_layer_ids=[1, 2, 3],
+        draft_vocab_size=DRAFT_VOCAB,
+        t2d=maps["t2d"],
+        d2t=maps["d2t"],
+    )
+
+
+@pytest.mark.parametrize("fmt", ["speculators", "specforge"])
+def test_warm_start_loads_the_init_drafts_weights(tmp_path, kimi, fmt):
+    from harness.draft.warm_start import warm_start
+
+    trained = _fresh_draft(kimi, seed=1)
+    trained.save_pretrained(str(tmp_path / "spec"))
+    init = tmp_path / "spec" if fmt == "speculators" else to_specforge(tmp_path / "spec", tmp_path / "sf")
+    fresh = _fresh_draft(kimi, seed=2)
+    assert not torch.equal(fresh.fc.weight, trained.fc.weight)
+    done = warm_start(fresh, init, kimi)
+    assert done["format"] == fmt and done["lm_head_rows_from_init"] == DRAFT_VOCAB
+    for key in (
+        "fc.weight",
+        "layers.0.self_attn.q_proj.weight",
+        "layers.0.mlp.down_proj.weight",
+        "norm.weight",
+        "lm_head.weight",
+    ):
+        assert torch.equal(fresh.state_dict()[key], trained.state_dict()[key]), key
+
+
+@pytest.mark.parametrize(
+    "make, why",
+    [
+        (lambda p: mla_draft(p), "speculators has no MLA draft layer"),
+        (lambda p: specforge_draft(p, "Eagle3Qwen3ForCausalLM"), "Qwen3 layer"),
+        (lambda p: speculators_draft(p, kind="peagle"), "parallel drafting"),
+    ],
+)
+def test_formats_that_cannot_be_warm_started_say_why(tmp_path, kimi, make, why):
+    from harness.draft.warm_start import check_init_from
+
+    with pytest.raises(BadInput, match=f"cannot be warm-started: .*{why}"):
+        check_init_from(make(tmp_path / "d"), kimi)
+
+
+def test_mla_draft_with_deepseek_v3_model_type_is_refused_with_vllms_reason(tmp_path, kimi):
+    d = mla_draft(tmp_path / "d")
+    assert draft_problems(inspect_draft(d), kimi) == []
+    cfg = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**cfg, "model_type": "deepseek_v3"}))
+    assert "Eagle3DeepSeekMTPModel" in draft_problems(inspect_draft(d), kimi)[-1]
