@@ -679,7 +679,7 @@ class Recipe(_Strict):
             )
         if self.engine.distributed_executor_backend == "ray" and self.engine.device == "cpu":
             # vLLM-CPU's platform declares no Ray device, and vLLM's Ray executor refuses such a
-            # platform ("does not support ray"); tests/test_scaleout_plan.py tells when that changes.
+            # platform ("does not support ray"); tests/engine/test_settings.py tells when that changes.
             raise ValueError(
                 "engine.distributed_executor_backend 'ray' needs GPUs: vLLM-CPU has no Ray executor; "
                 "use 'mp' (the default) on CPU"

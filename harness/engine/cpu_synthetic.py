@@ -17,7 +17,7 @@ What differs from vLLM on a GPU: the same acceptance rule (accept position i whi
 the draft token is not padding; the first refusal emits the verifier's argmax; all accepted emits the
 bonus token), computed with a few torch ops instead of one kernel launch: 0.2-0.6 ms a step against vLLM's C++
 greedy kernel's 0.2-1.8 ms (batch 1-8, k 3-4, timed beside a running engine on 2 shared cores), noise
-next to the 5-20 ms steps of the tiny stand-in. tests/test_cpu_synthetic.py checks it against the
+next to the 5-20 ms steps of the tiny stand-in. tests/engine/test_cpu_synthetic.py checks it against the
 Triton branch written as a loop.
 """
 

@@ -1,5 +1,5 @@
 """Speculative methods this CPU cannot serve or train, each with vLLM's or torch's own reason
-(docs/facts.md §3, "Methods on vLLM-CPU"). Pure data; tests/test_method_limits.py fails when an
+(docs/facts.md §3, "Methods on vLLM-CPU"). Pure data; tests/engine/test_method_limits.py fails when an
 upgrade lifts one, so the list stays true.
 
 vLLM-CPU 0.32 serves eagle3, P-EAGLE (eagle3 + parallel_drafting), mtp, draft_model, ngram, suffix and

@@ -11,7 +11,7 @@ weights are read: on a cluster, after an hour of loading.
 from __future__ import annotations
 
 # Text model types whose vLLM 0.32 decoder relays the aux states across stages (the decoder class
-# sets `supports_aux_hidden_states_over_pp = True`); tests/test_pipeline_limits.py checks this set
+# sets `supports_aux_hidden_states_over_pp = True`); tests/engine/test_pipeline_limits.py checks this set
 # against the installed vLLM. DeepSeek-V3 (Kimi-K2.5's text model) is not among them.
 PP_AUX_RELAY_MODEL_TYPES = frozenset({"llama", "llama4", "mistral", "qwen2", "qwen3", "glm4", "telechat2"})
 

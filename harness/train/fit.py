@@ -11,7 +11,7 @@ there is no accelerator (a plan without `device` trains on the accelerator when 
   - its step profiler calls `torch.accelerator.synchronize()`, which raises without an
     accelerator: during CPU runs the Trainer's `_StepTimer` is swapped for one that skips the
     synchronisation (scoped to `run_training`, never at import).
-tests/test_train_guards.py pins the speculators internals these rely on.
+tests/train/test_fit.py pins the speculators internals these rely on.
 
 Entry point for torchrun: `python -m harness.train.fit RUN_DIR` (rank setup is speculators').
 """

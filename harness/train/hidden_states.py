@@ -4,7 +4,7 @@ vLLM's EAGLE-3 aux id i is the residual stream *entering* decoder layer i (the o
 i-1; id 0 = the embeddings). transformers' `hidden_states[i]` is the same tensor for i < L; its
 last entry is taken *after* the final norm, but the draft's loss applies the verifier's norm
 itself, so the last state saved here is the *input* of the final norm (a forward pre-hook).
-tests/test_hidden_states.py checks both facts against the model's own layers.
+tests/train/test_hidden_states.py checks both facts against the model's own layers.
 
 Samples are streamed into shards of `shard_size` samples (memory is bounded by one shard);
 each shard is written atomically, so an interrupted run resumes at the first missing shard.

@@ -9,7 +9,7 @@ are two such commands with MASTER_ADDR=127.0.0.1 (docs/cluster-run.md). The real
 
 speculators' `maybe_setup_distributed` asks for an accelerator and refuses without one; on CPU
 the harness creates the gloo process group and fills speculators' topology state the same way
-(tests/test_train_guards.py pins the names it sets).
+(tests/train/test_fit.py pins the names it sets).
 """
 
 from __future__ import annotations

