@@ -1,6 +1,6 @@
-"""harness/schema.py, schema_baseline.py, schema_manifest.py: rows, baselines and manifests read
-back as the types they were written from, run folders of older versions still load (issue 29), cell
-files carry their format and the published JSON schema of a cell is current (issue 55)."""
+"""harness/schema.py: rows read back as the types they were written from, run folders of older
+versions still load (issue 29), cell files carry their format and the published JSON schema of a cell
+is current (issue 55). Baselines: tests/test_schema_baseline.py; manifests: tests/test_schema_manifest.py."""
 
 from __future__ import annotations
 
@@ -10,12 +10,9 @@ from pathlib import Path
 import pytest
 
 from harness.errors import BadInput
-from harness.results.gate.baseline import read_baseline
 from harness.results.runs import read_run
 from harness.results.table import read_cell, write_cell
 from harness.schema import BREAKDOWNS, CellFile, CellRow, cell_json_schema, flat_columns
-from harness.schema_baseline import BASELINE_COLUMNS, BaselineFile
-from harness.schema_manifest import Manifest
 from tests.results_fixtures import make_run, rows_for, run_frame
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,47 +44,6 @@ def test_a_row_of_an_older_version_loads_and_an_unknown_column_is_dropped(tmp_pa
     assert not loaded.breakdowns.k and loaded.machine_sentinels_baseline == []
     assert loaded.acceptance_length == pytest.approx(spec.acceptance_length)
     assert not hasattr(loaded, "a_future_column")
-
-
-@pytest.mark.parametrize("name", ["tiny-kimi", "tiny-kimi-ci"])
-def test_committed_baselines_read_back_to_the_same_file(name):
-    folder = REPO / "results" / "baselines" / name
-    raw = json.loads((folder / "baseline.json").read_text())
-    baseline = read_baseline(folder)
-    assert baseline.cells and all(c.acceptance_length for c in baseline.cells)
-    assert baseline.to_dict() == raw  # nothing lost or added on the way through the types
-
-
-def test_a_baseline_cell_keeps_only_its_columns_and_floors():
-    cell = BaselineFile.from_dict(
-        {"format": 1, "cells": [{**rows_for("r", c=4)[1], "per_position_floors": [0.5], "extra": 2}]}
-    ).cells[0]
-    # a closed-loop cell is written without request_rate, as before open-loop cells; an open-loop one with it
-    assert set(cell.to_dict()) == {*BASELINE_COLUMNS, "per_position_floors"} - {"request_rate"}
-    cell.request_rate = 4.0
-    assert cell.to_dict()["request_rate"] == 4.0
-
-
-def test_manifest_fields_and_facts():
-    m = Manifest.from_dict(
-        {
-            "run_id": "r",
-            "status": "running",
-            "planned_cells": ["a", "b"],
-            "owner": {"pid": 7, "pid_start_ticks": 3, "hostname": "h"},
-            "provenance": {"git_sha": "abc", "hardware": {"device": "cpu", "cpu": "EPYC"}},
-            "recipe": {"verifier": {"standin": "kimi-k2.5"}},
-            "drafts": {"d": {"path": "/d", "content_hash": {"sha256": "ff"}, "method": "eagle3"}},
-            "suites": {"chat": {"source": "builtin:chat"}},
-        }
-    )
-    assert (m.run_id, m.status, m.planned_cells) == ("r", "running", ["a", "b"])
-    assert m.owner is not None and (m.owner.pid, m.owner.hostname) == (7, "h")
-    assert m.git_sha == "abc" and m.hardware.describe() == "cpu — EPYC"
-    assert m.standin == "kimi-k2.5" and m.suite_sources == {"chat": "builtin:chat"}
-    assert m.drafts["d"].content_hash == "ff" and m.drafts["d"].method == "eagle3"  # older {"sha256": ...} form
-    killed = m.with_status("interrupted", "its process is gone")
-    assert (killed.status, killed.recorded_status, killed.data["status"]) == ("interrupted", "running", "interrupted")
 
 
 def test_every_row_column_is_documented_in_the_table_docstring():
