@@ -1,6 +1,7 @@
-"""Drafts in every format vLLM serves are recognised from the folder alone, checked against a
-verifier before any engine starts, and a speculators draft converts to SpecForge's layout with
-the same weights. Fast: tiny hand-written checkpoints (tests/draft_fixtures.py)."""
+"""Drafts in every format vLLM serves are recognised from the folder alone (harness/draft/formats.py),
+`draft inspect` and the bench refuse a bad one before any engine starts, and a warm start loads an init
+draft's weights. Fast: tiny hand-written checkpoints (tests/draft_fixtures.py). The fit checks:
+tests/draft/test_fit_check.py and test_guard.py; conversion: tests/draft/test_convert.py."""
 
 from __future__ import annotations
 
@@ -11,13 +12,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
 
 from harness.draft.convert import to_specforge
 from harness.draft.fit_check import draft_problems
 from harness.draft.formats import inspect_draft
-from harness.draft.guard import require_fit
-from harness.draft.under_test import check_draft_for_verifier
 from harness.engine.settings import SpeculativeSpec
 from harness.errors import BadInput
 from harness.verifier.layout import resolve_layout
@@ -32,11 +30,6 @@ from tests.draft_fixtures import (
 from tests.synthetic import HIDDEN, LAYERS, VOCAB, kimi_like
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def kimi(tmp_path):
-    return resolve_layout(kimi_like(tmp_path / "verifier"))
 
 
 # ----------------------------------------------------------------------------- recognition
@@ -108,114 +101,6 @@ def test_malformed_config_names_the_file(tmp_path):
     (d / "config.json").write_text('{"speculators_model_type": "eagle3",')
     with pytest.raises(BadInput, match=r"config\.json:1: malformed JSON"):
         inspect_draft(d)
-
-
-# ----------------------------------------------------------------------------- fit checks
-
-
-@pytest.mark.parametrize(
-    "make, reason",
-    [
-        (lambda p: speculators_draft(p, hidden=2 * HIDDEN), "draft hidden size 32 does not match the verifier's 16"),
-        (
-            lambda p: speculators_draft(p, shift=VOCAB),
-            "d2t maps draft ids to verifier ids .* outside the verifier's vocabulary",
-        ),
-        (
-            lambda p: speculators_draft(p, aux_ids=(1, 2, LAYERS)),
-            r"aux layer ids \[1, 2, 4\] do not exist in a 4-layer verifier",
-        ),
-        (lambda p: specforge_draft(p, aux_ids=(1, 2, LAYERS + 3)), r"aux layer ids \[1, 2, 7\] do not exist"),
-        (lambda p: speculators_draft(p, aux_ids=(0, 1, 2)), "aux layer id 0 .* crashes kimi_k2 verifiers"),
-    ],
-)
-def test_a_draft_that_does_not_fit_is_refused_with_the_reason(tmp_path, kimi, make, reason):
-    with pytest.raises(BadInput, match=reason):
-        check_draft_for_verifier(make(tmp_path / "d"), kimi)
-
-
-def test_fc_width_must_be_hidden_times_aux_states(tmp_path, kimi):
-    d = specforge_draft(tmp_path / "d")
-    cfg = json.loads((d / "config.json").read_text())
-    cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 3]  # fc still reads 3 states
-    (d / "config.json").write_text(json.dumps(cfg))
-    assert (
-        "fc weight [16, 48] reads 48 features but the verifier gives hidden 16 x 2 aux states = 32"
-        in draft_problems(inspect_draft(d), kimi)[0]
-    )
-
-
-def test_recorded_verifier_content_must_match(tmp_path, kimi):
-    d = speculators_draft(tmp_path / "d")
-    (d / "harness.json").write_text(json.dumps({"verifier": {"name_or_path": "/v", "content_hash": {"sha256": "abc"}}}))
-    with pytest.raises(BadInput, match="was trained for verifier /v .content abc."):
-        require_fit(d, kimi)
-
-
-def test_recorded_verifier_architectures_must_match(tmp_path, kimi):
-    d = speculators_draft(tmp_path / "d", verifier_archs=("LlamaForCausalLM",))
-    with pytest.raises(BadInput, match="trained for another verifier"):
-        require_fit(d, kimi)
-
-
-# ----------------------------------------------------------------------------- conversion
-
-
-def test_speculators_draft_converts_to_specforge_with_the_same_weights(tmp_path, kimi):
-    src = speculators_draft(tmp_path / "spec")
-    (src / "harness.json").write_text(json.dumps({"held_out_full_acc": [0.5]}))
-    out = to_specforge(src, tmp_path / "sf")
-    cfg = json.loads((out / "config.json").read_text())
-    assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and cfg["draft_vocab_size"] == DRAFT_VOCAB
-    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 2, 3]
-    assert cfg["norm_before_residual"] is True and cfg["vocab_size"] == VOCAB
-    a, b = load_file(str(src / "model.safetensors")), load_file(str(out / "model.safetensors"))
-    assert {k.replace("layers.0.", "midlayer.") for k in a} == set(b)
-    assert all(torch.equal(t, b[k.replace("layers.0.", "midlayer.")]) for k, t in a.items())
-    assert torch.equal(b["d2t"], vocab_maps()["d2t"])
-    info = inspect_draft(out)
-    assert (info.format, info.aux_layer_ids, info.has_d2t) == ("specforge", (1, 2, 3), True)
-    assert (
-        info.harness_meta["held_out_full_acc"] == [0.5]
-        and info.harness_meta["converted_from"]["format"] == "speculators"
-    )
-    assert draft_problems(info, kimi) == []
-
-
-def test_a_draft_saved_by_speculators_converts(tmp_path, kimi):
-    """The real library's checkpoint (not a hand-written one): reduced vocab, d2t/t2d kept."""
-    from transformers import LlamaConfig
-
-    from harness.verifier.loader import build_draft
-
-    t2d = vocab_maps()["t2d"]
-    model = build_draft(
-        kimi,
-        draft_layer_config=LlamaConfig(
-            vocab_size=VOCAB,
-            hidden_size=HIDDEN,
-            intermediate_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            num_key_value_heads=2,
-            head_dim=8,
-            max_position_embeddings=512,
-        ),
-        aux_layer_ids=[1, 2, 3],
-        draft_vocab_size=DRAFT_VOCAB,
-        t2d=t2d,
-        d2t=vocab_maps()["d2t"],
-    )
-    model.save_pretrained(str(tmp_path / "spec"))
-    info = inspect_draft(to_specforge(tmp_path / "spec", tmp_path / "sf"))
-    assert (info.format, info.draft_vocab_size, info.t2d_selected, info.d2t_target_range) == (
-        "specforge",
-        DRAFT_VOCAB,
-        DRAFT_VOCAB,
-        (0, VOCAB - VOCAB // DRAFT_VOCAB),
-    )
-    assert not any(k.startswith("verifier_") for k in info.weights)
-    assert draft_problems(info, kimi) == []
 
 
 # ----------------------------------------------------------------------------- command line
@@ -333,11 +218,3 @@ def test_formats_that_cannot_be_warm_started_say_why(tmp_path, kimi, make, why):
 
     with pytest.raises(BadInput, match=f"cannot be warm-started: .*{why}"):
         check_init_from(make(tmp_path / "d"), kimi)
-
-
-def test_mla_draft_with_deepseek_v3_model_type_is_refused_with_vllms_reason(tmp_path, kimi):
-    d = mla_draft(tmp_path / "d")
-    assert draft_problems(inspect_draft(d), kimi) == []
-    cfg = json.loads((d / "config.json").read_text())
-    (d / "config.json").write_text(json.dumps({**cfg, "model_type": "deepseek_v3"}))
-    assert "Eagle3DeepSeekMTPModel" in draft_problems(inspect_draft(d), kimi)[-1]
