@@ -1,15 +1,20 @@
-"""A baseline holds one set of cells per verifier: the CPU stand-in is another verifier where the
-CPU computes bf16 natively and where it does not (harness/hardware.py), and one committed
-baseline gates both. An update replaces only its run's verifier's cells."""
+"""A baseline folder (harness/results/gate/baseline.py): its format, a half-written one refused, and one
+set of cells per verifier: the CPU stand-in is another verifier where the CPU computes bf16 natively
+and where it does not (harness/hardware.py), and one committed baseline gates both. An update
+replaces only its run's verifier's cells."""
 
 from __future__ import annotations
 
 import json
 
-from harness.results.gate.baseline import _other_verifiers_cells
+import pytest
+
+from harness.errors import BadInput
+from harness.provenance import atomic_write_json
+from harness.results.gate.baseline import _other_verifiers_cells, read_baseline
 from harness.results.gate.evaluate import cells_for_run_verifiers
 from harness.schema import CellRow
-from harness.schema_baseline import BaselineFile
+from harness.schema_baseline import BASELINE_COLUMNS, BaselineFile
 
 
 def _cell(vh: str, al: float) -> dict:
@@ -50,3 +55,21 @@ def test_a_baseline_of_another_verifier_only_is_named_not_used(tmp_path):
     assert other_verifier_only(folder, read_run(run)) is None
     hashes = {c["verifier_hash"] for c in json.loads((folder / "baseline.json").read_text())["cells"]}
     assert hashes == {"standin:bf16", "standin:fp32"}
+
+
+def test_baseline_folder_format(runs):
+    ref, base_dir, _ = runs
+    data = json.loads((base_dir / "baseline.json").read_text())
+    assert data["format"] == 1 and data["source_run_id"] == "ref" and data["tolerance"] == 0.05
+    assert json.loads((base_dir / "manifest.json").read_text())["run_id"] == "ref"
+    cell = data["cells"][0]
+    assert set(BASELINE_COLUMNS) - {"request_rate"} | {"per_position_floors"} == set(cell)  # closed loop
+    assert cell["acceptance_length"] == pytest.approx(2.85)
+    assert cell["per_position_floors"] == pytest.approx([0.76, 0.57, 0.4275])
+
+
+def test_half_written_baseline_is_refused(runs):
+    _, base_dir, _ = runs
+    atomic_write_json(base_dir / "manifest.json", {"run_id": "someone-else"})
+    with pytest.raises(BadInput, match="disagree"):
+        read_baseline(base_dir)
