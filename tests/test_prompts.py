@@ -1,4 +1,5 @@
-"""Prompt files and suites: every format, and one clear error (file:line) for bad input."""
+"""Prompt files (harness/prompts.py): every format, a field map, and one clear error (file:line) for
+bad input. Suites: tests/test_suites.py; training prompts against the suites: tests/train/test_prompts.py."""
 
 from __future__ import annotations
 
@@ -6,22 +7,8 @@ import pytest
 
 from harness.errors import BadInput
 from harness.prompts import load_jsonl
-from harness.suites import known_suites, load_suite
-from harness.train.prompts import check_bench_overlap
+from harness.suites import load_suite
 from tests.fault_helpers import one_line, run_cli
-
-
-def test_builtin_suites_are_versioned_and_large_enough():
-    names = known_suites()
-    assert {"chat", "code", "math", "summarization", "translation", "qa_long"} <= set(names)
-    for n in names:
-        s = load_suite(n)
-        assert len(s.records) >= 30 and s.version and len(s.sha) == 12
-
-
-def test_humaneval_from_package():
-    s = load_suite("humaneval")
-    assert len(s.records) == 164 and "def " in s.records[0].prompt
 
 
 def test_user_file_formats(tmp_path):
@@ -55,55 +42,6 @@ def test_bad_line_names_file_and_line(tmp_path, line, msg):
     f.write_text('{"id": "a", "prompt": "fine"}\n' + line + "\n")
     with pytest.raises(BadInput, match=msg):
         load_jsonl(f)
-
-
-def test_empty_suite_and_unknown_suite(tmp_path):
-    f = tmp_path / "empty.jsonl"
-    f.write_text("\n\n")
-    with pytest.raises(BadInput, match="no prompts"):
-        load_suite(str(f))
-    with pytest.raises(BadInput, match="unknown suite 'nope'; known: chat, code, math"):
-        load_suite("nope")
-
-
-def test_builtin_training_prompts_never_overlap_bench_suites():
-    from harness.recipe import load_recipe
-    from harness.train.prompts import load_training_prompts
-
-    train = load_training_prompts(load_recipe(None, ["train.num_prompts=3000"]))
-    bench = {n: list(load_suite(n).records) for n in known_suites()}
-    assert len(train) >= 2000
-    assert check_bench_overlap(train, bench) == []
-
-
-def test_overlap_is_detected(tmp_path):
-    from harness.prompts import PromptRecord
-
-    bench = {"code": list(load_suite("code").records)}
-    leaked = PromptRecord("t1", prompt="Please solve: " + bench["code"][0].user_texts()[0])
-    assert check_bench_overlap([leaked], bench) == ["t1 ~ code/" + bench["code"][0].id]
-
-
-def test_thinking_is_a_matrix_dimension_rendered_through_the_chat_template(tmp_path):
-    """bench.thinking = [true, false]: each suite twice, its chats rendered with the template
-    variable `thinking` the way Kimi-K2.5's template takes it (on: the prompt opens <think>;
-    off: it closes an empty span); raw prompts are sent as they are; the plain suite keeps its hash."""
-    from harness.prompts import PromptRecord, render
-    from harness.suites import Suite, _sha_of, with_thinking
-    from harness.verifier.standins.tokenizer import train_tokenizer
-
-    tok = train_tokenizer(["rivers carry water to the sea"] * 20, 300, tmp_path, thinking=True)
-    recs = (PromptRecord("c", messages=({"role": "user", "content": "rivers?"},)), PromptRecord("r", prompt="rivers"))
-    plain = Suite("chat", "1", _sha_of(list(recs)), "test", recs)
-    assert with_thinking([plain], []) == [plain]
-    on, off = with_thinking([plain], [True, False])
-    assert (on.name, off.name) == ("chat@think", "chat@nothink")
-    assert len({plain.sha, on.sha, off.sha}) == 3
-    think_open, think_close = tok.convert_tokens_to_ids("<think>"), tok.convert_tokens_to_ids("</think>")
-    assert render(tok, on.records[0])[-1] == think_open
-    assert render(tok, off.records[0])[-2:] == [think_open, think_close]
-    assert render(tok, plain.records[0])[-1] == think_open  # K2.5: thinking is on by default
-    assert render(tok, on.records[1]) == render(tok, off.records[1]) == render(tok, recs[1])
 
 
 def test_recipe_takes_thinking_for_bench_and_training():

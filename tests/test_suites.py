@@ -1,5 +1,6 @@
-"""No measurement is lost or started in vain: suites that would share a name get names of their
-own (or are refused naming both specs), a run folder never overwrites another suite's cell, and a
+"""Suites (harness/suites.py): the built-in ones and humaneval, unknown and empty ones refused, thinking
+as a dimension of the matrix. No measurement is lost or started in vain: suites that would share a name
+get names of their own (or are refused naming both specs), a run folder never overwrites another suite's cell, and a
 prompt longer than the context is refused before any engine starts or any file is written."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import pytest
 
 from harness.errors import BadInput
 from harness.results.table import read_cell, write_cell
-from harness.suites import load_suites
+from harness.suites import known_suites, load_suite, load_suites
 from tests.test_benchfiles import MT_BENCH, SPEC_BENCH_EXTRA, write_jsonl
 
 SPEC_BENCH_FILES = {  # four files of one released format: every one reads as dataset `spec-bench`
@@ -80,3 +81,47 @@ def test_prompt_longer_than_the_context_is_refused_before_any_engine(tmp_path, k
     assert "more than engine.max_model_len - bench.max_tokens = 12" in proc.stderr
     assert "lower bench.max_tokens" in proc.stderr
     assert not (RUNS_DIR / run_id).exists()
+
+
+def test_builtin_suites_are_versioned_and_large_enough():
+    names = known_suites()
+    assert {"chat", "code", "math", "summarization", "translation", "qa_long"} <= set(names)
+    for n in names:
+        s = load_suite(n)
+        assert len(s.records) >= 30 and s.version and len(s.sha) == 12
+
+
+def test_humaneval_from_package():
+    s = load_suite("humaneval")
+    assert len(s.records) == 164 and "def " in s.records[0].prompt
+
+
+def test_empty_suite_and_unknown_suite(tmp_path):
+    f = tmp_path / "empty.jsonl"
+    f.write_text("\n\n")
+    with pytest.raises(BadInput, match="no prompts"):
+        load_suite(str(f))
+    with pytest.raises(BadInput, match="unknown suite 'nope'; known: chat, code, math"):
+        load_suite("nope")
+
+
+def test_thinking_is_a_matrix_dimension_rendered_through_the_chat_template(tmp_path):
+    """bench.thinking = [true, false]: each suite twice, its chats rendered with the template
+    variable `thinking` the way Kimi-K2.5's template takes it (on: the prompt opens <think>;
+    off: it closes an empty span); raw prompts are sent as they are; the plain suite keeps its hash."""
+    from harness.prompts import PromptRecord, render
+    from harness.suites import Suite, _sha_of, with_thinking
+    from harness.verifier.standins.tokenizer import train_tokenizer
+
+    tok = train_tokenizer(["rivers carry water to the sea"] * 20, 300, tmp_path, thinking=True)
+    recs = (PromptRecord("c", messages=({"role": "user", "content": "rivers?"},)), PromptRecord("r", prompt="rivers"))
+    plain = Suite("chat", "1", _sha_of(list(recs)), "test", recs)
+    assert with_thinking([plain], []) == [plain]
+    on, off = with_thinking([plain], [True, False])
+    assert (on.name, off.name) == ("chat@think", "chat@nothink")
+    assert len({plain.sha, on.sha, off.sha}) == 3
+    think_open, think_close = tok.convert_tokens_to_ids("<think>"), tok.convert_tokens_to_ids("</think>")
+    assert render(tok, on.records[0])[-1] == think_open
+    assert render(tok, off.records[0])[-2:] == [think_open, think_close]
+    assert render(tok, plain.records[0])[-1] == think_open  # K2.5: thinking is on by default
+    assert render(tok, on.records[1]) == render(tok, off.records[1]) == render(tok, recs[1])
