@@ -290,6 +290,7 @@ class Placed:
     measured: Estimate  # the draft's measured speedup and its CI over repeats
     allowed: Estimate  # what the engine allows at that AL (the fit)
     gap: dict[str, float]  # ideal (= AL) -> allowed: verify overhead, draft cost; allowed -> measured: rest
+    tokens_per_step: float  # what the throughput saw: AL with each request's prefill step counted
 
     @property
     def efficiency(self) -> float:
@@ -305,6 +306,7 @@ class Placed:
             "k": self.k,
             "concurrency": self.concurrency,
             "acceptance_length": self.acceptance_length,
+            "tokens_per_step": self.tokens_per_step,
             "measured_speedup": self.measured.to_list(),
             "allowed_speedup": self.allowed.to_list(),
             "efficiency": self.efficiency,
@@ -323,20 +325,26 @@ def ratio_ci(spec_tps: Sequence[float], base_tps: Sequence[float]) -> Estimate:
     return Estimate(math.exp(m), math.exp(m - h), math.exp(m + h))
 
 
-def place(fit: CostFit, k: int, concurrency: int, al: float, measured: Estimate) -> Placed:
-    """The cell's allowed speedup at its measured AL, and its gap to the ideal (AL itself) split in
-    three: the extra verify tokens, the draft's forwards, and the rest (measured below allowed)."""
-    allowed = fit.speedup(al, k, concurrency)
+def place(
+    fit: CostFit, k: int, concurrency: int, al: float, measured: Estimate, tokens_per_step: float | None = None
+) -> Placed:
+    """The cell's allowed speedup at its measured acceptance, and its gap to the ideal (that
+    acceptance itself) split in three: the extra verify tokens, the draft's forwards, and the rest
+    (measured below allowed). `tokens_per_step`: output tokens per request-step as the cell's
+    throughput saw them (vLLM's AL counts no prefill step; over a 64-token output the one prefill
+    step per request makes them ~5 % apart at AL 4), the acceptance the prediction uses; default `al`."""
+    at = al if tokens_per_step is None else tokens_per_step
+    allowed = fit.speedup(at, k, concurrency)
     parts = fit.split_s(k, concurrency)
     base = parts["baseline_step_s"]
-    verify_only = al * base / (base + parts["extra_verify_s"])
+    verify_only = at * base / (base + parts["extra_verify_s"])
     gap = {
-        "ideal": al,
-        "verify_overhead": al - verify_only,
+        "ideal": at,
+        "verify_overhead": at - verify_only,
         "draft_cost": verify_only - allowed.value,
         "rest": allowed.value - measured.value,
     }
-    return Placed(k, concurrency, al, measured, allowed, gap)
+    return Placed(k, concurrency, al, measured, allowed, gap, at)
 
 
 def within_share(placed: Sequence[Placed]) -> float:
@@ -399,6 +407,7 @@ class Cell:
     acceptance_length: float
     speedup: Estimate
     rates: tuple[float, ...] | None = None
+    tokens_per_step: float = float("nan")  # output tokens / request-steps (prefill steps counted)
 
 
 def cells(points: Sequence[StepPoint]) -> list[Cell]:
@@ -416,7 +425,8 @@ def cells(points: Sequence[StepPoint]) -> list[Cell]:
         drafts = sum(s.drafts for s, _ in pairs)
         al = 1.0 + sum(sum(s.accepted_per_pos) for s, _ in pairs) / drafts if drafts else float("nan")
         est = ratio_ci([s.tokens_per_s for s, _ in pairs], [b.tokens_per_s for _, b in pairs])
-        out.append(Cell(kind, k, c, al, est, rates))
+        per_step = sum(s.output_tokens for s, _ in pairs) / sum(s.request_steps for s, _ in pairs)
+        out.append(Cell(kind, k, c, al, est, rates, per_step))
     return out
 
 

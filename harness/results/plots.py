@@ -337,3 +337,48 @@ def plot_rate_sweep(line, bounds: dict[str, float], path: Path, note: str | None
     right.legend(fontsize=8)
     slo_part = ", ".join(f"{m.upper()} ≤ {v * 1000:g} ms" for m, v in bounds.items()) or "no SLO stated"
     return _save(fig, left, path, f"Open-loop load, {line.key} ({slo_part})", note)
+
+
+def plot_headroom(fit, found: dict, path: Path) -> str:
+    """Speedup against AL, one panel per load: per k the fitted curve (the speedup the engine
+    allows, harness/analysis/headroom.py) with its 95 % band, the synthetic cells it was fitted to
+    (hollow) and the draft's measured cells with their CIs (filled) — how far the draft sits from
+    what its acceptance allows."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    loads = list(fit.concurrencies)
+    ks = [k for k in fit.ks if k > 0]
+    fig = Figure(figsize=(4.2 * len(loads), 4.4), dpi=110, layout="constrained")
+    axes = [fig.add_subplot(1, len(loads), i + 1) for i in range(len(loads))]
+    for ax, c in zip(axes, loads, strict=True):
+        for i, k in enumerate(ks):
+            color = _color(i)
+            al = np.linspace(1.0, k + 1.0, 40)
+            est = [fit.speedup(float(a), k, c) for a in al]
+            ax.plot(al, [e.value for e in est], color=color, label=f"k={k} fit")
+            ax.fill_between(al, [e.lo for e in est], [e.hi for e in est], color=color, alpha=0.15, lw=0)
+            syn = [s for s in found["synthetic_cells"] if s["k"] == k and s["concurrency"] == c]
+            ax.plot(
+                [s["tokens_per_step"] for s in syn],
+                [s["measured_speedup"][0] for s in syn],
+                "o",
+                mfc="none",
+                color=color,
+            )
+            for d in (d for d in found["draft_cells"] if d["k"] == k and d["concurrency"] == c):
+                m = d["measured_speedup"]
+                err = [[m[0] - m[1]], [m[2] - m[0]]] if np.isfinite(m[1]) else None
+                ax.errorbar([d["tokens_per_step"]], [m[0]], yerr=err, fmt="s", color=color, ms=7, capsize=3)
+        ax.axhline(1.0, color="0.6", ls=":", lw=1)
+        shown = [fit.speedup(k + 1.0, k, c).value for k in ks]
+        shown += [d["measured_speedup"][0] for d in found["draft_cells"] if d["concurrency"] == c]
+        ax.set_ylim(0, 1.4 * max(shown))  # a wide CI runs off the panel rather than flattening it
+        ax.set_xlabel("acceptance length (tokens per request-step)")
+        ax.set_title(f"concurrency {c}", fontsize=10)
+    axes[0].set_ylabel("speedup over no speculation (×)")
+    axes[0].legend(fontsize=8, title="○ synthetic  ■ draft", title_fontsize=8)
+    title = "headroom: the speedup this engine allows at each AL (fit, 95 % band) and the draft's cells"
+    fig.suptitle(title, fontsize=10.5)
+    _write_png(fig, path)
+    return title

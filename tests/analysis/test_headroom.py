@@ -171,6 +171,9 @@ def test_place_splits_the_gap_from_ideal_to_measured():
         measured.value
     )
     hit = place(fit, 3, 4, al, Estimate(allowed, 0.9 * allowed, 1.1 * allowed))
+    # the prediction uses the tokens per request-step the throughput saw when given
+    seen = place(fit, 3, 4, al, measured, tokens_per_step=2.4)
+    assert seen.allowed.value == pytest.approx(allowed * 2.4 / 2.5) and seen.acceptance_length == al
     assert hit.within and within_share([p, hit]) == 0.5
 
 
@@ -208,6 +211,7 @@ def test_cells_pair_each_batch_with_its_baseline():
     assert cell.kind == "draft" and cell.k == 3 and cell.concurrency == 4
     assert cell.speedup.value == pytest.approx(math.exp(np.mean(np.log([2.0, 2.2, 1.8]))))
     assert cell.acceptance_length == pytest.approx(2.5, abs=0.01)
+    assert cell.tokens_per_step == pytest.approx(2.5)  # output tokens / request-steps
     assert pooled_rates(pts) == pytest.approx((1.5, 0.0, 0.0), abs=0.01)
     assert measured_best_k([cell], 4) == (3, False)
     assert measured_best_k([cell], 1) is None

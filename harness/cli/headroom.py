@@ -1,0 +1,72 @@
+"""`harness headroom`: the speedup this engine allows at each acceptance, and the draft placed on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.cli.common import JsonOpt, RecipeArg, SetOpt, progress, stdout
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    return tuple(float(x) for x in text.split(",") if x.strip())
+
+
+def headroom_cmd(
+    recipe: RecipeArg = None,
+    set_: SetOpt = None,
+    draft: Annotated[Path | None, typer.Option(help="The draft folder (EAGLE-3) to place on the fit.")] = None,
+    ks: Annotated[str, typer.Option("--k", help="Draft tokens per step to sweep, comma-separated.")] = "1,2,3",
+    concurrencies: Annotated[str, typer.Option("--concurrency", help="Loads to sweep, comma-separated.")] = "1,4",
+    profiles: Annotated[
+        str, typer.Option("--profile", help="Synthetic per-position acceptance p (rates p, p², ...), comma-separated.")
+    ] = "0.5,0.9",
+    repeats: Annotated[int, typer.Option(min=2, help="Paired batches per cell (the speedup's CI).")] = 3,
+    num_prompts: Annotated[int, typer.Option(min=1, help="Prompts per batch (the recipe's suites).")] = 8,
+    max_tokens: Annotated[int, typer.Option(min=8, help="Output tokens per request (forced: ignore_eos).")] = 64,
+    target: Annotated[float, typer.Option(min=1.0, help="The speedup whose needed AL is reported.")] = 2.0,
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Default results/headroom/<recipe>.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what the sweep costs; start nothing.")] = False,
+    json_out: JsonOpt = False,
+):
+    """Fit this engine's step cost from synthetic acceptance (vLLM's synthetic rejection sampling, the
+    draft running), then place the draft's measured cells on it: allowed speedup, efficiency, the AL a
+    target speedup needs, the best k per load, and the published Kimi-K2.5 AL replayed here."""
+    import json
+
+    from harness.errors import BadInput
+    from harness.headroom import HeadroomSettings, analyse, render, run_sweep, write_headroom, write_page
+    from harness.paths import REPO_ROOT
+    from harness.recipe import load_recipe
+
+    r = load_recipe(recipe, set_ or [])
+    settings = HeadroomSettings(
+        _ints(ks), _ints(concurrencies), _floats(profiles), repeats, num_prompts, max_tokens, target
+    )
+    settings.check()
+    out = run_dir or REPO_ROOT / "results" / "headroom" / r.name
+    if dry_run:
+        stdout().print(
+            f"headroom sweep: {settings.engines()} engine starts, {settings.batches()} batches of "
+            f"{num_prompts} requests x {max_tokens} tokens ({settings.batches() * num_prompts * max_tokens} "
+            f"tokens), into {out}"
+        )
+        return
+    if draft is None:
+        raise BadInput("harness headroom needs --draft DIR: the draft whose cost and acceptance are measured")
+    with progress() as rep:
+        points, engines = run_sweep(r, draft, out, settings, rep)
+    found = analyse(points, settings)
+    path = write_headroom(out, settings, points, engines, found)
+    page = write_page(found, path)
+    if json_out:
+        print(json.dumps({"path": str(path), "page": str(page), **found}, indent=2))
+    else:
+        render(found, path, stdout())
+        stdout().print(f"plot and tables: {page}")

@@ -1,0 +1,371 @@
+"""`harness headroom`: the speedup this engine allows at each acceptance, fitted from the engine
+itself, and where the user's draft sits on it (issue 53; the model: harness/analysis/headroom.py).
+
+The sweep starts the baseline once and, per k, the draft at its own acceptance and at a few
+synthetic acceptance profiles (vLLM's `rejection_sample_method = "synthetic"`: the draft runs, so
+its cost is real, and each position is accepted at a set rate whatever it proposed). On the CPU
+engine vLLM 0.32 lacks the synthetic branch of its rejection kernel; harness/engine/cpu_synthetic.py
+supplies it. Every speculative batch is paired with a baseline batch right before it, at the same
+concurrency, on the same prompts, T = 0, outputs forced to full length (ignore_eos).
+
+The synthetic rows are a probe of the system's cost, never a result: they live in headroom.json
+only (the recipe still refuses 'synthetic'). The fit uses baseline and synthetic points only; the
+draft's own cells are what it is checked against.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.analysis.headroom import (
+    Cell,
+    CostFit,
+    Placed,
+    StepPoint,
+    best_k,
+    cells,
+    conditional_rates,
+    fit_cost,
+    geometric_rates,
+    k_schedule,
+    measured_best_k,
+    place,
+    pooled_rates,
+    within_share,
+)
+from harness.errors import BadInput
+from harness.recipe import Recipe
+from harness.ui import Reporter
+
+HEADROOM_JSON = "headroom.json"
+
+
+@dataclass(frozen=True)
+class HeadroomSettings:
+    ks: tuple[int, ...] = (1, 2, 3)
+    concurrencies: tuple[int, ...] = (1, 4)
+    # synthetic profiles: conditional acceptance per position p (unconditional p, p², ..., p^k)
+    profiles: tuple[float, ...] = (0.5, 0.9)
+    repeats: int = 3
+    num_prompts: int = 8
+    max_tokens: int = 64
+    target_speedup: float = 2.0
+
+    def check(self) -> None:
+        if not self.ks or min(self.ks) < 1 or len(set(self.concurrencies)) < 2:
+            raise BadInput("harness headroom needs a k >= 1 and two concurrencies at least: the cost model has 4 terms")
+        if not all(0.0 <= p <= 1.0 for p in self.profiles) or not self.profiles:
+            raise BadInput("--profile values are per-position acceptance probabilities in [0, 1]")
+
+    def engines(self) -> int:
+        return 1 + len(self.ks) * (1 + len(self.profiles))
+
+    def batches(self) -> int:
+        """Measured batches (each speculative one paired with a baseline one)."""
+        return 2 * (self.engines() - 1) * len(self.concurrencies) * self.repeats
+
+
+def sweep_prompts(recipe: Recipe, layout: Any, n: int) -> list[tuple[int, ...]]:
+    """The first n prompts of the recipe's suites, rendered as the bench renders them."""
+    from harness.bench.planning import recipe_suites, render_requests
+    from harness.draft.verifier import load_tokenizer
+
+    tok = load_tokenizer(layout, recipe.engine.trust_remote_code)
+    max_prompt = recipe.engine.max_model_len - recipe.bench.max_tokens
+    out: list[tuple[int, ...]] = []
+    for suite in recipe_suites(recipe):
+        for _, ids in render_requests(tok, suite, max_prompt, recipe.bench.allow_random_prompts):
+            if ids and isinstance(ids[0], int):
+                out.append(tuple(ids))
+    if not out:
+        raise BadInput("the recipe's bench.suites have no single-turn prompts to sweep with")
+    return out[:n]
+
+
+def _point(kind: str, k: int, c: int, result: Any, n_requests: int, rates, repeat: int, pair: str) -> StepPoint:
+    """A batch as a point: request-steps are the output tokens without speculation, and vLLM's
+    drafts plus one prefill step per request with it."""
+    counters = result.counters
+    steps = result.num_output_tokens if k == 0 else counters.num_drafts + n_requests
+    return StepPoint(
+        kind=kind,
+        k=k,
+        concurrency=c,
+        wall_s=result.wall_s,
+        output_tokens=result.num_output_tokens,
+        request_steps=float(steps),
+        rates=rates,
+        accepted_per_pos=tuple(counters.accepted_per_pos) if k else (),
+        repeat=repeat,
+        drafts=float(counters.num_drafts) if k else 0.0,
+        pair=pair,
+    )
+
+
+def _measure(engines, name: str, kind: str, k: int, rates, requests, settings: HeadroomSettings) -> list[StepPoint]:
+    """Every concurrency x repeat on this speculative engine, each batch right after a baseline one."""
+    from harness.engine.base import GenRequest, Sampling
+
+    base, spec = engines
+    sampling = Sampling(temperature=0.0, ignore_eos=True)
+    warm = [GenRequest("warm", requests[0].prompt_token_ids, 8)]
+    spec.generate(warm, sampling, 1)
+    out = []
+    for c in settings.concurrencies:
+        for r in range(settings.repeats):
+            b = base.generate(requests, sampling, c)
+            s = spec.generate(requests, sampling, c)
+            out.append(_point("baseline", 0, c, b, len(requests), None, r, name))
+            out.append(_point(kind, k, c, s, len(requests), rates, r, name))
+    return out
+
+
+def run_sweep(recipe: Recipe, draft_dir: Path, run_dir: Path, settings: HeadroomSettings, reporter: Reporter):
+    """Run the sweep; returns (points, engines' descriptions). Every engine closes, however it ends."""
+    from harness.bench.engines import default_engine_factory
+    from harness.draft.under_test import resolve_drafts
+    from harness.draft.verifier import resolve_verifier
+    from harness.engine.base import GenRequest, Sampling
+    from harness.engine.settings import SpeculativeSpec, engine_plan, refuse_what_vllm_cannot_run
+
+    settings.check()
+    if recipe.engine.device == "cpu" and recipe.bench.engine != "offline":
+        recipe = recipe.model_copy(update={"bench": recipe.bench.model_copy(update={"engine": "offline"})})
+    layout = resolve_verifier(recipe, reporter)
+    draft = resolve_drafts(recipe, layout, draft_dir)[0]
+    refuse_what_vllm_cannot_run(recipe.engine, draft.verifier, draft.method)
+    prompts = sweep_prompts(recipe, layout, settings.num_prompts)
+    requests = [GenRequest(f"h{i}", ids, settings.max_tokens) for i, ids in enumerate(prompts)]
+    make = default_engine_factory(recipe, run_dir)
+    points: list[StepPoint] = []
+    described: dict[str, Any] = {}
+    with make(engine_plan(recipe.engine, layout), "headroom-baseline") as base:
+        base.generate(requests[:2], Sampling(ignore_eos=True), 2)  # warm-up
+        described["baseline"] = base.describe()
+        for k in settings.ks:
+            arms = [("draft", None)] + [("synthetic", geometric_rates(p, k)) for p in settings.profiles]
+            for kind, rates in arms:
+                spec = SpeculativeSpec(draft.method, k, draft.path, synthetic_acceptance_rates=rates)
+                name = f"headroom-k{k}-" + (
+                    "draft" if rates is None else "synthetic-" + "-".join(f"{x:.2f}" for x in rates)
+                )  # noqa: E501
+                t0 = time.perf_counter()
+                with make(engine_plan(recipe.engine, layout, spec), name) as eng:
+                    points += _measure((base, eng), name, kind, k, rates, requests, settings)
+                    described[name] = eng.describe()
+                reporter.log(f"{name}: {time.perf_counter() - t0:.0f} s")
+    return points, described
+
+
+# ----------------------------------------------------------------------------- what the sweep says
+
+
+def published_replay(fit: CostFit, concurrencies: Sequence[int]) -> list[dict[str, Any]]:
+    """The published Kimi-K2.5 acceptance figures (docs/published_figures.csv) through this engine's
+    fit: at the published AL and k, the speedup this system would give at each concurrency."""
+    from harness.results.published import load_published
+
+    out = []
+    for row in load_published():
+        if row.family != "kimi-k2.5":
+            continue
+        for c in concurrencies:
+            est = fit.speedup(row.acceptance_length, row.k, c)
+            out.append(
+                {
+                    "draft": row.draft,
+                    "dataset": row.dataset,
+                    "k": row.k,
+                    "published_al": row.acceptance_length,
+                    "setup": row.setup(),
+                    "concurrency": c,
+                    "speedup_here": est.to_list(),
+                    "extrapolated": fit.extrapolated(row.k, c),
+                }
+            )
+    return out
+
+
+def _k_advice(fit: CostFit, points: Sequence[StepPoint], draft_cells: Sequence[Cell], settings: HeadroomSettings):
+    """Per concurrency: the best k the fit predicts from the draft's per-position rates, the measured
+    best k, and whether they agree; then the schedule vLLM takes."""
+    cond = conditional_rates(pooled_rates(points))
+    rows, best = [], {}
+    for c in settings.concurrencies:
+        choice, options = best_k(fit, cond, settings.ks, c)
+        measured = measured_best_k(draft_cells, c)
+        best[c] = choice.k
+        rows.append(
+            {
+                "concurrency": c,
+                "predicted_best_k": choice.k,
+                "predicted_clear": choice.clear,
+                "predicted": [{"k": o.k, "al": o.acceptance_length, "speedup": o.speedup.to_list()} for o in options],
+                "measured_best_k": measured[0] if measured else None,
+                "measured_apart_beyond_noise": measured[1] if measured else None,
+            }
+        )
+    return rows, [list(r) for r in k_schedule(best)]
+
+
+def analyse(points: Sequence[StepPoint], settings: HeadroomSettings) -> dict[str, Any]:
+    """headroom.json's findings from the sweep's points."""
+    fit = fit_cost(points)
+    all_cells = cells(points)
+    draft_cells = [c for c in all_cells if c.kind == "draft"]
+    placed: list[Placed] = [
+        place(fit, c.k, c.concurrency, c.acceptance_length, c.speedup, c.tokens_per_step) for c in draft_cells
+    ]
+    synthetic = [
+        {
+            "k": c.k,
+            "concurrency": c.concurrency,
+            "rates": list(c.rates or ()),
+            "acceptance_length": c.acceptance_length,
+            "tokens_per_step": c.tokens_per_step,
+            "measured_speedup": c.speedup.to_list(),
+            "fitted_speedup": fit.speedup(c.tokens_per_step, c.k, c.concurrency).to_list(),
+        }
+        for c in all_cells
+        if c.kind == "synthetic"
+    ]
+    k_rows, schedule = _k_advice(fit, points, draft_cells, settings)
+    al_for = [
+        {
+            "k": k,
+            "concurrency": c,
+            "target_speedup": settings.target_speedup,
+            "al": fit.al_for(settings.target_speedup, k, c).to_list(),
+        }
+        for k in settings.ks
+        for c in settings.concurrencies
+    ]
+    return {
+        "fit": fit.to_dict(),
+        "draft_cells": [p.to_dict() for p in placed],
+        "within_ci_share": within_share(placed),
+        "synthetic_cells": synthetic,
+        "best_k": k_rows,
+        "k_schedule": schedule,
+        "al_for_target": al_for,
+        "published": published_replay(fit, settings.concurrencies),
+    }
+
+
+def write_headroom(run_dir: Path, settings: HeadroomSettings, points, engines: dict[str, Any], found) -> Path:
+    from harness.provenance import atomic_write_json
+
+    path = run_dir / HEADROOM_JSON
+    atomic_write_json(
+        path,
+        {
+            "format": 1,
+            "note": "synthetic rows probe the engine's cost; they are never results (the recipe refuses 'synthetic')",
+            "settings": asdict(settings),
+            "points": [p.to_dict() for p in points],
+            "engines": engines,
+            **found,
+        },
+    )
+    return path
+
+
+def render(found: dict[str, Any], path: Path, console) -> None:
+    """The draft's cells on the fit, the best k per load, the AL a target needs, the published anchor."""
+    from rich.table import Table
+
+    from harness.ui import fmt, fmt_ci
+
+    t = Table(title=f"headroom: the draft on this engine's fit ({path})")
+    for col in ("k", "conc.", "AL", "measured ×", "allowed × (fit)", "efficiency", "in CI", "verify / draft / rest"):
+        t.add_column(col)
+    for d in found["draft_cells"]:
+        m, a, g = d["measured_speedup"], d["allowed_speedup"], d["gap"]
+        t.add_row(
+            str(d["k"]),
+            str(d["concurrency"]),
+            fmt(d["acceptance_length"], 2),
+            f"{fmt(m[0], 2)}{fmt_ci(m[1], m[2])}",
+            f"{fmt(a[0], 2)}{fmt_ci(a[1], a[2])}",
+            f"{d['efficiency']:.0%}",
+            "yes" if d["prediction_within_measured_ci"] else "no",
+            f"{g['verify_overhead']:.2f} / {g['draft_cost']:.2f} / {g['rest']:.2f}",
+        )
+    console.print(t)
+    n = len(found["draft_cells"])
+    console.print(
+        f"predicted speedup within the measured CI: {round(found['within_ci_share'] * n)} of {n} cells "
+        f"({found['within_ci_share']:.0%}); fit residual {found['fit']['rms_rel_residual']:.1%} RMS"
+    )
+    ci = found["fit"]["coef_ci95"]
+    terms = ", ".join(f"{n} {v[0] * 1e3:.2f} [{v[1] * 1e3:.2f}, {v[2] * 1e3:.2f}] ms" for n, v in ci.items())
+    console.print(f"step cost fit: {terms} (a term whose CI crosses 0 leaves the verify/draft split within noise)")
+    for row in found["best_k"]:
+        console.print(
+            f"concurrency {row['concurrency']}: best k predicted {row['predicted_best_k']}"
+            f"{'' if row['predicted_clear'] else ' (within noise)'}, measured {row['measured_best_k']}"
+            f"{'' if row['measured_apart_beyond_noise'] else ' (within noise)'}"
+        )
+    console.print(f"num_speculative_tokens_per_batch_size: {found['k_schedule']}")
+    for a in found["al_for_target"]:
+        al = a["al"]
+        reach = "" if al[0] <= a["k"] + 1 else f" (beyond k + 1 = {a['k'] + 1}: unreachable)"
+        where = f"k={a['k']}, concurrency {a['concurrency']}"
+        console.print(f"{a['target_speedup']:g}× at {where} needs AL {al[0]:.2f}{fmt_ci(al[1], al[2])}{reach}")
+    _render_published(found["published"], console)
+
+
+def _render_published(rows: list[dict[str, Any]], console) -> None:
+    """One row per published figure, this system's speedup at each load beside it."""
+    from rich.table import Table
+
+    from harness.ui import fmt, fmt_ci
+
+    if not rows:
+        return
+    loads = sorted({r["concurrency"] for r in rows})
+    t = Table(title="published Kimi-K2.5 acceptance on this system: the fit at the published AL and k")
+    for col in ("draft", "dataset", "setup", "k", "published AL", *(f"× at conc. {c}" for c in loads)):
+        t.add_column(col)
+    figures: dict[tuple, dict[int, dict[str, Any]]] = {}
+    for r in rows:
+        figures.setdefault((r["draft"], r["dataset"], r["setup"], r["k"], r["published_al"]), {})[r["concurrency"]] = r
+    for (draft, dataset, setup, k, al), at in figures.items():
+        cells = []
+        for c in loads:
+            s = at[c]["speedup_here"]
+            cells.append(f"{fmt(s[0], 2)}{fmt_ci(s[1], s[2])}{' *' if at[c]['extrapolated'] else ''}")
+        t.add_row(draft.split("/")[-1], dataset, setup, str(k), fmt(al, 2), *cells)
+    console.print(t)
+    if any(r["extrapolated"] for r in rows):
+        console.print("* k outside the sweep's ks: the fit extrapolated")
+
+
+def write_page(found: dict[str, Any], json_path: Path) -> Path:
+    """headroom.png (speedup against AL per load: the fit, its band, the draft's cells) and
+    headroom.html, the same tables as the terminal's with the plot under them."""
+    import html
+    import io
+
+    from rich.console import Console
+
+    from harness.results.plots import plot_headroom
+
+    folder = json_path.parent
+    plot_headroom(CostFit.from_dict(found["fit"]), found, folder / "headroom.png")
+    console = Console(record=True, width=200, file=io.StringIO())
+    render(found, json_path, console)
+    text = console.export_text()
+    page = folder / "headroom.html"
+    page.write_text(
+        "<!doctype html><meta charset='utf-8'><title>headroom</title>"
+        "<h1>Headroom: the speedup this engine allows, and the draft on it</h1>"
+        "<p>Synthetic rows probe the engine's cost (vLLM's synthetic acceptance, the draft running); they are "
+        "never results.</p><img src='headroom.png' style='max-width:100%'>"
+        f"<pre style='font-size:12px'>{html.escape(text)}</pre>"
+    )
+    return page
