@@ -1,34 +1,23 @@
-"""What the plan costs (harness/plan/cost.py): the arithmetic by hand, the figures and where they come
-from, the production recipe's dry run, and the same table built from a run folder's measurements
-(harness/plan/cost_measured.py). Pure: no engine starts here."""
+"""What the plan costs (harness/plan/cost.py): the arithmetic by hand, the bench's arms counted, the
+production recipe's dry run. Pure: no engine starts here. The figures and where they come from:
+tests/plan/test_figures.py; the same table built from a run folder's measurements:
+tests/plan/test_cost_measured.py."""
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
 
 import pytest
-from rich.console import Console
 
 from harness.paths import REPO_ROOT
 from harness.plan.cost import HOUR, stage_costs, totals
-from harness.plan.cost_measured import measured_costs
-from harness.plan.cost_render import render_cost
 from harness.plan.figures import (
     ASSUMPTION,
-    CITED,
-    CPU_DEFAULTS,
-    DERIVED,
     FIGURES,
-    MEASURED,
-    RECIPE,
     Figure,
-    active_params,
     by_key,
-    default_figures,
-    with_recipe,
 )
 from harness.plan.stages import Part, StageWork, bench_count
 from harness.recipe import load_recipe
@@ -73,51 +62,6 @@ def test_without_gpus_there_are_no_gpu_hours_and_a_missing_figure_says_so():
     assert train.wall_s is None
     total = totals([gen, train])
     assert total["gpu_h"] is None and not total["complete"]
-
-
-def test_recipe_figures_override_the_defaults_and_say_so():
-    r = load_recipe(None, ["cost.generate_tok_s=123", "cost.engine_start_s=5"])
-    figs = by_key(with_recipe(r.cost, default_figures("cpu")))
-    assert (figs["generate_tok_s"].value, figs["generate_tok_s"].basis) == (123, RECIPE)
-    assert (figs["engine_start_s"].value, figs["engine_start_s"].basis) == (5, RECIPE)
-    assert figs["train_tok_s"].basis == MEASURED  # unset: the device's default, as measured
-    assert figs["train_tok_s"].value == CPU_DEFAULTS["train_tok_s"][0]
-    # figures estimate: they change no run folder's identity, and no trained draft's
-    assert r.fingerprint() == load_recipe(None).fingerprint()
-
-
-def test_every_default_figure_names_its_source_and_the_gpu_defaults_cite_theirs():
-    for figs in (default_figures("cpu"), default_figures("cuda", 8, 32_000_000_000, 900_000_000, 3)):
-        assert [f.key for f in figs][: len(FIGURES)] == list(FIGURES)
-        for f in figs:
-            assert f.source.strip() and f.unit.strip() and f.basis in (RECIPE, CITED, DERIVED, ASSUMPTION, MEASURED)
-    gpu = by_key(default_figures("cuda", 8, 32_000_000_000, 900_000_000, 3))
-    gen = gpu["generate_tok_s"]
-    assert gen.value == round(1408 * 4.8 / 8.0) == 845 and gen.basis == DERIVED
-    assert "lambda.ai/inference-models/moonshotai/kimi-k2.6" in gen.source and "semianalysis" in gen.source
-    assert gpu["generate_concurrency"].value == 32 and gpu["generate_concurrency"].basis == CITED
-    assert gpu["engine_start_s"].basis == ASSUMPTION and "cost.engine_start_s" in gpu["engine_start_s"].source
-    assert (
-        gpu["mfu"].basis == ASSUMPTION
-        and gpu["gpu_peak_flops"].basis == CITED
-        and "H200" in gpu["gpu_peak_flops"].source
-    )
-    # 8 GPUs x 989e12 x 0.30 / (2 x 32e9); 989e12 x 0.30 / (6 x 900e6 x 3)
-    assert gpu["extract_tok_s"].value == round(8 * 989e12 * 0.30 / 64e9)
-    assert gpu["train_tok_s"].value == round(989e12 * 0.30 / (6 * 900e6 * 3))
-
-
-def test_active_params_from_the_config():
-    from harness.plan.dry_run import layout_for_plan
-
-    layout, _ = layout_for_plan(load_recipe(KIMI))
-    kimi = active_params(layout.text_config)
-    assert kimi is not None and abs(kimi - 32e9) / 32e9 < 0.03  # the model card: 32 B activated
-    dense = {"hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 16}
-    dense |= {"num_key_value_heads": 1, "vocab_size": 10}
-    # per layer: q, o 2 x 8 x 8 + k, v 2 x 8 x 4 + MLP 3 x 8 x 16; + head 10 x 8
-    assert active_params(dense) == 2 * (128 + 64 + 384) + 80
-    assert active_params({"hidden_size": 8}) is None
 
 
 def _bench_recipe(*sets: str):
@@ -182,73 +126,6 @@ def test_train_dry_run_costs_no_bench():
     assert [s["stage"] for s in plan["cost"]["stages"]] == ["responses", "hidden states (online)", "training"]
 
 
-def _write(path, data) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data))
-
-
-def _run_folder(tmp_path, online: bool = False):
-    train = tmp_path / "train"
-    session = {"engine_start_s": 10, "wall_s": 100, "output_tokens": 34_000, "requests": 512, "in_flight": 128}
-    _write(train / "responses" / "timing.json", {"sessions": [session]})
-    if online:
-        _write(train / "hidden" / "done.json", {"mode": "online", "source": "vllm", "num_tokens": 1_000})
-        _write(train / "fit_result.json", {"train_tokens": 1_000, "wall_s": 20, "world_size": 2})
-    else:
-        hidden = {"mode": "offline", "source": "transformers", "num_tokens": 11_900, "wall_s": 10}
-        _write(train / "hidden" / "done.json", {**hidden, "engine_start_s": None})
-        _write(train / "fit_result.json", {"train_tokens": 44_000, "wall_s": 50, "world_size": 1})
-    _write(tmp_path / "manifest.json", {"engines": {"baseline": {"startup_s": 15}, "draft-k3": {"startup_s": 15}}})
-    row = {"num_output_tokens": 340, "concurrency": 4}
-    _write(
-        tmp_path / "cells" / "A.json",
-        [
-            {**row, "cell_id": "A", "mode": "baseline", "baseline_cell": "A", "wall_s": 2},
-            {**row, "cell_id": "A", "mode": "speculative", "baseline_cell": "A", "wall_s": 1},
-        ],
-    )
-    _write(
-        tmp_path / "cells" / "B.json",  # its baseline arm is A's, shared: counted once
-        [
-            {**row, "cell_id": "B", "mode": "baseline", "baseline_cell": "A", "wall_s": 2},
-            {**row, "cell_id": "B", "mode": "speculative", "baseline_cell": "A", "wall_s": 1},
-        ],
-    )
-    return tmp_path
-
-
-# the hand-computed figures below: engine start 15 s, generation 340, extraction 1,190, training 440 tok/s
-HAND_FIGURES = ["cost.engine_start_s=15", "cost.generate_tok_s=340", "cost.extract_tok_s=1190", "cost.train_tok_s=440"]
-
-
-def test_measured_costs_put_what_a_run_took_beside_the_model(tmp_path):
-    cost = measured_costs(_run_folder(tmp_path), load_recipe(None, HAND_FIGURES))
-    stages = {s["stage"]: s for s in cost["stages"]}
-    assert list(stages) == ["responses", "hidden states (offline)", "training", "bench"]
-    resp = stages["responses"]
-    assert resp["wall_s"] == 15 + 34_000 / 340 and resp["measured"]["wall_s"] == 110
-    assert resp["measured"]["tok_s"] == 340 and resp["measured"]["ratio"] == round(110 / 115, 2)
-    hidden = stages["hidden states (offline)"]
-    assert hidden["wall_s"] == 10 and hidden["measured"]["ratio"] == 1.0 and hidden["engine_starts"] == 0
-    assert stages["training"]["wall_s"] == 100 and stages["training"]["measured"]["ratio"] == 0.5
-    bench = stages["bench"]  # 2 starts x 15 s + 3 arms' 1,020 tokens / 340 tok/s; measured 30 s + 4 s of arms
-    assert bench["wall_s"] == 33 and bench["measured"]["wall_s"] == 34 and bench["measured"]["tok_s"] == 255
-    assert cost["total"]["measured_wall_s"] == 110 + 10 + 50 + 34
-    out = io.StringIO()
-    render_cost(cost, Console(file=out, width=200))
-    assert "measured vs the model" in out.getvalue() and "figures and their sources" in out.getvalue()
-
-
-def test_online_extraction_is_measured_inside_training(tmp_path):
-    sets = ["train.hidden_states_source='vllm'", "train.hidden_states_mode='online'", "train.epochs=1"]
-    cost = measured_costs(_run_folder(tmp_path, online=True), load_recipe(None, [*sets, *HAND_FIGURES]))
-    stages = {s["stage"]: s for s in cost["stages"]}
-    both = stages["hidden states + training (online)"]
-    # the extraction server's start + 1,000 tokens / 1,190 tok/s, + 1,000 tokens / (440 x 2 processes)
-    assert both["wall_s"] == pytest.approx(15 + 1_000 / 1_190 + 1_000 / 880, abs=0.1)
-    assert both["measured"]["wall_s"] == 20 and both["measured"]["tok_s"] is None
-
-
 def test_the_rehearsal_predicts_with_the_cpu_figures():
     from harness.rehearsal import REPLACED, rehearsal_recipe
 
@@ -256,15 +133,3 @@ def test_the_rehearsal_predicts_with_the_cpu_figures():
     rehearsed, rows = rehearsal_recipe(recipe, "kimi_k25")
     row = {r.key: r for r in rows}["cost.generate_tok_s"]
     assert row.status == REPLACED and rehearsed.cost.generate_tok_s is None
-
-
-def test_planned_vs_measured_line_gives_each_stage_its_ratio():
-    from harness.plan.cost_measured import planned_vs_measured
-
-    cost = {
-        "stages": [
-            {"stage": "responses", "measured": {"wall_s": 119.0, "planned_wall_s": 66.0}},
-            {"stage": "bench", "measured": {"wall_s": 182.0, "planned_wall_s": None}},
-        ]
-    }
-    assert planned_vs_measured(cost) == "planned / measured: responses 66 s / 119 s (1.80x) · bench — / 182 s"
