@@ -47,9 +47,7 @@ def synthetic_greedy(
     uniform, rates = uniform_probs.tolist(), synthetic_conditional_rates.tolist()
     bonus = bonus_token_ids.reshape(-1).tolist()
     greedy = None if is_greedy is None else is_greedy.tolist()
-    rows: list[int] = []
-    cols: list[int] = []
-    vals: list[int] = []
+    written: list[tuple[int, int, int]] = []  # (request, position, token)
     start = 0
     for req, end in enumerate(ends):
         if greedy is None or greedy[req]:
@@ -57,13 +55,14 @@ def synthetic_greedy(
             for pos in range(end - start):  # noqa: B007 - the run's end is read after the loop
                 i = start + pos
                 accepted = uniform[i] < rates[pos] and drafts[i] >= 0
-                rows.append(req), cols.append(pos), vals.append(drafts[i] if accepted else argmax[i])
+                written.append((req, pos, drafts[i] if accepted else argmax[i]))
                 if not accepted:
                     break
             else:  # every draft accepted (or none proposed): the bonus token after them
-                rows.append(req), cols.append(end - start), vals.append(bonus[req])
+                written.append((req, end - start, bonus[req]))
         start = end
-    if rows:
+    if written:
+        rows, cols, vals = zip(*written, strict=True)
         output_token_ids[torch.tensor(rows), torch.tensor(cols)] = torch.tensor(vals, dtype=output_token_ids.dtype)
 
 
