@@ -39,9 +39,8 @@ from harness.analysis.headroom import (
 )
 from harness.errors import BadInput
 from harness.recipe import Recipe
+from harness.results.headroom_view import HEADROOM_JSON
 from harness.ui import Reporter
-
-HEADROOM_JSON = "headroom.json"
 
 
 @dataclass(frozen=True)
@@ -275,97 +274,22 @@ def write_headroom(run_dir: Path, settings: HeadroomSettings, points, engines: d
 
 
 def render(found: dict[str, Any], path: Path, console) -> None:
-    """The draft's cells on the fit, the best k per load, the AL a target needs, the published anchor."""
-    from rich.table import Table
+    """The terminal's view: the report's tables (harness/results/headroom_view.py) as rich tables."""
+    from rich.table import Table as RichTable
 
-    from harness.ui import fmt, fmt_ci
+    from harness.results import headroom_view as view
 
-    t = Table(title=f"headroom: the draft on this engine's fit ({path})")
-    for col in ("k", "conc.", "AL", "measured ×", "allowed × (fit)", "efficiency", "in CI", "verify / draft / rest"):
-        t.add_column(col)
-    for d in found["draft_cells"]:
-        m, a, g = d["measured_speedup"], d["allowed_speedup"], d["gap"]
-        t.add_row(
-            str(d["k"]),
-            str(d["concurrency"]),
-            fmt(d["acceptance_length"], 2),
-            f"{fmt(m[0], 2)}{fmt_ci(m[1], m[2])}",
-            f"{fmt(a[0], 2)}{fmt_ci(a[1], a[2])}",
-            f"{d['efficiency']:.0%}",
-            "yes" if d["prediction_within_measured_ci"] else "no",
-            f"{g['verify_overhead']:.2f} / {g['draft_cost']:.2f} / {g['rest']:.2f}",
-        )
-    console.print(t)
-    n = len(found["draft_cells"])
-    console.print(
-        f"predicted speedup within the measured CI: {round(found['within_ci_share'] * n)} of {n} cells "
-        f"({found['within_ci_share']:.0%}); fit residual {found['fit']['rms_rel_residual']:.1%} RMS"
-    )
-    ci = found["fit"]["coef_ci95"]
-    terms = ", ".join(f"{n} {v[0] * 1e3:.2f} [{v[1] * 1e3:.2f}, {v[2] * 1e3:.2f}] ms" for n, v in ci.items())
-    console.print(f"step cost fit: {terms} (a term whose CI crosses 0 leaves the verify/draft split within noise)")
-    for row in found["best_k"]:
-        console.print(
-            f"concurrency {row['concurrency']}: best k predicted {row['predicted_best_k']}"
-            f"{'' if row['predicted_clear'] else ' (within noise)'}, measured {row['measured_best_k']}"
-            f"{'' if row['measured_apart_beyond_noise'] else ' (within noise)'}"
-        )
-    console.print(f"num_speculative_tokens_per_batch_size: {found['k_schedule']}")
-    for a in found["al_for_target"]:
-        al = a["al"]
-        reach = "" if al[0] <= a["k"] + 1 else f" (beyond k + 1 = {a['k'] + 1}: unreachable)"
-        where = f"k={a['k']}, concurrency {a['concurrency']}"
-        console.print(f"{a['target_speedup']:g}× at {where} needs AL {al[0]:.2f}{fmt_ci(al[1], al[2])}{reach}")
-    _render_published(found["published"], console)
+    def show(table, title: str) -> None:
+        t = RichTable(title=title)
+        for col in table.columns:
+            t.add_column(col)
+        for row in table.rows:
+            t.add_row(*row)
+        console.print(t)
 
-
-def _render_published(rows: list[dict[str, Any]], console) -> None:
-    """One row per published figure, this system's speedup at each load beside it."""
-    from rich.table import Table
-
-    from harness.ui import fmt, fmt_ci
-
-    if not rows:
-        return
-    loads = sorted({r["concurrency"] for r in rows})
-    t = Table(title="published Kimi-K2.5 acceptance on this system: the fit at the published AL and k")
-    for col in ("draft", "dataset", "setup", "k", "published AL", *(f"× at conc. {c}" for c in loads)):
-        t.add_column(col)
-    figures: dict[tuple, dict[int, dict[str, Any]]] = {}
-    for r in rows:
-        figures.setdefault((r["draft"], r["dataset"], r["setup"], r["k"], r["published_al"]), {})[r["concurrency"]] = r
-    for (draft, dataset, setup, k, al), at in figures.items():
-        cells = []
-        for c in loads:
-            s = at[c]["speedup_here"]
-            cells.append(f"{fmt(s[0], 2)}{fmt_ci(s[1], s[2])}{' *' if at[c]['extrapolated'] else ''}")
-        t.add_row(draft.split("/")[-1], dataset, setup, str(k), fmt(al, 2), *cells)
-    console.print(t)
-    if any(r["extrapolated"] for r in rows):
-        console.print("* k outside the sweep's ks: the fit extrapolated")
-
-
-def write_page(found: dict[str, Any], json_path: Path) -> Path:
-    """headroom.png (speedup against AL per load: the fit, its band, the draft's cells) and
-    headroom.html, the same tables as the terminal's with the plot under them."""
-    import html
-    import io
-
-    from rich.console import Console
-
-    from harness.results.plots import plot_headroom
-
-    folder = json_path.parent
-    plot_headroom(CostFit.from_dict(found["fit"]), found, folder / "headroom.png")
-    console = Console(record=True, width=200, file=io.StringIO())
-    render(found, json_path, console)
-    text = console.export_text()
-    page = folder / "headroom.html"
-    page.write_text(
-        "<!doctype html><meta charset='utf-8'><title>headroom</title>"
-        "<h1>Headroom: the speedup this engine allows, and the draft on it</h1>"
-        "<p>Synthetic rows probe the engine's cost (vLLM's synthetic acceptance, the draft running); they are "
-        "never results.</p><img src='headroom.png' style='max-width:100%'>"
-        f"<pre style='font-size:12px'>{html.escape(text)}</pre>"
-    )
-    return page
+    show(view.cells_table(found), f"headroom: the draft on this engine's fit ({path})")
+    for line in view.summary_lines(found):
+        console.print(line)
+    show(view.al_for_table(found), "the AL a target speedup needs")
+    if found["published"]:
+        show(view.published_table(found["published"]), "published Kimi-K2.5 AL on this system (* k outside the sweep)")

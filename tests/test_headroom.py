@@ -10,8 +10,9 @@ import time
 import pytest
 
 from harness.analysis.headroom import CostFit, StepPoint, expected_al, geometric_rates
-from harness.headroom import HeadroomSettings, analyse, run_sweep, write_headroom, write_page
+from harness.headroom import HeadroomSettings, analyse, run_sweep, write_headroom
 from harness.recipe import load_recipe
+from harness.results.headroom_view import write_headroom_pages
 from harness.ui import Reporter
 from tests.conftest import PLAIN_RECIPE
 
@@ -45,7 +46,7 @@ def test_tiny_sweep_fits_a_monotone_curve(tmp_path, kimi_trained_run):
     for cell in found["draft_cells"]:
         assert 0.3 < cell["efficiency"] < 3.0  # the draft's cells sit near what its AL allows
     path = write_headroom(tmp_path, TINY, points, engines, found)
-    page = write_page(found, path)
+    page = write_headroom_pages(found, tmp_path)
     stored = json.loads(path.read_text())
     assert [StepPoint.from_dict(p) for p in stored["points"]] == points
     assert (tmp_path / "headroom.png").stat().st_size > 10_000 and page.exists()

@@ -41,9 +41,10 @@ def headroom_cmd(
     import json
 
     from harness.errors import BadInput
-    from harness.headroom import HeadroomSettings, analyse, render, run_sweep, write_headroom, write_page
+    from harness.headroom import HeadroomSettings, analyse, render, run_sweep, write_headroom
     from harness.paths import REPO_ROOT
     from harness.recipe import load_recipe
+    from harness.results.headroom_view import write_headroom_pages
 
     r = load_recipe(recipe, set_ or [])
     settings = HeadroomSettings(
@@ -64,7 +65,7 @@ def headroom_cmd(
         points, engines = run_sweep(r, draft, out, settings, rep)
     found = analyse(points, settings)
     path = write_headroom(out, settings, points, engines, found)
-    page = write_page(found, path)
+    page = write_headroom_pages(found, path.parent)
     if json_out:
         print(json.dumps({"path": str(path), "page": str(page), **found}, indent=2))
     else:

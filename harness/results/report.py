@@ -362,10 +362,12 @@ def build_document(
     published: list | None = None,
     gate: GateSummary | None = None,
     rate_lines: list[slo_view.RateLine] | None = None,
+    headroom: dict | None = None,
 ) -> Document:
     """The report, built once. `images`: (PNG file name, title) of the plots beside it; `published`:
     figures to show beside matching cells (results/published.py); `gate`: the gate's verdict from the
-    run folder (read_gate); `rate_lines`: the open-loop lines, when the caller has them already."""
+    run folder (read_gate); `rate_lines`: the open-loop lines, when the caller has them already;
+    `headroom`: the run's headroom.json when `harness headroom` ran into its folder (its plot beside)."""
     spec = plots.spec_rows(run.rows)
     body: list[Block] = [verdict(run, gate)]
     done = _completeness(run)
@@ -384,6 +386,10 @@ def build_document(
                 [Bullets(pub.notes(run.manifest)), Table(pub.HEADERS, pub.table_rows(pairs))],
             )
         )
+    if headroom is not None:
+        from harness.results import headroom_view
+
+        body.append(Section("Headroom", headroom_view.blocks(headroom, headroom_view.HEADROOM_PNG)))
     if images:
         body.append(Section("Plots", [Image(name, title) for name, title in images]))
     body.append(Section("Definitions (harness/metrics.py)", [Bullets(DEFINITIONS)]))
@@ -413,6 +419,20 @@ def read_gate(run_dir: Path) -> GateSummary | None:
         return None
 
 
+def _headroom(run_dir: Path, folder: Path) -> dict | None:
+    """The run's headroom.json (harness/headroom.py) with its plot drawn into the report folder, or None."""
+    from harness.analysis.headroom import CostFit
+    from harness.results import headroom_view
+
+    path = run_dir / headroom_view.HEADROOM_JSON
+    if not path.exists():
+        return None
+    found = json.loads(path.read_text())
+    folder.mkdir(parents=True, exist_ok=True)
+    plots.plot_headroom(CostFit.from_dict(found["fit"]), found, folder / headroom_view.HEADROOM_PNG)
+    return found
+
+
 def write_report(run: str | Path, out_dir: str | Path | None = None) -> ReportFiles:
     """`harness report`: the run read once, then `write_run_report`."""
     return write_run_report(read_run(run), out_dir)
@@ -435,8 +455,14 @@ def write_run_report(r: Run, out_dir: str | Path | None = None) -> ReportFiles:
     for i, line in enumerate(lines[:MAX_RATE_PLOTS]):
         png = folder / f"rate_sweep_{i + 1}.png"
         made.append((png, plots.plot_rate_sweep(line, bounds, png, note)))
+    headroom = _headroom(r.path, folder)
     doc = build_document(
-        r, [(p.name, title) for p, title in made], pub.load_published(), read_gate(r.path), rate_lines=lines
+        r,
+        [(p.name, title) for p, title in made],
+        pub.load_published(),
+        read_gate(r.path),
+        rate_lines=lines,
+        headroom=headroom,
     )
     atomic_write_text(folder / "report.md", to_markdown(doc))
     atomic_write_text(folder / "report.html", to_html(doc, folder))
