@@ -129,9 +129,15 @@ def run_sweep(recipe: Recipe, draft_dir: Path, run_dir: Path, settings: Headroom
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
     from harness.engine.base import GenRequest, Sampling
-    from harness.engine.settings import SpeculativeSpec, engine_plan, refuse_what_vllm_cannot_run
+    from harness.engine.settings import SpeculativeSpec, engine_plan, ranks_of, refuse_what_vllm_cannot_run
 
     settings.check()
+    e = recipe.engine
+    if e.device == "cpu" and (ranks_of(e) > 1 or e.distributed_executor_backend):
+        raise BadInput(
+            "harness headroom on CPU needs the single-process engine (one worker, engine.distributed_executor_backend "
+            "unset): the synthetic sampling vLLM-CPU lacks is supplied inside the engine's own process"
+        )
     if recipe.engine.device == "cpu" and recipe.bench.engine != "offline":
         recipe = recipe.model_copy(update={"bench": recipe.bench.model_copy(update={"engine": "offline"})})
     layout = resolve_verifier(recipe, reporter)
@@ -139,10 +145,11 @@ def run_sweep(recipe: Recipe, draft_dir: Path, run_dir: Path, settings: Headroom
     refuse_what_vllm_cannot_run(recipe.engine, draft.verifier, draft.method)
     prompts = sweep_prompts(recipe, layout, settings.num_prompts)
     requests = [GenRequest(f"h{i}", ids, settings.max_tokens) for i, ids in enumerate(prompts)]
+    base_plan = engine_plan(recipe.engine, layout)
     make = default_engine_factory(recipe, run_dir)
     points: list[StepPoint] = []
     described: dict[str, Any] = {}
-    with make(engine_plan(recipe.engine, layout), "headroom-baseline") as base:
+    with make(base_plan, "headroom-baseline") as base:
         base.generate(requests[:2], Sampling(ignore_eos=True), 2)  # warm-up
         described["baseline"] = base.describe()
         for k in settings.ks:
@@ -151,7 +158,7 @@ def run_sweep(recipe: Recipe, draft_dir: Path, run_dir: Path, settings: Headroom
                 spec = SpeculativeSpec(draft.method, k, draft.path, synthetic_acceptance_rates=rates)
                 name = f"headroom-k{k}-" + (
                     "draft" if rates is None else "synthetic-" + "-".join(f"{x:.2f}" for x in rates)
-                )  # noqa: E501
+                )
                 t0 = time.perf_counter()
                 with make(engine_plan(recipe.engine, layout, spec), name) as eng:
                     points += _measure((base, eng), name, kind, k, rates, requests, settings)

