@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from harness.analysis.headroom import (
     Cell,
     CostFit,
@@ -254,6 +256,8 @@ def analyse(points: Sequence[StepPoint], settings: HeadroomSettings) -> dict[str
         "fit": fit.to_dict(),
         "draft_cells": [p.to_dict() for p in placed],
         "within_ci_share": within_share(placed),
+        # how far the predictions are, whatever the CIs' width: median |allowed / measured - 1|
+        "median_abs_error": float(np.median([abs(1 / p.efficiency - 1) for p in placed])) if placed else None,
         "synthetic_cells": synthetic,
         "best_k": k_rows,
         "k_schedule": schedule,

@@ -51,6 +51,7 @@ def summary_lines(found: dict[str, Any]) -> list[str]:
     terms = ", ".join(f"{k} {v[0] * 1e3:.2f} [{v[1] * 1e3:.2f}, {v[2] * 1e3:.2f}] ms" for k, v in ci.items())
     lines = [
         f"predicted speedup within the measured CI: {round(share * n)} of {n} cells ({share:.0%}); "
+        f"median |allowed / measured - 1| {found.get('median_abs_error') or float('nan'):.1%}; "
         f"fit residual {found['fit']['rms_rel_residual']:.1%} RMS",
         f"step cost fit: {terms} (a term whose CI crosses 0 leaves the verify/draft split within noise)",
     ]
