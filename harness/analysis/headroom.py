@@ -5,20 +5,24 @@ points is harness/headroom.py).
 
 The model. A decode step of a batch of c requests with k draft tokens costs
 
-    step(k, c) = verify(k + 1 tokens per request, c) + k x draft(c)
-               = a + v·c·(k + 1) + k·(d + e·c)
+    step(k, c) = verify(k + 1 tokens per request, c) + speculating at all + k x draft(c)
+               = a + v·c·(k + 1) + s·[k > 0] + k·(d + e·c)
 
 a: the step's fixed cost (scheduler, sampler, launch), v: the verifier's cost per token in the
-forward, d + e·c: one draft forward (fixed + per request). k = 0 is the no-speculation baseline
-(one token per request per step). Each step emits AL tokens per request, so at concurrency c
+forward, s: what a speculative step costs whatever its k (the draft's first pass over the verified
+tokens, the proposer's and the rejection sampler's bookkeeping), d + e·c: one more draft forward
+(fixed + per request). Without s the fit missed the jump from k = 0 to k = 1 (measured on the tiny
+stand-in: a step 1.36x the baseline's at k = 1, then +0.15-0.2 per k; fitted 1.19x), and predicted
+the draft's cells 10 % high (median; 4 % with it). k = 0 is the no-speculation baseline (one token
+per request per step). Each step emits AL tokens per request, so at concurrency c
 
     speedup(AL; k, c) = AL · step(0, c) / step(k, c)
 
 — the acceptance buys AL, the step's extra cost takes back step(k, c) / step(0, c). The fit needs
-the baseline and a speculative k at two concurrencies at least (the regressors 1, c·(k+1), k, k·c
-are then independent); more ks test the model's linearity in k. Its split of the extra cost into
-verify and draft rests on one assumption: a verify token costs what a baseline token costs (v is
-shared by k = 0 and k > 0).
+the baseline and two speculative ks at two concurrencies at least (the regressors 1, c·(k+1),
+[k > 0], k, k·c are then independent); more ks test the model's linearity in k. Its split of the
+extra cost into verify and draft rests on one assumption: a verify token costs what a baseline
+token costs (v is shared by k = 0 and k > 0).
 
 A point's step time is what it measured: c × wall / request-steps (request-steps: vLLM's
 `num_drafts` for a speculative arm, output tokens for the baseline), i.e. c × AL / tokens per second.
@@ -35,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-TERMS = ("fixed_s", "verify_per_token_s", "draft_fixed_s", "draft_per_request_s")
+TERMS = ("fixed_s", "verify_per_token_s", "speculation_fixed_s", "draft_fixed_s", "draft_per_request_s")
 CONFIDENCE = 0.95
 
 
@@ -86,7 +90,7 @@ class StepPoint:
 def design(k: int, concurrency: int) -> np.ndarray:
     """The model's regressors for a step of k draft tokens at concurrency c."""
     c = float(concurrency)
-    return np.array([1.0, c * (k + 1), float(k), k * c])
+    return np.array([1.0, c * (k + 1), 1.0 if k > 0 else 0.0, float(k), k * c])
 
 
 def _t(dof: int) -> float:
@@ -161,10 +165,12 @@ class CostFit:
         return Estimate(math.exp(base), math.exp(base - h), math.exp(base + h))
 
     def split_s(self, k: int, concurrency: int) -> dict[str, float]:
-        """A step's cost by part: the baseline step, the extra verify tokens, the k draft forwards."""
-        a, v, d, e = self.coef
+        """A step's cost by part: the baseline step, the extra verify tokens, and drafting (the
+        speculative step's fixed cost and the k draft forwards)."""
+        a, v, sp, d, e = self.coef
         c = float(concurrency)
-        return {"baseline_step_s": a + v * c, "extra_verify_s": v * c * k, "draft_s": k * (d + e * c)}
+        drafting = (sp if k > 0 else 0.0) + k * (d + e * c)
+        return {"baseline_step_s": a + v * c, "extra_verify_s": v * c * k, "draft_s": drafting}
 
     def extrapolated(self, k: int, concurrency: int) -> bool:
         return not (
@@ -173,7 +179,7 @@ class CostFit:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "model": "step(k, c) = a + v*c*(k+1) + k*(d + e*c); speedup = AL * step(0, c) / step(k, c)",
+            "model": "step(k, c) = a + v*c*(k+1) + s*[k>0] + k*(d + e*c); speedup = AL * step(0, c) / step(k, c)",
             "terms": list(self.terms),
             "coef": list(self.coef),
             "coef_ci95": {n: e.to_list() for n, e in self.coef_ci().items()},
@@ -226,7 +232,7 @@ def fit_cost(points: Iterable[StepPoint]) -> CostFit:
     y = np.array([s for _, _, s in rows])
     x = np.stack([design(k, c) for k, c, _ in rows]) / y[:, None]
     if np.linalg.matrix_rank(x) < len(TERMS):
-        raise ValueError("the points do not identify the cost model: they need the baseline and a k > 0 at two loads")
+        raise ValueError("the points do not identify the cost model: they need the baseline and two ks > 0 at two loads")
     beta, *_ = np.linalg.lstsq(x, np.ones(len(rows)), rcond=None)
     resid = np.ones(len(rows)) - x @ beta
     dof = len(rows) - len(TERMS)

@@ -25,13 +25,14 @@ from harness.analysis.headroom import (
     within_share,
 )
 
-# a, v, d, e: 20 ms fixed, 2 ms per verify token, 3 ms + 0.5 ms per request per draft forward
-TRUE = (0.020, 0.002, 0.003, 0.0005)
+# a, v, s, d, e: 20 ms fixed, 2 ms per verify token, 4 ms to speculate at all, 3 ms + 0.5 ms per
+# request per draft forward
+TRUE = (0.020, 0.002, 0.004, 0.003, 0.0005)
 
 
 def true_step(k: int, c: int) -> float:
-    a, v, d, e = TRUE
-    return a + v * c * (k + 1) + k * (d + e * c)
+    a, v, s, d, e = TRUE
+    return a + v * c * (k + 1) + (s if k else 0.0) + k * (d + e * c)
 
 
 def point(kind: str, k: int, c: int, noise: float = 0.0, al: float = 1.0, repeat: int = 0, pair: str = "") -> StepPoint:
@@ -104,8 +105,12 @@ def test_fit_refuses_points_that_cannot_identify_it():
     one_load = [p for p in sweep() if p.concurrency == 4]
     with pytest.raises(ValueError, match="identify"):
         fit_cost(one_load)
-    # the baseline and one k at two loads are enough (a verify token costs what a baseline one does)
-    assert fit_cost([p for p in sweep() if p.k in (0, 2)]).coef == pytest.approx(TRUE, rel=1e-6)
+    # one k cannot tell speculating at all from its k draft forwards
+    with pytest.raises(ValueError, match="identify"):
+        fit_cost([p for p in sweep() if p.k in (0, 2)])
+    # the baseline and two ks at two loads are enough (a verify token costs what a baseline one does)
+    two = [p for p in sweep() if p.k in (0, 1, 3) and p.concurrency in (2, 8)]
+    assert fit_cost(two).coef == pytest.approx(TRUE, rel=1e-6)
     with pytest.raises(ValueError, match="cannot fit"):
         fit_cost(sweep()[:4])
 
@@ -165,6 +170,7 @@ def test_place_splits_the_gap_from_ideal_to_measured():
     assert p.efficiency == pytest.approx(0.9)
     assert not p.within
     verify_only = al * true_step(0, 4) / (true_step(0, 4) + TRUE[1] * 4 * 3)
+    assert fit.split_s(3, 4)["draft_s"] == pytest.approx(TRUE[2] + 3 * (TRUE[3] + TRUE[4] * 4))
     assert p.gap["verify_overhead"] == pytest.approx(al - verify_only)
     assert p.gap["draft_cost"] == pytest.approx(verify_only - allowed)
     assert p.gap["ideal"] - p.gap["verify_overhead"] - p.gap["draft_cost"] - p.gap["rest"] == pytest.approx(
