@@ -10,12 +10,21 @@ import typer
 from harness.cli.common import JsonOpt, RecipeArg, SetOpt, progress, stdout
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.split(",") if x.strip())
+def _numbers(text: str, kind: type, option: str) -> tuple:
+    from harness.errors import BadInput
+
+    try:
+        return tuple(kind(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise BadInput(f"{option} takes comma-separated numbers, e.g. {option} 1,2,3; got {text!r}") from None
 
 
-def _floats(text: str) -> tuple[float, ...]:
-    return tuple(float(x) for x in text.split(",") if x.strip())
+def _ints(text: str, option: str) -> tuple[int, ...]:
+    return _numbers(text, int, option)
+
+
+def _floats(text: str, option: str) -> tuple[float, ...]:
+    return _numbers(text, float, option)
 
 
 def headroom_cmd(
@@ -48,7 +57,13 @@ def headroom_cmd(
 
     r = load_recipe(recipe, set_ or [])
     settings = HeadroomSettings(
-        _ints(ks), _ints(concurrencies), _floats(profiles), repeats, num_prompts, max_tokens, target
+        _ints(ks, "--k"),
+        _ints(concurrencies, "--concurrency"),
+        _floats(profiles, "--profile"),
+        repeats,
+        num_prompts,
+        max_tokens,
+        target,
     )
     settings.check()
     out = run_dir or REPO_ROOT / "results" / "headroom" / r.name

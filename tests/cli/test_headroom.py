@@ -26,6 +26,8 @@ def test_refusals_are_one_line(capsys, monkeypatch):
     assert code == 2 and "[0, 1]" in one_line(err)
     code, err = run_cli(capsys, monkeypatch, "headroom")
     assert code == 2 and "--draft" in one_line(err)
+    code, err = run_cli(capsys, monkeypatch, "headroom", "--k", "1,x", "--dry-run")
+    assert code == 2 and "--k takes comma-separated numbers" in one_line(err)
 
 
 def test_cpu_probe_refuses_a_multi_process_engine(tmp_path):
