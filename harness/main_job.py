@@ -71,7 +71,8 @@ def default_run_dir(recipe: Recipe) -> Path:
 
 
 def _gate_verdicts(gate_result) -> dict[str, str]:
-    """Per suite: FAIL, inconclusive (a paired cell not settled) or pass."""
+    """Per suite: FAIL, inconclusive (a paired cell not settled, or a stored-number AL check that
+    cannot see the tolerance) or pass."""
     rank = {"pass": 0, "inconclusive": 1, "FAIL": 2}
     verdict: dict[str, str] = {}
 
@@ -79,7 +80,7 @@ def _gate_verdicts(gate_result) -> dict[str, str]:
         verdict[suite] = max(verdict.get(suite, "pass"), v, key=rank.__getitem__)
 
     for c in gate_result.checks if gate_result is not None else ():
-        add(c.suite, "pass" if c.passed else "FAIL")
+        add(c.suite, "FAIL" if not c.passed else "inconclusive" if c.power_warning else "pass")
     for p in gate_result.paired if gate_result is not None else ():
         add(p.suite, "FAIL" if p.verdict == "fail" else p.verdict)
     return verdict
@@ -230,9 +231,8 @@ def _run_gate(recipe: Recipe, run: Run, paths: dict[str, str], notes: list[str])
     # the main job trains one draft, labelled "draft" (reference drafts in the same run are not gated)
     result = gate_run(run, folder, GateOptions.from_recipe(recipe.gate, draft="draft"))
     notes += [f"gate power: {w}" for w in result.power_warnings]
-    if result.paired:
-        notes += [f"gate: {result.summary()}", f"gate {paired_line(result)}"]
-        notes += [f"gate paired: {c.where}: {e.line()}" for c in result.paired for e in c.estimates[:1]]
+    notes += [f"gate: {result.summary()}", f"gate {paired_line(result)}"]
+    notes += [f"gate paired: {c.where}: {e.line()}" for c in result.paired for e in c.estimates[:1]]
     gate_dir = run.path / "gate"
     write_gate_files(result, gate_dir / "gate.md", gate_dir / "junit.xml", gate_dir / "gate.json")
     paths.update(gate_markdown=str(gate_dir / "gate.md"), gate_junit=str(gate_dir / "junit.xml"))
