@@ -111,7 +111,7 @@ def test_a_rows_sampling_rescore_says_how_the_distributions_were_obtained():
 
     rng = np.random.default_rng(0)
     arm = [SampledToken(int(t), {0: math.log(0.5), 1: math.log(0.5)}) for t in rng.integers(0, 2, 100)]
-    rb, rs = (CellRow.__new__(CellRow) for _ in range(2))
+    rb, rs = (CellRow.model_construct() for _ in range(2))  # unvalidated: only the sampling fields are read
     _sampling(rb, rs, RescoredArms(arm, arm, RESCORE_IN_ENGINE), 2)
     assert rb.sampling_rescore == rs.sampling_rescore == RESCORE_IN_ENGINE and rs.sampling_p_value > 0.01
     _sampling(rb, rs, (arm, arm), 2)  # a plain pair says nothing
