@@ -118,7 +118,11 @@ def _share(c: Counter, k: str) -> str:
 def print_table(pools: list[Pool], args) -> None:
     rng = np.random.default_rng(args.seed)
     tol = args.tolerance
-    scenarios = [("A/A, no drop", 0.0), (f"drop {tol:.0%} (the tolerance)", tol), (f"drop {2 * tol:.0%} (2x)", 2 * tol)]
+    scenarios = [
+        ("as recorded (A/A: none)", 0.0),
+        (f"drop {tol:.0%} (the tolerance)", tol),
+        (f"drop {2 * tol:.0%} (2x)", 2 * tol),
+    ]
     head = (
         f"{'scenario':<26} {'n':>4}  {'pass':>6} {'incon.':>6} {'fail':>6}  |  seq: {'pass':>6} {'incon.':>6} "
         f"{'fail':>6} {'same':>6} {'prompts':>7}  |  {'MDD':>6} {'need':>5}"
@@ -153,11 +157,15 @@ def main() -> None:
     if not pools:
         sys.exit(f"no cell of draft {args.draft!r} with per-request records in {', '.join(args.runs)}")
     for p in pools:
-        sd = np.std(P.relative_difference(P.metric_arrays(p.pairs, -1), 1.0)[3], ddof=1)
+        _, base_al, diff, u = P.relative_difference(P.metric_arrays(p.pairs, -1), 1.0)
+        sd = float(np.std(u, ddof=1))
         twin = "paired with the baseline draft's cell" if p.twin else "no baseline draft: paired with itself"
+        need = int(np.ceil((2.49 * sd / args.tolerance) ** 2))  # z_0.95 + z_0.8 = 2.49
         print(
-            f"{p.run} {p.cell}: {len(p.pairs)} recorded requests, AL {p.al:.3f}, paired SD of the relative "
-            f"difference {sd:.4f} ({twin})"
+            f"{p.run} {p.cell}: {len(p.pairs)} recorded requests, AL {p.al:.3f} vs {base_al:.3f} ({diff:+.1%}), "
+            f"paired SD of the relative difference {sd:.4f}: detectable drop with 40 prompts "
+            f"{2.49 * sd / np.sqrt(40):.1%}, prompts for {args.tolerance:.0%}: {need} "
+            f"({twin})"
         )
     print(
         f"\n{len({p.run for p in pools})} real runs, {len(pools)} cells behind the replay; {args.draws} replayed draws "
