@@ -150,6 +150,10 @@ def fmt_ci(low: float | None, high: float | None, spec: int | str = "{:.2f}") ->
     return "" if low is None or high is None else f" [{fmt(low, spec)}, {fmt(high, spec)}]"
 
 
+# The setting a results table row stands for, as its first columns (the gate's checks, the published figures).
+SETTING_HEADERS = ["suite", "draft", "k", "concurrency", "T"]
+
+
 def md_table(columns: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     """The one Markdown table (a pipe table: header, rule, a line per row), as lines. Cells are text
     already formatted (`fmt`); a '|' inside one is escaped, so it cannot split its cell."""

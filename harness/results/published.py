@@ -27,7 +27,7 @@ from harness.benchfiles import dataset_of_suite
 from harness.errors import BadInput
 from harness.schema import CellRow
 from harness.schema_manifest import Manifest
-from harness.ui import fmt
+from harness.ui import SETTING_HEADERS, fmt
 
 FIGURES = Path(__file__).resolve().parents[2] / "docs" / "published_figures.csv"
 COLUMNS = (
@@ -46,11 +46,7 @@ COLUMNS = (
 )
 MODEL_TYPES = {"kimi_k25": "kimi-k2.5", "kimi_k2": "kimi-k2", "deepseek_v3": "deepseek-v3", "llama": "llama"}
 HEADERS = [
-    "suite",
-    "draft",
-    "k",
-    "concurrency",
-    "T",
+    *SETTING_HEADERS,
     "measured AL (this run)",
     "published AL",
     "published speedup (×)",

@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.results.checks import Check
 from harness.results.gate.evaluate import GateResult
-from harness.ui import fmt, md_table
+from harness.ui import SETTING_HEADERS, fmt, md_table
 
 
 def verdict_dict(res: GateResult) -> dict[str, Any]:
@@ -61,11 +61,7 @@ def _row(c: Check) -> list[str]:
 
 
 HEADERS = [
-    "suite",
-    "draft",
-    "k",
-    "concurrency",
-    "T",
+    *SETTING_HEADERS,
     "metric",
     "baseline",
     "value",
