@@ -17,6 +17,7 @@ from harness.results.commands import register
 from harness.results.gate.baseline import update_baseline
 from harness.results.runs import read_run
 from harness.results.table import cell_id, rows_to_frame, write_cell
+from harness.schema import CellIdentity
 from harness.schema_manifest import Manifest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,6 +26,31 @@ BAD = [70, 45, 25]  # AL 2.40
 
 
 # ----------------------------------------------------------------------------- fixture helpers
+
+
+def identity(**overrides) -> CellIdentity:
+    """A cell's identity for rows built by hand: a T = 0 EAGLE-3 cell at k = 3, c = 1, with
+    `overrides` for what a test is about."""
+    base = dict(
+        run_id="run",
+        cell_id="cell",
+        draft="d",
+        method="eagle3",
+        suite="chat",
+        suite_version="1",
+        suite_sha="sha",
+        k=3,
+        concurrency=1,
+        temperature=0.0,
+        top_p=1.0,
+        max_tokens=64,
+        repeats=1,
+        engine="offline",
+        rejection_sample_method="greedy",
+        verifier_hash="vh",
+        draft_hash="dh",
+    )
+    return CellIdentity(**{**base, **overrides})
 
 
 def run_frame(run: str | Path) -> tuple[Manifest, pd.DataFrame, list[str]]:

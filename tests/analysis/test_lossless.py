@@ -273,27 +273,10 @@ def _arm_from(samples: list[SampledToken], per_request: int = 50):
 
 @pytest.mark.parametrize("distort, flagged", [(None, False), (_junk, True)])
 def test_a_t_gt_0_cell_tests_both_arms_and_flags_a_sampler_that_departs(distort, flagged):
-    from harness.bench.rows import CellIdentity, cell_rows
+    from harness.bench.rows import cell_rows
+    from tests.results_fixtures import identity
 
-    ident = CellIdentity(
-        run_id="run",
-        cell_id="cell",
-        draft="d",
-        method="eagle3",
-        suite="chat",
-        suite_version="1",
-        suite_sha="sha",
-        k=3,
-        concurrency=1,
-        temperature=0.8,
-        top_p=1.0,
-        max_tokens=64,
-        repeats=1,
-        engine="offline",
-        rejection_sample_method="standard",
-        verifier_hash="vh",
-        draft_hash="dh",
-    )
+    ident = identity(temperature=0.8, rejection_sample_method="standard")
     base_s, spec_s = _synthetic(3, 2000), _synthetic(4, 2000, distort=distort)
     rb, rs = cell_rows(
         ident,

@@ -5,28 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness.bench.rows import ArmResult, CellIdentity, RepeatRecord, RequestRecord, cell_rows
+from harness.bench.rows import ArmResult, RepeatRecord, RequestRecord, cell_rows
 from harness.engine.counters import SpecCounters
+from tests.results_fixtures import identity
 
-IDENT = CellIdentity(
-    run_id="run",
-    cell_id="cell",
-    draft="d",
-    method="eagle3",
-    suite="chat",
-    suite_version="1",
-    suite_sha="sha",
-    k=3,
-    concurrency=1,
-    temperature=0.0,
-    top_p=1.0,
-    max_tokens=64,
-    repeats=2,
-    engine="offline",
-    rejection_sample_method="greedy",
-    verifier_hash="vh",
-    draft_hash="dh",
-)
+IDENT = identity(repeats=2)
 LOOP = tuple([5, 6, 7, 8] * 20)  # an output that copies itself
 
 

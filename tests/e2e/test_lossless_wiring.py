@@ -10,30 +10,15 @@ import math
 
 import pytest
 
-from harness.bench.rows import ArmResult, CellIdentity, cell_rows
+from harness.bench.rows import ArmResult, cell_rows
 from harness.results.gate.cell_checks import lossless_check
 from harness.schema import CellRow
 from tests.conftest import PLAIN_RECIPE
 from tests.engine_parity import assert_test_columns_filled
+from tests.results_fixtures import identity
 
-IDENT = CellIdentity(
-    run_id="r",
-    cell_id="c",
-    draft="draft",
-    method="eagle3",
-    suite="code",
-    suite_version="1",
-    suite_sha="sha",
-    k=3,
-    concurrency=1,
-    temperature=0.0,
-    top_p=1.0,
-    max_tokens=16,
-    repeats=1,
-    engine="offline",
-    rejection_sample_method="greedy",
-    verifier_hash="v",
-    draft_hash=None,
+IDENT = identity(
+    run_id="r", cell_id="c", draft="draft", suite="code", max_tokens=16, verifier_hash="v", draft_hash=None
 )
 
 
