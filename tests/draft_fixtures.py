@@ -249,3 +249,32 @@ def block_drafter(kind: str, verifier, out, layers: str = "1:0"):
         out
     )
     return out
+
+
+def built_draft(layout, seed: int | None = None):
+    """A one-layer EAGLE-3 draft built by speculators through the patched loader for `layout`
+    (untrained; `seed` fixes its initial weights), reduced vocabulary with d2t/t2d."""
+    from transformers import LlamaConfig
+
+    from harness.verifier.loader import build_draft
+
+    if seed is not None:
+        torch.manual_seed(seed)
+    maps = vocab_maps()
+    return build_draft(
+        layout,
+        draft_layer_config=LlamaConfig(
+            vocab_size=VOCAB,
+            hidden_size=HIDDEN,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            head_dim=8,
+            max_position_embeddings=512,
+        ),
+        aux_layer_ids=[1, 2, 3],
+        draft_vocab_size=DRAFT_VOCAB,
+        t2d=maps["t2d"],
+        d2t=maps["d2t"],
+    )

@@ -13,10 +13,11 @@ from harness.draft.fit_check import draft_problems
 from harness.draft.formats import inspect_draft
 from tests.draft_fixtures import (
     DRAFT_VOCAB,
+    built_draft,
     speculators_draft,
     vocab_maps,
 )
-from tests.synthetic import HIDDEN, VOCAB
+from tests.synthetic import VOCAB
 
 
 def test_speculators_draft_converts_to_specforge_with_the_same_weights(tmp_path, kimi):
@@ -42,28 +43,7 @@ def test_speculators_draft_converts_to_specforge_with_the_same_weights(tmp_path,
 
 def test_a_draft_saved_by_speculators_converts(tmp_path, kimi):
     """The real library's checkpoint (not a hand-written one): reduced vocab, d2t/t2d kept."""
-    from transformers import LlamaConfig
-
-    from harness.verifier.loader import build_draft
-
-    t2d = vocab_maps()["t2d"]
-    model = build_draft(
-        kimi,
-        draft_layer_config=LlamaConfig(
-            vocab_size=VOCAB,
-            hidden_size=HIDDEN,
-            intermediate_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            num_key_value_heads=2,
-            head_dim=8,
-            max_position_embeddings=512,
-        ),
-        aux_layer_ids=[1, 2, 3],
-        draft_vocab_size=DRAFT_VOCAB,
-        t2d=t2d,
-        d2t=vocab_maps()["d2t"],
-    )
+    model = built_draft(kimi)
     model.save_pretrained(str(tmp_path / "spec"))
     info = inspect_draft(to_specforge(tmp_path / "spec", tmp_path / "sf"))
     assert (info.format, info.draft_vocab_size, info.t2d_selected, info.d2t_target_range) == (

@@ -21,11 +21,11 @@ from harness.errors import BadInput
 from harness.verifier.layout import resolve_layout
 from tests.draft_fixtures import (
     DRAFT_VOCAB,
+    built_draft,
     mla_draft,
     mtp_verifier,
     specforge_draft,
     speculators_draft,
-    vocab_maps,
 )
 from tests.synthetic import HIDDEN, LAYERS, VOCAB, kimi_like
 
@@ -158,40 +158,14 @@ def test_bench_refuses_a_bad_draft_in_one_line_before_any_engine(tmp_path, capsy
 # ----------------------------------------------------------------------------- warm start
 
 
-def _fresh_draft(layout, seed: int):
-    from transformers import LlamaConfig
-
-    from harness.verifier.loader import build_draft
-
-    torch.manual_seed(seed)
-    maps = vocab_maps()
-    return build_draft(
-        layout,
-        draft_layer_config=LlamaConfig(
-            vocab_size=VOCAB,
-            hidden_size=HIDDEN,
-            intermediate_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            num_key_value_heads=2,
-            head_dim=8,
-            max_position_embeddings=512,
-        ),
-        aux_layer_ids=[1, 2, 3],
-        draft_vocab_size=DRAFT_VOCAB,
-        t2d=maps["t2d"],
-        d2t=maps["d2t"],
-    )
-
-
 @pytest.mark.parametrize("fmt", ["speculators", "specforge"])
 def test_warm_start_loads_the_init_drafts_weights(tmp_path, kimi, fmt):
     from harness.draft.warm_start import warm_start
 
-    trained = _fresh_draft(kimi, seed=1)
+    trained = built_draft(kimi, seed=1)
     trained.save_pretrained(str(tmp_path / "spec"))
     init = tmp_path / "spec" if fmt == "speculators" else to_specforge(tmp_path / "spec", tmp_path / "sf")
-    fresh = _fresh_draft(kimi, seed=2)
+    fresh = built_draft(kimi, seed=2)
     assert not torch.equal(fresh.fc.weight, trained.fc.weight)
     done = warm_start(fresh, init, kimi)
     assert done["format"] == fmt and done["lm_head_rows_from_init"] == DRAFT_VOCAB
