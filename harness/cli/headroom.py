@@ -78,6 +78,7 @@ def headroom_cmd(
         raise BadInput("harness headroom needs --draft DIR: the draft whose cost and acceptance are measured")
     with progress() as rep:
         points, engines = run_sweep(r, draft, out, settings, rep)
+    write_headroom(out, settings, points, engines, {})  # the measurements first: an analysis that fails loses none
     found = analyse(points, settings)
     path = write_headroom(out, settings, points, engines, found)
     page = write_headroom_pages(found, path.parent)
