@@ -40,3 +40,22 @@ def assert_test_columns_filled(df) -> None:
         for _, r in rows.iterrows():
             empty = [c for c in cols if c not in r or not _filled(r[c])]
             assert not empty, (r["cell_id"], r["mode"], r["engine"], empty)
+
+
+def chat_requests(tokenizer, prompts: list[str], max_tokens: int, prefix: str = "r") -> list:
+    """One single-turn chat request per prompt, its ids from the tokenizer's chat template, ids
+    `<prefix><i>`."""
+    from harness.engine.base import GenRequest
+
+    return [
+        GenRequest(
+            f"{prefix}{i}",
+            tuple(
+                tokenizer.apply_chat_template(
+                    [{"role": "user", "content": p}], tokenize=True, add_generation_prompt=True, return_dict=False
+                )
+            ),
+            max_tokens,
+        )
+        for i, p in enumerate(prompts)
+    ]

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from harness.analysis.lossless import cell_lossless, classify, noise_margin, top2_gap, top_n
-from harness.engine.base import GenRequest, Sampling
+from harness.engine.base import Sampling
+from tests.engine_parity import chat_requests
 
 pytestmark = pytest.mark.slow
 
@@ -16,18 +17,7 @@ PROMPTS = ["What is a for loop?", "Explain exceptions in Python.", "Write a haik
 
 @pytest.fixture(scope="module")
 def baseline_pair(kimi_offline_engine, kimi_tokenizer):
-    reqs = [
-        GenRequest(
-            f"r{i}",
-            tuple(
-                kimi_tokenizer.apply_chat_template(
-                    [{"role": "user", "content": p}], tokenize=True, add_generation_prompt=True, return_dict=False
-                )
-            ),
-            32,
-        )
-        for i, p in enumerate(PROMPTS)
-    ]
+    reqs = chat_requests(kimi_tokenizer, PROMPTS, 32)
     sampling = Sampling(temperature=0.0, logprobs=2)
     wide = kimi_offline_engine.generate(reqs, sampling, concurrency=3)
     narrow = kimi_offline_engine.generate(reqs, sampling, concurrency=1)

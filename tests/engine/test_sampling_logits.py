@@ -21,7 +21,8 @@ from harness.analysis.lossless_sampling import (
     sampling_top,
 )
 from harness.engine import offline_calls, sampling_logits
-from harness.engine.base import RESCORE_IN_ENGINE, RESCORE_WHOLE_VOCABULARY, GenRequest, Sampling
+from harness.engine.base import RESCORE_IN_ENGINE, RESCORE_WHOLE_VOCABULARY, Sampling
+from tests.engine_parity import chat_requests
 
 NUM_TOP = 5
 
@@ -186,18 +187,7 @@ def sampled(kimi_offline_engine, kimi_tokenizer):
         "What is recursion?",
         "Name three prime numbers.",
     ]
-    reqs = [
-        GenRequest(
-            f"s{i}",
-            tuple(
-                kimi_tokenizer.apply_chat_template(
-                    [{"role": "user", "content": p}], tokenize=True, add_generation_prompt=True, return_dict=False
-                )
-            ),
-            64,
-        )
-        for i, p in enumerate(prompts)
-    ]
+    reqs = chat_requests(kimi_tokenizer, prompts, 64, prefix="s")
     res = kimi_offline_engine.generate(reqs, Sampling(temperature=0.8, top_p=0.9, seed=3), concurrency=6)
     return [(list(r.prompt_token_ids), o.output_token_ids) for r, o in zip(reqs, res.outputs, strict=True)]
 

@@ -9,10 +9,11 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from harness.engine.base import GenRequest, Sampling
+from harness.engine.base import Sampling
 from harness.verifier.layout import resolve_layout
 from harness.verifier.standins.build import build_standin
 from harness.verifier.standins.specs import spec_for
+from tests.engine_parity import chat_requests
 
 pytestmark = pytest.mark.slow
 
@@ -73,18 +74,7 @@ def test_build_is_deterministic(tmp_path):
 
 def test_vllm_serves_kimi_standin_deterministically(kimi_offline_engine, kimi_tokenizer):
     prompts = ["What is a for loop?", "Explain exceptions in Python.", "Write a haiku about the sea."]
-    reqs = [
-        GenRequest(
-            f"r{i}",
-            tuple(
-                kimi_tokenizer.apply_chat_template(
-                    [{"role": "user", "content": p}], tokenize=True, add_generation_prompt=True, return_dict=False
-                )
-            ),
-            32,
-        )
-        for i, p in enumerate(prompts)
-    ]
+    reqs = chat_requests(kimi_tokenizer, prompts, 32)
     first = kimi_offline_engine.generate(reqs, Sampling(temperature=0.0), concurrency=3)
     second = kimi_offline_engine.generate(reqs, Sampling(temperature=0.0), concurrency=1)
     assert all(o.ok and len(o.output_token_ids) > 0 for o in first.outputs)
