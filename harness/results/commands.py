@@ -139,7 +139,10 @@ BaselineDraftOpt = Annotated[
 
 def gate(
     run: RunArg,
-    baseline: Annotated[Path, typer.Option(help="Baseline folder (or a name under results/baselines/).")],
+    baseline: Annotated[
+        Path | None,
+        typer.Option(help="Baseline folder (or a name under results/baselines/); none: the paired gate alone."),
+    ] = None,
     tolerance: TolOpt = None,
     min_speedup: Annotated[float | None, typer.Option(help="Also fail cells whose speedup is below this.")] = None,
     noise_aware: NoiseAwareOpt = False,
@@ -203,6 +206,8 @@ def gate(
     )
     _check_gate_options(options)
     if update_baseline:
+        if baseline is None:
+            raise BadInput("--update-baseline writes a baseline folder: name it with --baseline DIR")
         folder = gate_baseline.update_baseline(
             run,
             baseline,

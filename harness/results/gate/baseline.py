@@ -97,7 +97,7 @@ def read_baseline(folder: Path) -> BaselineFile:
     return baseline
 
 
-def gate(run: str | Path, baseline_dir: str | Path, options: GateOptions | None = None) -> GateResult:
+def gate(run: str | Path, baseline_dir: str | Path | None, options: GateOptions | None = None) -> GateResult:
     """`harness gate`: the run read once, then `gate_run`."""
     return gate_run(read_run(run), baseline_dir, options)
 

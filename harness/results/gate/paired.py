@@ -48,6 +48,9 @@ Verdict = Literal["pass", "fail", "inconclusive"]
 ALPHA = 0.05  # one-sided, each way
 POWER = 0.80
 MIN_PAIRS = 3
+# The confidence sequence plugs in the sample SD, which a handful of requests can put near 0 (two
+# drafts that both accept every token of a thinking segment): no look before this many pairs.
+MIN_SEQUENTIAL_LOOK = 16
 
 
 @dataclass(frozen=True)
@@ -225,7 +228,8 @@ def sequential_verdict(
     c0 = 1.0 if metric < 0 else 0.0
     arr_all = metric_arrays(pairs[:budget], metric)
     looks, res = 0, SequentialResult("inconclusive", 0, 0, math.nan, -math.inf, math.inf)
-    for t in range(max(round_size, MIN_PAIRS), budget + round_size, round_size):
+    first = max(round_size, min(MIN_SEQUENTIAL_LOOK, budget))
+    for t in range(first, budget + round_size, round_size):
         t = min(t, budget)
         arr = arr_all[:t]
         if arr[:, 1].sum() == 0 or arr[:, 3].sum() == 0:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from harness.results.gate import paired as P
 from harness.results.runs import Run, describe_setting, is_speculative, setting
 from harness.results.table import load_cell_requests
@@ -46,7 +48,10 @@ def paired_cell(run: Run, cand: CellRow, base: CellRow, tolerance: float, round_
     if not ests or ests[0].metric != "acceptance_length":
         why = f"{len(pairs)} paired requests with drafts (per-request records missing or too few)"
         return PairedCell(where, cand.suite, tuple(ests), "inconclusive", None, why)
-    seq = P.sequential_verdict(pairs, tolerance, round_size)
+    # in a seeded random order, as a bench drawing prompts in rounds would (the side file's order
+    # groups a conversation's turns)
+    order = np.random.default_rng(0).permutation(len(pairs))
+    seq = P.sequential_verdict([pairs[i] for i in order], tolerance, round_size)
     return PairedCell(where, cand.suite, tuple(ests), P.cell_verdict(ests), seq)
 
 
