@@ -58,7 +58,7 @@ class HeadroomSettings:
 
     def check(self) -> None:
         if len(set(self.ks)) < 2 or min(self.ks) < 1 or len(set(self.concurrencies)) < 2:
-            raise BadInput("harness headroom needs two ks >= 1 and two concurrencies at least: the cost model has 5 terms")
+            raise BadInput("harness headroom needs two ks >= 1 and two concurrencies: the cost model has 5 terms")
         if not all(0.0 <= p <= 1.0 for p in self.profiles) or not self.profiles:
             raise BadInput("--profile values are per-position acceptance probabilities in [0, 1]")
 

@@ -232,7 +232,7 @@ def fit_cost(points: Iterable[StepPoint]) -> CostFit:
     y = np.array([s for _, _, s in rows])
     x = np.stack([design(k, c) for k, c, _ in rows]) / y[:, None]
     if np.linalg.matrix_rank(x) < len(TERMS):
-        raise ValueError("the points do not identify the cost model: they need the baseline and two ks > 0 at two loads")
+        raise ValueError("the points do not identify the cost model: they need the baseline, two ks > 0, two loads")
     beta, *_ = np.linalg.lstsq(x, np.ones(len(rows)), rcond=None)
     resid = np.ones(len(rows)) - x @ beta
     dof = len(rows) - len(TERMS)
