@@ -20,7 +20,7 @@ from tests.conftest import PLAIN_RECIPE
 pytestmark = pytest.mark.slow
 
 TINY = [
-    "bench.suites=['chat']",
+    "bench.suites=['code']",  # one turn per prompt: 6 paired requests
     "bench.num_prompts=6",
     "bench.max_tokens=24",
     "bench.k=[2]",
@@ -44,6 +44,6 @@ def test_a_draft_paired_against_itself_passes(tmp_path, kimi_standin):
     res = gate_run(read_run(run_dir), None, GateOptions.from_recipe(recipe.gate, draft="draft"))
     assert res.baseline_kind == "paired" and len(res.paired) == 1
     cell = res.paired[0]
-    assert cell.problem is None and cell.estimates[0].n == 6
+    assert cell.problem is None and cell.estimates[0].n == 6  # an untrained draft: AL ~1, identical per request
     assert res.verdict == "pass", res.summary()
     assert res.baseline_draft_hash
