@@ -34,7 +34,7 @@ from harness.results.runs import Run
 from harness.schema import CSV_FILE, TABLE_FILE, CellRow
 from harness.schema_requests import RequestRecord
 from harness.train.records import TrainReport
-from harness.ui import Reporter, fmt, fmt_ci
+from harness.ui import MISSING, Reporter, fmt, fmt_ci
 
 
 @dataclass
@@ -117,7 +117,7 @@ def _summary_rows(run: Run, gate_result, end_think_id: int | None = None) -> lis
                 "al_by_segment": _pooled_segments(run.path, g, end_think_id),
                 "al_over_ngram": _ratio(al, ngram_al),
                 "tokens_per_step_over_ngram": _ratio(tps, ngram_tps),
-                "gate": verdict.get(suite, "-") if draft == "draft" else "-",
+                "gate": verdict.get(suite, MISSING) if draft == "draft" else MISSING,
             }
         )
     return rows
@@ -425,7 +425,7 @@ def render_summary(res: MainJobResult, console) -> None:
 def _al_ci(v: list[float | None] | None) -> str:
     """'3.98 [3.93, 4.00]': a segment's pooled AL and its 95 % CI over requests."""
     if not v:
-        return "-"
+        return MISSING
     al, lo, hi = v
     return fmt(al, "{:.2f}") + fmt_ci(lo, hi)
 

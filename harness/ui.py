@@ -146,8 +146,9 @@ def fmt(value: Any, spec: int | str = 3) -> str:
 
 def fmt_ci(low: float | None, high: float | None, spec: int | str = "{:.2f}") -> str:
     """A 95% CI as it follows its value in a table: " [low, high]" (each end through `fmt`), or "" unless
-    both ends are known."""
-    return "" if low is None or high is None else f" [{fmt(low, spec)}, {fmt(high, spec)}]"
+    both ends are known (neither None nor NaN)."""
+    missing = fmt(low) == MISSING or fmt(high) == MISSING  # None or NaN
+    return "" if missing else f" [{fmt(low, spec)}, {fmt(high, spec)}]"
 
 
 # The setting a results table row stands for, as its first columns (the gate's checks, the published figures).

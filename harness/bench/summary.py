@@ -9,16 +9,7 @@ from typing import Any
 
 from harness.results.runs import Run
 from harness.schema import BASELINE, CellRow
-from harness.ui import fmt
-
-
-def _num(v) -> bool:
-    return v is not None and not (isinstance(v, float) and math.isnan(v))
-
-
-def _with_ci(value: float | None, low: float | None, high: float | None, spec: str = "{:.2f}") -> str:
-    ci = f" [{fmt(low, spec)}-{fmt(high, spec)}]" if _num(low) and _num(high) else ""
-    return fmt(value, spec) + ci
+from harness.ui import MISSING, fmt, fmt_ci
 
 
 def _json_value(v: Any) -> Any:
@@ -88,21 +79,23 @@ COLUMNS = (
 def _cells(r: CellRow, b: CellRow | None) -> list[str]:
     """One speculative row's cells in the table, beside its baseline arm's tok/s."""
     compared = r.lossless_compared
-    lossless = f"{int(r.lossless_matches or 0)}/{int(compared)}" if compared is not None else "-"
+    lossless = f"{int(r.lossless_matches or 0)}/{int(compared)}" if compared is not None else MISSING
     flags = list(r.flags) + ([f"FAILED: {r.error}"] if r.status != "ok" else [])
-    rate = f" @{r.request_rate:g}/s" if _num(r.request_rate) and r.request_rate else ""
+    rate = f" @{r.request_rate:g}/s" if fmt(r.request_rate) != MISSING and r.request_rate else ""
     return [
         r.draft,
         r.suite,
         str(r.k),
         str(r.concurrency) + rate,
         fmt(r.temperature, "{:g}"),
-        _with_ci(r.acceptance_length, r.al_ci_low, r.al_ci_high),
+        fmt(r.acceptance_length, "{:.2f}") + fmt_ci(r.al_ci_low, r.al_ci_high),
         fmt(r.draft_acceptance_rate, "{:.2f}"),
         "/".join(fmt(x, "{:.2f}") for x in r.per_position_rates),
         fmt(b.output_tok_per_s if b is not None else None, "{:.0f}"),
         fmt(r.output_tok_per_s, "{:.0f}"),
-        _with_ci(r.speedup, r.speedup_ci_low, r.speedup_ci_high) + "x" if _num(r.speedup) else "-",
+        fmt(r.speedup, "{:.2f}x") + fmt_ci(r.speedup_ci_low, r.speedup_ci_high)
+        if fmt(r.speedup) != MISSING
+        else MISSING,
         fmt(r.repetition_share, "{:.0%}"),
         lossless,
         "[red]" + "; ".join(flags) + "[/]" if flags else "",

@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.plan.cost import HOUR
 from harness.plan.figures import figure_value
+from harness.ui import MISSING, fmt
 
 
 def duration(seconds: float | None) -> str:
@@ -59,12 +60,12 @@ def _plan_table(section: dict[str, Any]):
     for col in ("stage", "work", "figure", "hours", "GPUs", "GPU-hours"):
         table.add_column(col, overflow="fold", justify="right" if col in ("hours", "GPUs", "GPU-hours") else "left")
     for s in section["stages"]:
-        gpu_h = "-" if s["gpu_h"] is None else f"{s['gpu_h']:,.1f}"
+        gpu_h = fmt(s["gpu_h"], "{:,.1f}")
         table.add_row(
-            s["stage"], _work_cell(s), escape(s["figure"]), duration(s["wall_s"]), str(s["gpus"] or "-"), gpu_h
+            s["stage"], _work_cell(s), escape(s["figure"]), duration(s["wall_s"]), fmt(s["gpus"] or None), gpu_h
         )
     tot = section["total"]
-    gpu_total = "-" if tot["gpu_h"] is None else f"{tot['gpu_h']:,.1f}"
+    gpu_total = fmt(tot["gpu_h"], "{:,.1f}")
     incomplete = "" if tot["complete"] else " (a figure is missing)"
     table.add_row("total", "", "", f"{duration(tot['wall_s'])}{incomplete}", "", gpu_total, style="bold")
     return table
@@ -80,7 +81,7 @@ def _measured_table(section: dict[str, Any]):
         table.add_column(col, overflow="fold", justify="left" if col in cols[:3] else "right")
     for s in section["stages"]:
         m = s.get("measured") or {}
-        ratio = "-" if m.get("ratio") is None else f"{m['ratio']:.2f}"
+        ratio = fmt(m.get("ratio"), "{:.2f}")
         plan = f"\n[dim]the plan: <= {m['planned_tokens']:,} tokens[/]" if m.get("planned_tokens") else ""
         table.add_row(
             s["stage"],
@@ -88,12 +89,12 @@ def _measured_table(section: dict[str, Any]):
             escape(s["figure"]),
             duration(s["wall_s"]),
             duration(m.get("wall_s")),
-            "-" if m.get("tok_s") is None else figure_value(m["tok_s"]),
+            MISSING if m.get("tok_s") is None else figure_value(m["tok_s"]),
             ratio,
         )
     tot = section["total"]
     measured = tot.get("measured_wall_s")
-    ratio = f"{measured / tot['wall_s']:.2f}" if measured and tot["wall_s"] else "-"
+    ratio = f"{measured / tot['wall_s']:.2f}" if measured and tot["wall_s"] else MISSING
     table.add_row("total", "", "", duration(tot["wall_s"]), duration(measured), "", ratio, style="bold")
     return table
 
@@ -121,6 +122,6 @@ def _render_assumptions(assumptions: list[dict[str, Any]], console) -> None:
     for col in ("figure", "value", "unit", "basis", "source"):
         table.add_column(col, overflow="fold")
     for a in assumptions:
-        value = "-" if a["value"] is None else figure_value(a["value"])
+        value = MISSING if a["value"] is None else figure_value(a["value"])
         table.add_row(a["key"], value, a["unit"], a["basis"], escape(a["source"]))
     console.print(table)
