@@ -38,8 +38,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.results.gate import paired as P  # noqa: E402
-from harness.results.gate.paired_run import request_counts  # noqa: E402
-from harness.results.runs import is_speculative, read_run, setting  # noqa: E402
+from harness.results.gate.paired_run import request_counts, twins  # noqa: E402
+from harness.results.runs import read_run  # noqa: E402
 
 Pair = tuple[P.RequestCounts, P.RequestCounts]
 
@@ -71,13 +71,8 @@ class Pool:
 
 def pools_of(run_dir: str, draft: str, baseline_draft: str) -> list[Pool]:
     run = read_run(run_dir)
-    rows = [r for r in run.rows if is_speculative(r) and r.ok]
-    twins = {setting(r): r for r in rows if r.draft == baseline_draft}
     out = []
-    for r in rows:
-        if r.draft != draft:
-            continue
-        twin = twins.get(setting(r))
+    for r, twin in twins(run, draft, baseline_draft):
         cand = request_counts(run, r)
         pairs = P.paired(cand, request_counts(run, twin) if twin is not None else cand)
         if len(pairs) >= P.MIN_PAIRS:

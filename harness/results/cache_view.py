@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.analysis import caching
-from harness.results.runs import Run, is_speculative
+from harness.results.runs import Run
 from harness.results.table import load_cell_requests
 from harness.schema import CellRow
 from harness.suites import NOCACHE_SUFFIX
@@ -40,7 +40,7 @@ def _setting(r: CellRow) -> tuple:
 
 
 def cache_pairs(run: Run) -> list[CachePair]:
-    spec = [r for r in run.rows if is_speculative(r)]
+    spec = [r for r in run.rows if r.is_speculative]
     on = {(str(r.suite), *_setting(r)): r for r in spec if not str(r.suite).endswith(SUFFIX)}
     out = []
     for off in spec:

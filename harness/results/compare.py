@@ -30,7 +30,8 @@ from harness.analysis import compare_marks as cm
 from harness.errors import BadInput
 from harness.results import answer, load_view
 from harness.results import published as pub
-from harness.results.runs import COMPARABILITY, SETTING, SPECULATIVE, Run, read_run, unique_labels
+from harness.results.runs import Run, read_run, unique_labels
+from harness.schema import COMPARABILITY, SETTING, SPECULATIVE
 from harness.ui import MISSING, fmt, md_table
 
 METRICS = (

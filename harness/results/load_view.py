@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from harness.analysis import load
-from harness.results.runs import BASELINE, closed_loop, is_speculative
-from harness.schema import DYNAMIC_SUFFIX, CellRow
+from harness.results.runs import closed_loop
+from harness.schema import BASELINE, DYNAMIC_SUFFIX, CellRow
 
 Row = CellRow
 MIN_CONCURRENCIES = 2  # a crossover or schedule is a trend across load: one point has none
@@ -94,7 +94,7 @@ def crossovers(rows: list[Row]) -> list[CrossoverLine]:
     from a single concurrency."""
     groups: dict[tuple, list[Row]] = defaultdict(list)
     for r in closed_loop(rows):
-        if is_speculative(r) and r.speedup is not None:
+        if r.is_speculative and r.speedup is not None:
             groups[(str(r.draft), str(r.suite), int(r.k), float(r.temperature))].append(r)
     out = []
     for (draft, suite, k, t), rs in sorted(groups.items()):
@@ -117,7 +117,7 @@ def _tok_s_by_k(rows: list[Row]) -> dict[tuple, dict[tuple[int, int], float]]:
         key = (str(r.draft), str(r.suite), float(r.temperature))
         if r.mode == BASELINE:
             base[key][int(r.concurrency)].append(v)
-        elif is_speculative(r):
+        elif r.is_speculative:
             spec[key][(int(r.k), int(r.concurrency))] = v
     for key, per_c in base.items():
         for c, vs in per_c.items():
@@ -160,7 +160,7 @@ def _estimate(r: Row) -> load.Estimate:
 def dynamic_verdicts(rows: list[Row]) -> list[tuple[str, str, float, list[load.DynamicVerdict]]]:
     """Per (draft, suite, T) with a dynamic arm: does it match or beat every fixed k at each
     concurrency within noise (speedup CIs; analysis/load.dynamic_vs_fixed)."""
-    spec = [r for r in closed_loop(rows) if is_speculative(r) and r.speedup is not None]
+    spec = [r for r in closed_loop(rows) if r.is_speculative and r.speedup is not None]
     out = []
     for dyn_draft in sorted({str(r.draft) for r in spec if str(r.draft).endswith(DYNAMIC_SUFFIX)}):
         draft = dyn_draft.removesuffix(DYNAMIC_SUFFIX)

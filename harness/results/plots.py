@@ -15,8 +15,8 @@ from typing import cast
 
 from harness.provenance import atomic_write_bytes
 from harness.results.load_view import enough_ks, enough_load_points
-from harness.results.runs import BASELINE, closed_loop, is_speculative
-from harness.schema import BreakdownName, CellRow
+from harness.results.runs import closed_loop
+from harness.schema import BASELINE, BreakdownName, CellRow
 
 Row = CellRow
 
@@ -29,7 +29,7 @@ def _tok_s(row: Row | None) -> float:
 
 
 def spec_rows(rows: list[Row]) -> list[Row]:
-    return [r for r in closed_loop(rows) if is_speculative(r) and r.acceptance_length is not None]
+    return [r for r in closed_loop(rows) if r.is_speculative and r.acceptance_length is not None]
 
 
 def reference(rows: list[Row]) -> tuple[float | None, int | None]:

@@ -7,10 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.schema import BASELINE, COMPARABILITY, SETTING, SPECULATIVE, CellRow, GatedCell, Setting
+from harness.schema import CellRow
 from harness.schema_manifest import Manifest
-
-__all__ = ["BASELINE", "COMPARABILITY", "SETTING", "SPECULATIVE", "CellRow", "Manifest"]
 
 
 @dataclass(frozen=True)
@@ -53,20 +51,12 @@ def unique_labels(runs: list[Run]) -> list[str]:
     return out
 
 
-def setting(row: GatedCell) -> Setting:
-    return row.setting
-
-
 def describe_setting(key: tuple) -> str:
     """`suite k= c= T=` and, for an open-loop cell (request rate > 0), `rate=N/s`."""
     suite, k, c, t, *rest = key
     text = f"{suite} k={k} c={c} T={t:g}" if isinstance(t, int | float) else f"{suite} k={k} c={c} T={t}"
     rate = rest[0] if rest else 0.0
     return f"{text} rate={rate:g}/s" if rate else text
-
-
-def is_speculative(row: CellRow) -> bool:
-    return row.is_speculative
 
 
 def closed_loop(rows: list[CellRow]) -> list[CellRow]:

@@ -14,9 +14,9 @@ from pathlib import Path
 from harness.analysis import slo
 from harness.analysis.load import ABOVE
 from harness.results.checks import Check
-from harness.results.runs import BASELINE, Run, is_speculative
+from harness.results.runs import Run
 from harness.results.table import load_cell_requests
-from harness.schema import CellRow
+from harness.schema import BASELINE, CellRow
 from harness.schema_requests import RequestRecord
 
 
@@ -53,7 +53,7 @@ def rate_lines(run: Run) -> list[RateLine]:
     spec: dict[tuple, dict[float, CellRow]] = defaultdict(dict)
     base = {r.cell_id: r for r in run.rows if r.mode == BASELINE}
     for r in run.rows:
-        if is_speculative(r) and r.request_rate and r.cell_id in base:
+        if r.is_speculative and r.request_rate and r.cell_id in base:
             key = (str(r.draft), str(r.suite), int(r.k), int(r.concurrency), float(r.temperature))
             spec[key][float(r.request_rate)] = r
     bounds = slo.bounds_s(run.manifest.slo or {})

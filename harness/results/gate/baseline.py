@@ -14,7 +14,7 @@ from harness.results import load_view
 from harness.results.gate.cell_checks import segment_floors
 from harness.results.gate.crossover_checks import position
 from harness.results.gate.evaluate import DEFAULT_TOLERANCE, GateOptions, GateResult, evaluate
-from harness.results.runs import Run, describe_setting, is_speculative, read_run, setting
+from harness.results.runs import Run, describe_setting, read_run
 from harness.schema import MANIFEST_FILE, CellRow
 from harness.schema_baseline import BASELINE_FILE, BASELINE_FORMAT, BaselineCell, BaselineCrossover, BaselineFile
 from harness.schema_manifest import Manifest
@@ -24,7 +24,7 @@ def baseline_cells(rows: list[CellRow], tolerance: float) -> list[BaselineCell]:
     """Baseline entries from a run's finished, ok speculative rows."""
     out = []
     for r in rows:
-        if is_speculative(r) and r.ok and r.acceptance_length is not None:
+        if r.is_speculative and r.ok and r.acceptance_length is not None:
             entry = BaselineCell.of_row(r)
             entry.per_position_floors = [x * (1 - tolerance) for x in r.per_position_rates or []]
             if entry.breakdowns.segment:
@@ -185,15 +185,15 @@ def update_baseline(
             f"run {r.label} is {r.status} with {len(r.missing)} planned cells missing; a baseline from "
             "it would gate only part of the matrix: finish it (--resume) or pass --allow-missing"
         )
-    rows = [x for x in r.rows if is_speculative(x) and (draft is None or x.draft == draft)]
-    failed = [describe_setting(setting(x)) for x in rows if not x.ok]
+    rows = [x for x in r.rows if x.is_speculative and (draft is None or x.draft == draft)]
+    failed = [describe_setting(x.setting) for x in rows if not x.ok]
     if failed and not allow_missing:
         raise BadInput(
             f"run {r.label}: failed cells {', '.join(failed)} cannot be a baseline; rerun them "
             "or pass --allow-missing to leave them out"
         )
     cells = baseline_cells(rows, tolerance)
-    keys = [setting(c) for c in cells]
+    keys = [c.setting for c in cells]
     if len(set(keys)) != len(keys):
         raise BadInput(f"run {r.label} has several drafts per cell; pass --draft to choose the baseline's")
     if not cells:

@@ -21,7 +21,7 @@ from harness.results.gate.cell_checks import (
 )
 from harness.results.gate.crossover_checks import crossover_checks
 from harness.results.gate.paired import Verdict, overall_verdict
-from harness.results.runs import Run, describe_setting, is_speculative, setting
+from harness.results.runs import Run, describe_setting
 from harness.schema import CellRow, Setting, comparability_diffs
 from harness.schema_baseline import BaselineFile
 
@@ -175,7 +175,7 @@ def _cell_checks(
     checks: list[Check] = []
     problems: list[str] = []
     for base in baseline.cells:
-        key = setting(base)
+        key = base.setting
         where, matched = describe_setting(key), by_setting.get(key, [])
         if len(matched) > 1:
             raise BadInput(
@@ -235,7 +235,7 @@ def evaluate(
     stored_tol = DEFAULT_TOLERANCE if baseline.tolerance is None else baseline.tolerance
     tol = float(stored_tol) if o.tolerance is None else o.tolerance
     max_crossover_drop = baseline.max_crossover_drop if o.max_crossover_drop is None else o.max_crossover_drop
-    rows = [r for r in run.rows if is_speculative(r)]
+    rows = [r for r in run.rows if r.is_speculative]
     if o.draft is not None:
         labels = sorted({str(r.draft) for r in rows})
         rows = [r for r in rows if r.draft == o.draft]
@@ -243,7 +243,7 @@ def evaluate(
             raise BadInput(f"--draft {o.draft}: run {run.label} has no such draft; its drafts: {', '.join(labels)}")
     by_setting: dict[Setting, list[CellRow]] = {}
     for r in rows:
-        by_setting.setdefault(setting(r), []).append(r)
+        by_setting.setdefault(r.setting, []).append(r)
     checks, problems = _cell_checks(
         run,
         baseline,
@@ -288,7 +288,7 @@ def evaluate(
             f"nothing to gate: no cell of run {run.label} matches baseline {baseline_name}"
             + (f" ({problems[0]})" if problems else "")
         )
-    base_keys = {setting(base) for base in baseline.cells}
+    base_keys = {base.setting for base in baseline.cells}
     extra = tuple(describe_setting(k) for k in by_setting if k not in base_keys)
     return GateResult(
         run.label,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.results.gate import paired as P
-from harness.results.runs import Run, describe_setting, is_speculative, setting
+from harness.results.runs import Run, describe_setting
 from harness.results.table import load_cell_requests
 from harness.schema import CellRow
 
@@ -42,7 +42,7 @@ def request_counts(run: Run, row: CellRow) -> list[P.RequestCounts]:
 
 
 def paired_cell(run: Run, cand: CellRow, base: CellRow, tolerance: float, round_size: int = 8) -> PairedCell:
-    where = describe_setting(setting(cand))
+    where = describe_setting(cand.setting)
     pairs = P.paired(request_counts(run, cand), request_counts(run, base))
     ests = [e for m in range(-1, cand.k) if (e := P.paired_estimate(pairs, m, tolerance)) is not None]
     if not ests or ests[0].metric != "acceptance_length":
@@ -55,17 +55,20 @@ def paired_cell(run: Run, cand: CellRow, base: CellRow, tolerance: float, round_
     return PairedCell(where, cand.suite, tuple(ests), P.cell_verdict(ests), seq)
 
 
+def twins(run: Run, draft: str, baseline_draft: str) -> list[tuple[CellRow, CellRow | None]]:
+    """Every ok speculative cell of `draft` with its `baseline_draft` twin at the same setting (None
+    where the run has none)."""
+    rows = [r for r in run.rows if r.is_speculative and r.ok]
+    base = {r.setting: r for r in rows if r.draft == baseline_draft}
+    return [(r, base.get(r.setting)) for r in rows if r.draft == draft]
+
+
 def paired_cells(run: Run, draft: str, baseline_draft: str, tolerance: float) -> tuple[list[PairedCell], list[str]]:
     """Every ok speculative cell of `draft` with its `baseline_draft` twin; the cells without one."""
-    rows = [r for r in run.rows if is_speculative(r) and r.ok]
-    base = {setting(r): r for r in rows if r.draft == baseline_draft}
     out, missing = [], []
-    for r in rows:
-        if r.draft != draft:
-            continue
-        twin = base.get(setting(r))
+    for r, twin in twins(run, draft, baseline_draft):
         if twin is None:
-            missing.append(f"{describe_setting(setting(r))}: no {baseline_draft} cell beside it")
+            missing.append(f"{describe_setting(r.setting)}: no {baseline_draft} cell beside it")
         else:
             out.append(paired_cell(run, r, twin, tolerance))
     return out, missing
