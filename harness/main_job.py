@@ -249,7 +249,7 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
     from harness.engine.settings import refuse_what_vllm_cannot_run
     from harness.results.report import write_run_report
     from harness.results.runs import read_run
-    from harness.results.table import MANIFEST, ensure_tables
+    from harness.results.table import MANIFEST
     from harness.train.pipeline import run_train
 
     t0 = time.perf_counter()
@@ -268,8 +268,9 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
     spare = 1 if recipe.bench.engine == "offline" and recipe.engine.device == "cpu" and side_by_side else 0
     trained = run_train(recipe, run_dir / "train", reporter, spare_hosts=spare)
     drafts = resolve_drafts(recipe, trained.layout, trained.draft_dir, label="draft")
-    run_bench(recipe, drafts, run_dir, reporter, resume=(run_dir / MANIFEST).is_file())
-    ensure_tables(run_dir)  # a rerun with every cell already finished writes no cell, so no table
+    run_bench(
+        recipe, drafts, run_dir, reporter, resume=(run_dir / MANIFEST).is_file()
+    )  # and its tables, even on a rerun with nothing left to run
     run = read_run(run_dir)  # the finished run, read once: gate, report and summary all use it
     reporter.stage("report", total=None)
     paths = {
