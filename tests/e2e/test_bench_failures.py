@@ -181,10 +181,11 @@ def test_killed_server_bench_leaves_no_process_and_resumes_byte_identical(kimi_s
         spec = df[df["mode"] == "speculative"]
         assert ((spec["speedup_ci_low"] <= spec["speedup"]) & (spec["speedup"] <= spec["speedup_ci_high"])).all()
         assert spec["repetition_share"].between(0.0, 1.0).all()
-        # the server streams a verify step's tokens in one chunk: ITL per token <= per chunk, both filled
-        base = df[df["mode"] == "baseline"]
-        assert base["itl_per_token_ms_median"].tolist() == pytest.approx(base["itl_ms_median"].tolist())
-        assert (spec["itl_per_token_ms_median"] <= spec["itl_ms_median"] + 1e-9).all()
+        # The server streams a verify step's tokens in one chunk: ITL per token <= per chunk, both
+        # filled. Not equal for the baseline either: vLLM's output collector merges the steps a slow
+        # client has not read yet into one chunk, which a loaded CI machine does (5.95 vs 6.17 ms).
+        assert (df["itl_per_token_ms_median"] > 0).all() and (df["itl_ms_median"] > 0).all()
+        assert (df["itl_per_token_ms_median"] <= df["itl_ms_median"] + 1e-9).all()
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
 
