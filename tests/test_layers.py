@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("harness.draft",),
     ("harness.train", "harness.bench"),
     ("harness.plan",),
-    ("harness.main_job", "harness.rehearsal", "harness.soak", "harness.headroom"),
+    ("harness.main_job", "harness.rehearsal", "harness.soak", "harness.headroom", "harness.canary"),
     ("harness.cli", "harness.__main__", "harness"),
 ]
 # A screen of code: at most this many statements, and this many lines as ruff formats them (its

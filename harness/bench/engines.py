@@ -12,15 +12,22 @@ from harness.bench.manifest import update_manifest
 from harness.bench.run_state import BenchRun, EngineFactory
 from harness.draft.under_test import DraftUnderTest
 from harness.engine.base import Engine
+from harness.engine.environments import EngineEnv, adapt_plan
 from harness.engine.settings import EnginePlan, SpeculativeSpec, engine_plan
 from harness.recipe import Recipe
 from harness.results.manifest import read_manifest_data
 from harness.verifier.layout import VerifierLayout
 
 
-def default_engine_factory(recipe: Recipe, run_dir: Path) -> EngineFactory:
+def default_engine_factory(recipe: Recipe, run_dir: Path, env: EngineEnv | None = None) -> EngineFactory:
+    """`env`: the vLLM installation server engines start from (harness/engine/environments.py; the
+    canary's), recorded in the manifest as `engine_env`; None: this process's."""
+
     def make(plan: EnginePlan, name: str) -> Engine:
         kind = recipe.bench.engine
+        if env is not None:
+            plan = adapt_plan(plan, env)
+            update_manifest(run_dir, engine_env=env.describe())
         if kind == "offline":
             from harness.engine.offline import OfflineEngine
 
@@ -34,7 +41,11 @@ def default_engine_factory(recipe: Recipe, run_dir: Path) -> EngineFactory:
             from harness.engine.server import ServerEngine
 
             return ServerEngine(
-                plan, run_dir / "logs" / f"{name}.log", recipe.engine.startup_timeout_s, recipe.engine.request_timeout_s
+                plan,
+                run_dir / "logs" / f"{name}.log",
+                recipe.engine.startup_timeout_s,
+                recipe.engine.request_timeout_s,
+                python=env.python if env is not None else None,
             )
         from harness.engine.server import AttachedEngine
 

@@ -7,7 +7,7 @@ import typer
 from harness.cli.checkpoints import draft_app, verifier_app
 from harness.cli.headroom import headroom_cmd
 from harness.cli.jobs import train_and_bench_cmd, train_cmd
-from harness.cli.measure import bench_cmd, soak_cmd
+from harness.cli.measure import bench_cmd, canary_cmd, soak_cmd
 from harness.cli.recipe import recipe_app
 from harness.results.commands import register as register_results
 
@@ -26,3 +26,4 @@ app.command("bench")(bench_cmd)
 app.command("train-and-bench")(train_and_bench_cmd)
 app.command("soak")(soak_cmd)
 app.command("headroom")(headroom_cmd)
+app.command("canary")(canary_cmd)

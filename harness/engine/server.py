@@ -426,8 +426,15 @@ class ServerEngine(_OpenAIServer):
     """`python -m vllm.entrypoints.openai.api_server` on 127.0.0.1, with its log kept."""
 
     def __init__(
-        self, plan: EnginePlan, log_path: Path, startup_timeout_s: float = 600, request_timeout_s: float = 600
+        self,
+        plan: EnginePlan,
+        log_path: Path,
+        startup_timeout_s: float = 600,
+        request_timeout_s: float = 600,
+        python: str | None = None,
     ):
+        """`python`: the interpreter of the vLLM installation to serve from (harness/engine/environments.py;
+        default this process's)."""
         plan = single_process(plan)
         self.plan = plan
         self.log_path = log_path
@@ -435,7 +442,8 @@ class ServerEngine(_OpenAIServer):
         super().__init__(f"http://127.0.0.1:{port}", plan.served_model_name, request_timeout_s)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = log_path.open("w")
-        cmd = plan.server_command(sys.executable, "127.0.0.1", port)
+        self.python = python or sys.executable
+        cmd = plan.server_command(self.python, "127.0.0.1", port)
         self.command = cmd
         self._log.write("$ " + " ".join(cmd) + "\n")
         self._log.flush()
@@ -496,6 +504,7 @@ class ServerEngine(_OpenAIServer):
             "log": str(self.log_path),
             "startup_s": getattr(self, "startup_s", None),
             "command": " ".join(self.command),
+            "python": self.python,
         }
 
     @property

