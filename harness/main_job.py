@@ -250,6 +250,7 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
     from harness.results.report import write_run_report
     from harness.results.runs import read_run
     from harness.results.table import MANIFEST
+    from harness.train.health import act_on_health
     from harness.train.pipeline import run_train
 
     t0 = time.perf_counter()
@@ -267,6 +268,8 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
     side_by_side = engine_schedule(recipe) == "side_by_side"
     spare = 1 if recipe.bench.engine == "offline" and recipe.engine.device == "cpu" and side_by_side else 0
     trained = run_train(recipe, run_dir / "train", reporter, spare_hosts=spare)
+    # judged before any bench engine starts: "stop" ends the job here, the draft kept
+    unhealthy = act_on_health(recipe, trained.report.health, trained.draft_dir, reporter.log)
     drafts = resolve_drafts(recipe, trained.layout, trained.draft_dir, label="draft")
     run_bench(
         recipe, drafts, run_dir, reporter, resume=(run_dir / MANIFEST).is_file()
@@ -280,7 +283,7 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
         "results": str(run_dir / TABLE_FILE),
         "results_csv": str(run_dir / CSV_FILE),
     }
-    notes: list[str] = []
+    notes: list[str] = [unhealthy] if unhealthy else []
     gate_result = _run_gate(recipe, run, paths, notes)  # first: the report's verdict shows it
     report_paths = write_run_report(run, run_dir / "report")
     paths.update(report_markdown=str(report_paths.markdown), report_html=str(report_paths.html))
@@ -380,6 +383,7 @@ def _summary_table(summary_rows: list[dict[str, Any]]):
 
 
 def render_summary(res: MainJobResult, console) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     console.print(_summary_table(res.summary_rows))
@@ -404,6 +408,8 @@ def render_summary(res: MainJobResult, console) -> None:
             f"predicted AL {fmt(tr.predicted_acceptance_length, '{:.2f}')} "
             f"(1 + held-out full accuracy per TTT step); train/serve agreement {fmt(tr.agreement, '{:.3f}')}"
         )
+        if tr.health is not None:
+            console.print(("[yellow]" if not tr.health.healthy else "") + escape(tr.health.line()), highlight=False)
     for k, v in res.paths.items():
         console.print(f"  {k:14s} {v}")
     for n in res.notes:

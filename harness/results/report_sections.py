@@ -6,6 +6,8 @@ blocks of harness/results/report_document.py from typed rows."""
 from __future__ import annotations
 
 from harness.analysis import slo
+from harness.analysis import training_health as th
+from harness.analysis.training_health import TrainingHealth
 from harness.results import cache_view, k_view, load_view, plots, slo_view
 from harness.results.report_document import Block, Bullets, Code, Paragraph, Section, Table
 from harness.results.runs import Run
@@ -253,3 +255,39 @@ def caching(pairs: list[cache_view.CachePair]) -> list[Block]:
         for p in pairs
     ]
     return [Section("Prefix caching: acceptance per turn with and without the cache", [intro, *per_pair])]
+
+
+# ----------------------------------------------------------------------------- training health
+
+
+def training(health: TrainingHealth | None) -> list[Block]:
+    """The training-health verdict the main job judged before its bench (harness/analysis/training_health.py):
+    each reason with its figures and what would help, then the figures it read."""
+    if health is None:
+        return []
+    f = health.figures
+    facts = [
+        f"training tokens per epoch ÷ trainable draft parameters: {fmt(f.train_tokens_per_epoch, '{:,}')} ÷ "
+        f"{fmt(f.trainable_params, '{:,}')} = {fmt(f.tokens_per_param, '{:.4f}')} (floor {th.MIN_TOKENS_PER_PARAM}); "
+        f"{fmt(f.num_train_samples, '{}')} training samples",
+        f"training loss, first → last epoch mean: {fmt(f.loss_first, '{:.3g}')} → {fmt(f.loss_last, '{:.3g}')} "
+        f"(must fall below {th.LOSS_FALL_RATIO}×); held-out loss {fmt(f.held_out_loss, '{:.3g}')} "
+        f"(overfit above {th.OVERFIT_LOSS_RATIO}× the last epoch's)",
+        f"step-0 accuracy, last epoch's training mean vs held-out: {fmt(f.train_acc0_last, '{:.3f}')} vs "
+        f"{fmt(f.held_out_acc0, '{:.3f}')} (overfit below {th.OVERFIT_ACC_RATIO}×)",
+        f"predicted AL {fmt(f.predicted_al, '{:.2f}')} (1 + held-out full accuracy per TTT step)"
+        + "".join(f"; {arm} expected {tps:.2f} tokens per step" for arm, tps in f.references.items())
+        + (
+            f" (ngram's AL over its matched steps {f.ngram_acceptance_length:.2f}; replayed over the training "
+            "responses, harness/analysis/prompt_lookup.py)"
+            if f.ngram_acceptance_length is not None
+            else ""
+        ),
+    ]
+    body: list[Block] = [Paragraph(health.line())]
+    if health.findings:
+        body.append(
+            Table(["reason", "figures", "what would help"], [[x.reason, x.detail, x.remedy] for x in health.findings])
+        )
+    body.append(Bullets(facts))
+    return [Section("Training health (judged before the bench)", body)]

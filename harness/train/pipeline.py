@@ -12,7 +12,8 @@ made it and refuses another (results of two recipes never mix).
   vocab.pt / vocab.json  draft vocabulary (d2t, t2d) and its coverage
   checkpoints/           speculators Trainer checkpoints (resumable, one per epoch)
   draft/                 the final draft, speculators format, loadable by vLLM, + harness.json
-  train_report.json      loss curve, per-TTT-step held-out accuracy, predicted acceptance length
+  train_report.json      loss curve, per-TTT-step held-out accuracy, predicted acceptance length, and
+                         the training-health verdict (harness/train/health.py)
 
 This module runs the stages in order and writes the report; the stages are harness/train/responses.py
 (prompts, responses), states.py (agreement gate, hidden states, vocab) and training.py (fit, draft),
@@ -21,6 +22,7 @@ the run folder's recipe check harness/train/run_dir.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +32,7 @@ from harness.draft.config import aux_layer_ids, check_draft_vocab
 from harness.draft.verifier import resolve_verifier
 from harness.provenance import atomic_write_json
 from harness.recipe import Recipe
+from harness.train.health import training_health
 from harness.train.hidden_states import Sample
 from harness.train.records import TrainReport, held_out_full_acc, position_acc_key, predicted_al
 from harness.train.responses import stage_prompts, stage_responses
@@ -122,12 +125,15 @@ def run_train(recipe: Recipe, run_dir: Path, reporter: Reporter, spare_hosts: in
     reporter.log(f"draft vocab {vocab['draft_vocab_size']} covers {vocab['coverage']:.1%} of response tokens")
     fit = stage_fit(recipe, layout, run_dir, aux_ids, reporter)
     report_path = run_dir / "train_report.json"
-    if report_path.is_file():
-        report = TrainReport.from_dict(json.loads(report_path.read_text()))
-    else:
+    fresh = not report_path.is_file()
+    if fresh:
         report = build_report(recipe, run_dir, fit, agreement, vocab, samples)
+    else:
+        report = TrainReport.from_dict(json.loads(report_path.read_text()))
     draft = stage_draft(recipe, layout, run_dir, aux_ids, report)
-    if not report_path.is_file():
+    if report.health is None:  # judged before any bench (a report from before the verdict gets one now)
+        report = dataclasses.replace(report, health=training_health(recipe, run_dir, report, samples, draft))
         atomic_write_json(report_path, report.to_dict())
+    if fresh:
         _plot_training(run_dir, reporter)
     return TrainResult(run_dir, draft, report, layout)

@@ -8,6 +8,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from harness.analysis.training_health import TrainingHealth
+
 
 @dataclass(frozen=True)
 class OnlineSource:
@@ -139,11 +141,15 @@ class TrainReport:
     # A warm start's held-out full accuracy per TTT step before training (train.init_from); None otherwise.
     init_held_out_full_acc: list[float] | None = None
     predicted_acceptance_length_definition: str = PREDICTED_AL_DEFINITION
+    # Whether the draft is worth benching, judged before the bench (harness/train/health.py); None in
+    # reports written before the verdict existed.
+    health: TrainingHealth | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return dataclasses.asdict(self) | {"health": self.health.to_dict() if self.health else None}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainReport:
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        health = TrainingHealth.from_dict(data["health"]) if data.get("health") else None
+        return cls(**{k: v for k, v in data.items() if k in known} | {"health": health})

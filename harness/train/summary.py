@@ -6,6 +6,7 @@ from harness.ui import fmt
 
 
 def render_train_summary(res, console) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     r = res.report.to_dict()
@@ -28,5 +29,8 @@ def render_train_summary(res, console) -> None:
     t.add_row("train/serve agreement", fmt(r.get("agreement"), "{:.3f}") + "  (greedy tokens, vLLM vs transformers)")
     vocab = r.get("vocab") or {}
     t.add_row("draft vocab", f"{vocab.get('draft_vocab_size')} tokens, coverage {fmt(vocab.get('coverage'), '{:.3f}')}")
+    health = res.report.health
+    if health is not None:
+        t.add_row("training health", ("" if health.healthy else "[yellow]") + escape(health.line()))
     t.add_row("run folder", str(res.run_dir))
     console.print(t)

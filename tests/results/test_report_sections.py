@@ -231,3 +231,22 @@ def test_a_verdict_without_ci_says_noise_is_unknown_and_a_slower_cell_says_so(tm
     assert faster_or_not(speedup=None) == "not measured (no baseline arm)"
     assert report.flag_name("NOT LOSSLESS: 1/8, first at token 412") == "NOT LOSSLESS"
     assert report.flag_name("LOOPING OUTPUTS (41% of output tokens)") == "LOOPING OUTPUTS"
+
+
+def test_a_main_job_run_shows_its_training_health_after_the_verdict(tmp_path):
+    """The verdict judged before the bench (harness/analysis/training_health.py), read from the
+    run's train/train_report.json: each reason with its figures and what would help."""
+    from harness.analysis.training_health import Knobs, TrainingFigures, assess
+
+    run = make_run(tmp_path, "one", ONE_POINT)
+    assert "Training health" not in report.write_report(run, tmp_path / "plain").markdown.read_text()
+    figures = TrainingFigures(44_000, 9_800_000, 244, 30.0, 13.2, 0.2, 17.3, 0.11, 1.13, {"ngram": 1.39})
+    health = assess(figures, Knobs(num_prompts=256, epochs=3, lr=3e-3))
+    (run / "train").mkdir()
+    (run / "train" / "train_report.json").write_text(json.dumps({"health": health.to_dict()}))
+    md = report.write_report(run, tmp_path / "out").markdown.read_text()
+    assert _h2(md)[:2] == ["Verdict", "Training health (judged before the bench)"]
+    section = md.partition("## Training health")[2].partition("\n## ")[0]
+    assert "training UNHEALTHY: too few samples" in section
+    assert "| overfit |" in section and "train.num_prompts=1141" in section and "deploy ngram" in section
+    assert "ngram expected 1.39 tokens per step" in section
