@@ -135,11 +135,19 @@ def normalize_text(s: str) -> str:
 def render(tokenizer, record: PromptRecord, history: list[dict[str, str]] | None = None) -> list[int]:
     """Token ids for the model's next answer: raw prompts as is, chats through the template.
     `history` replaces the messages for later MT-Bench turns."""
+    # verbose=False: callers measure the ids against engine.max_model_len themselves (check_prompts_fit
+    # refuses, the bench skips), so transformers' "longer than the specified maximum sequence length"
+    # warning on a prompt past the tokenizer's model_max_length is noise in the job's output
     if record.prompt is not None and history is None:
-        return tokenizer.encode(record.prompt, add_special_tokens=True)
+        return tokenizer.encode(record.prompt, add_special_tokens=True, verbose=False)
     msgs = history if history is not None else record.first_messages()
     ids = tokenizer.apply_chat_template(
-        msgs, tokenize=True, add_generation_prompt=True, return_dict=False, **dict(record.template_kwargs)
+        msgs,
+        tokenize=True,
+        add_generation_prompt=True,
+        return_dict=False,
+        tokenizer_kwargs={"verbose": False},
+        **dict(record.template_kwargs),
     )
     if isinstance(ids, dict):
         ids = ids["input_ids"]

@@ -146,6 +146,8 @@ def _verifier_changes(recipe: Recipe, model_type: str) -> Changes:
         "verifier.standin": (standin, REPLACED, why),
         "verifier.standin_overrides": (overrides, REPLACED, why),
     }
+    if v.pretrained is not None:
+        out["verifier.pretrained"] = (None, REPLACED, why)
     if v.weight_keys:
         out["verifier.weight_keys"] = ({}, REPLACED, why)
     return out

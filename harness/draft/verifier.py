@@ -10,8 +10,14 @@ from harness.verifier.layout import VerifierLayout, resolve_layout
 
 
 def resolve_verifier(recipe: Recipe, reporter: Reporter | None = None) -> VerifierLayout:
-    """The recipe's verifier: a checkpoint path, or the cached stand-in (built on first use)."""
+    """The recipe's verifier: a checkpoint path, or the cached stand-in or pretrained model (built on
+    first use)."""
     v = recipe.verifier
+    if v.pretrained:
+        from harness.verifier.pretrained import ensure_pretrained
+
+        path = ensure_pretrained(v.pretrained, log=(reporter.log if reporter else lambda s: None))
+        return resolve_layout(path, cast("dict[str, str]", v.weight_keys) or None)
     if v.standin:
         from harness.verifier.standins.build import ensure_standin
         from harness.verifier.standins.specs import spec_for
@@ -19,7 +25,7 @@ def resolve_verifier(recipe: Recipe, reporter: Reporter | None = None) -> Verifi
         spec = spec_for(v.standin, **v.standin_overrides)
         path = ensure_standin(spec, log=(reporter.log if reporter else lambda s: None))
         return resolve_layout(path, cast("dict[str, str]", v.weight_keys) or None)
-    # the recipe has exactly one of path and standin; weight_keys' role names are str keys
+    # the recipe has exactly one of path, standin and pretrained; weight_keys' role names are str keys
     return resolve_layout(cast(str, v.path), cast("dict[str, str]", v.weight_keys) or None)
 
 

