@@ -27,6 +27,7 @@ from harness.bench.loop import run_bench
 from harness.draft.under_test import DraftUnderTest
 from harness.engine.environments import EngineEnv, resolve_env
 from harness.errors import BadInput, InfraError
+from harness.plan.canary_plan import canary_recipe
 from harness.provenance import atomic_write_json
 from harness.recipe import Recipe
 from harness.results.canary import ACCEPTANCE_CHANGED, CanaryCell, canary_cells, first_change
@@ -81,6 +82,7 @@ class CanaryResult:
                     "env": name,
                     "against": self._previous(name),
                     "cells": [c.to_dict() for c in cells],
+                    "verifier_divergences": verifier_divergences(cells),
                     "missing": missing,
                 }
                 for name, cells, missing in self.steps
@@ -104,13 +106,6 @@ def resolve_envs(specs: list[str], build: bool = True) -> list[EngineEnv]:
             raise BadInput(f"--env {e.label} and --env {seen[e.python]} are the same installation ({e.python})")
         seen[e.python] = e.label
     return envs
-
-
-def canary_recipe(recipe: Recipe) -> Recipe:
-    """The server engine for every environment (the offline engine runs inside this process's vLLM)."""
-    if recipe.bench.engine == "attach":
-        raise BadInput('harness canary starts its own engines: bench.engine = "attach" cannot run on another vLLM')
-    return recipe.model_copy(update={"bench": recipe.bench.model_copy(update={"engine": "server"})})
 
 
 def _slug(name: str) -> str:
@@ -195,10 +190,36 @@ def to_markdown(result: CanaryResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+def verifier_divergences(cells: list[CanaryCell]) -> int | None:
+    """Requests whose no-speculation T = 0 output differs between the two engines (None: no T = 0 cell)."""
+    outs = [c.outputs for c in cells if c.outputs is not None]
+    return sum(d["arm"] == "baseline" for o in outs for d in o.divergences) if outs else None
+
+
+def agreement_line(name: str, previous: str, cells: list[CanaryCell]) -> str:
+    """Whether the agreement gate (vLLM's greedy tokens vs the training forward, harness/train/agree.py)
+    carries over: the same tokens on both engines agree with the training forward equally."""
+    n = verifier_divergences(cells)
+    if n is None:
+        return f"{name}: agreement with the training forward not checked (no T = 0 cell)"
+    if n == 0:
+        return (
+            f"{name}: agreement with the training forward carries over from {previous} "
+            "(the verifier's greedy outputs are identical on both engines)"
+        )
+    return (
+        f"{name}: the verifier's greedy outputs differ from {previous}'s in {n} request(s): its forward changed; "
+        "re-run the agreement check (harness verifier agree) on this engine"
+    )
+
+
 def summary_lines(result: CanaryResult) -> list[str]:
-    out = [f"{r.env.name}: {ENGINE_FAILED}: {r.error}" for r in result.runs if r.error]
-    for name, _, missing in result.steps:
+    out = [f"{r.env.name}: {ENGINE_FAILED} (the draft or a flag not taken?): {r.error}" for r in result.runs if r.error]
+    if not out:
+        out.append("the draft loaded and served on every engine")
+    for name, cells, missing in result.steps:
         out += [f"{name}: {m}" for m in missing]
+        out.append(agreement_line(name, result._previous(name), cells))
     where = result.first_change
     out.append(f"first change beyond noise: {where}" if where else "no change beyond noise between the engines")
     out.append(f"canary verdict: {result.verdict} ({result.folder / CANARY_FILE})")

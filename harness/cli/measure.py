@@ -158,6 +158,10 @@ def canary_cmd(
         typer.Option("--run-dir", help="Canary folder (default results/canaries/<recipe>; rerun to resume)."),
     ] = None,
     markdown: Annotated[Path | None, typer.Option(help="Also write the table as Markdown here.")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Plan it: engine starts, builds, hours; nothing built or started.")
+    ] = False,
+    json_out: JsonOpt = False,
 ):
     """The same draft and prompts on two or more vLLM installations: per cell AL and per-position rates
     with paired CIs, speedup and TPOT, T=0 outputs, flags; exit 1 on ACCEPTANCE CHANGED or an engine
@@ -169,11 +173,13 @@ def canary_cmd(
     from harness.recipe import load_recipe
     from harness.verifier.safetensors_index import check_checkpoint_files
 
-    envs = resolve_envs(env or [])  # an unknown version: one line, before anything loads or starts
     r = load_recipe(recipe, set_ or [])
+    out = run_dir or REPO_ROOT / "results" / "canaries" / r.name
+    if dry_run:
+        return _canary_dry_run(r, env or [], out, json_out)
+    envs = resolve_envs(env or [])  # an unknown version: one line, before anything loads or starts
     if draft is not None:
         check_checkpoint_files(draft, "draft")
-    out = run_dir or REPO_ROOT / "results" / "canaries" / r.name
     with progress() as rep:
         drafts = resolve_drafts(r, resolve_verifier(r, rep), draft)
         result = run_canary(r, drafts, envs, out, rep)
@@ -188,3 +194,24 @@ def canary_cmd(
     if markdown is not None:
         markdown.write_text(to_markdown(result))
     raise typer.Exit(1 if result.verdict == "fail" else 0)
+
+
+def _canary_dry_run(r, envs: list[str], out: Path, json_out: bool) -> None:
+    import json
+
+    from harness.plan.canary_plan import canary_plan
+
+    plan = canary_plan(r, envs, out / "plan")
+    if json_out:
+        stdout().print_json(json.dumps(plan))
+        return
+    stdout().print(f"[bold]canary dry run[/] of {plan['recipe']}")
+    for e in plan["environments"]:
+        stdout().print(f"  {e['env']}: {e['engine']} ({e['python']}){'  build due' if e['build_due'] else ''}")
+    stdout().print(f"  bench per environment: {plan['bench_per_environment']}")
+    wall = "?" if plan["wall_h"] is None else f"{plan['wall_h']:.2f} h"
+    gpu = "" if plan["gpu_h"] is None else f", {plan['gpu_h']} GPU-hours"
+    stdout().print(
+        f"  {plan['engine_starts']} engine starts, {plan['environment_builds']} environment build(s); {wall}{gpu}"
+    )
+    stdout().print(f"  [dim]{plan['note']}[/]")

