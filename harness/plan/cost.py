@@ -18,11 +18,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from harness.plan.cpu_figures import decode_rate
 from harness.plan.figures import Figure, by_key, figure_value
 from harness.plan.stages import (
     Part,
     PlanNumbers,
     StageWork,
+    agreement_work,
     bench_count,
     bench_work,
     hidden_work,
@@ -60,14 +62,17 @@ class StageCost:
 
 
 def part_rate(work: StageWork, part: Part, figures: dict[str, Figure]) -> float | None:
-    """Tokens/s of one part: the stage's figure x its processes, and for generation scaled down when
-    fewer requests are in flight than generate_concurrency (each request then runs at
+    """Tokens/s of one part: the stage's figure x its processes; for generation, on a CPU each engine
+    step's own cost (decode_step_s) spread over the requests in flight, on a GPU the rate scaled down
+    when fewer requests are in flight than generate_concurrency (each request then runs at
     generate_tok_s / generate_concurrency: an upper bound on time, as one request alone decodes faster)."""
     value = figures[work.figure].value
     if value is None:
         return None
     rate = value * work.processes
-    ref = figures["generate_concurrency"].value
+    step, ref = figures.get("decode_step_s"), figures["generate_concurrency"].value
+    if part.in_flight is not None and step is not None and step.value is not None:
+        return decode_rate(rate, step.value, part.in_flight)
     if part.in_flight is not None and ref:
         rate *= min(1.0, part.in_flight / ref)
     return rate
@@ -93,7 +98,10 @@ def stage_seconds(work: StageWork, figures: dict[str, Figure]) -> float | None:
 def _figure_text(work: StageWork, figures: dict[str, Figure]) -> str:
     f, start, ref = figures[work.figure], figures["engine_start_s"], figures["generate_concurrency"]
     text = f"{f.key} {figure_value(f.value)}"
-    if any(p.in_flight is not None for p in work.parts) and ref.value:
+    step = figures.get("decode_step_s")
+    if any(p.in_flight is not None for p in work.parts) and step is not None and step.value is not None:
+        text = f"n in flight / ({step.key} {step.value:g} + n / {text})"
+    elif any(p.in_flight is not None for p in work.parts) and ref.value:
         text += f" x min(1, in flight / {figure_value(ref.value)})"
     if work.processes > 1:
         text += f" x {work.processes} processes"
@@ -142,12 +150,13 @@ def totals(costs: Sequence[StageCost]) -> dict[str, Any]:
 
 MODEL = (
     "seconds = engine starts x engine_start_s + tokens / rate, rate = figure x processes, for generation "
-    "also x min(1, requests in flight / generate_concurrency) (fewer in flight: each request at "
-    "generate_tok_s / generate_concurrency, an upper bound, as a lone request decodes faster); GPU-hours = "
+    "on a CPU n in flight / (decode_step_s + n / generate_tok_s), on a GPU x min(1, requests in flight / "
+    "generate_concurrency) (fewer in flight: each request at generate_tok_s / generate_concurrency, an "
+    "upper bound, as a lone request decodes faster); GPU-hours = "
     "hours x GPUs held; stages run one after another, so both add"
 )
 NOT_COUNTED = (
-    "the agreement gate, vocabulary, report and gate (minutes); loading the transformers forward and "
+    "the vocabulary, report and gate (minutes); loading the transformers forward and "
     "starting torchrun; the T > 0 re-scoring of bench outputs (one prefill per output); open-loop arms' "
     "arrival time (an arm at bench.request_rate R lasts at least its requests / R); prompt prefill "
     "beyond what generate_tok_s includes"
@@ -156,8 +165,10 @@ NOT_COUNTED = (
 
 def plan_work(recipe: Recipe, n: PlanNumbers) -> list[StageWork]:
     gpus = n.serving_gpus
+    agreement = agreement_work(recipe, n.num_prompts, n.sample_tokens)
     works = [
         responses_work(recipe, n.num_prompts, gpus),
+        *([agreement] if agreement else []),
         hidden_work(recipe, n.sample_tokens, gpus),
         training_work(recipe, n.sample_tokens, gpus > 0),
     ]

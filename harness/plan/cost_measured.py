@@ -6,6 +6,7 @@ plan's tokens are kept beside it (`planned_tokens`), a check of the work model.
 
 It reads the run folder of the main job (harness/main_job.py):
   train/responses/timing.json  per engine session: start, generation time, output tokens
+  train/agreement.json         the agreement gate's teacher-forced tokens and wall time
   train/hidden/done.json       offline: tokens extracted, wall time (the extraction server's start included)
   train/fit_result.json        training tokens, processes, wall time (online: the extraction inside it)
   manifest.json, cells/*.json  the bench's engines and their start times; each measured arm's tokens and wall
@@ -60,6 +61,21 @@ def measured_responses(train: Path, recipe: Recipe, gpus: int) -> Measured | Non
         gpus=gpus,
     )
     return Measured(work, gen + starts, _per_s(tokens, gen))
+
+
+def measured_agreement(train: Path) -> Measured | None:
+    """The agreement gate's teacher-forced pass (agreement.json, runs that time it)."""
+    report = _read(train / "agreement.json")
+    if not report or report.get("wall_s") is None:
+        return None
+    tokens = report.get("forward_tokens") or 0
+    work = StageWork(
+        "agreement",
+        f"{report['num_responses']} responses, {tokens:,} tokens teacher-forced through the transformers forward",
+        "extract_tok_s",
+        (Part(tokens),),
+    )
+    return Measured(work, report["wall_s"], _per_s(tokens, report["wall_s"]))
 
 
 def measured_training(train: Path, recipe: Recipe, gpus: int) -> list[Measured]:
@@ -179,6 +195,7 @@ def measured_costs(run_dir: Path, recipe: Recipe, planned: dict[str, Any] | None
     train = run_dir / "train"
     rows = [
         measured_responses(train, recipe, gpus),
+        measured_agreement(train),
         *measured_training(train, recipe, gpus),
         measured_bench(run_dir, recipe, gpus),
     ]
@@ -190,19 +207,24 @@ def measured_costs(run_dir: Path, recipe: Recipe, planned: dict[str, Any] | None
         "model": MODEL,
         "stages": stages,
         "total": {**totals(predicted), "measured_wall_s": round(measured_wall, 1)},
+        "planned_wall_s": {name: v[1] for name, v in plan.items()},  # the dry run's stages, measured or not
         "assumptions": [f.to_dict() for f in figures],
         "not_counted": NOT_COUNTED,
     }
 
 
 def planned_vs_measured(cost: dict[str, Any]) -> str:
-    """One line: per stage the dry run's planned seconds, the measured seconds and their ratio."""
-    parts = []
+    """One line: per stage the dry run's planned seconds, the measured seconds and measured / planned;
+    a planned stage the run did not time reads "—" measured."""
+    parts, measured = [], [s["stage"] for s in cost["stages"]]
     for s in cost["stages"]:
         m = s["measured"]
         plan, wall = m.get("planned_wall_s"), m["wall_s"]
         ratio = f" ({wall / plan:.2f}x)" if plan and wall is not None else ""
         parts.append(f"{s['stage']} {_secs(plan)} / {_secs(wall)}{ratio}")
+    for name, plan in (cost.get("planned_wall_s") or {}).items():
+        if not any(name.split(" ")[0] in stage for stage in measured):
+            parts.append(f"{name} {_secs(plan)} / {_secs(None)}")
     return "planned / measured: " + " · ".join(parts)
 
 

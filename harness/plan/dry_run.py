@@ -266,24 +266,27 @@ def _cost_section(
 ) -> dict[str, Any]:
     """The plan's work in hours and GPU-hours (harness/plan/cost.py); the bench's only with the bench."""
     from harness.plan.cost import plan_cost
-    from harness.plan.figures import active_params, default_figures, with_recipe
+    from harness.plan.figures import default_figures, with_recipe
+    from harness.plan.model_cost import params
     from harness.plan.stages import PlanNumbers, serving_gpus
 
     e, hs = recipe.engine, plan["hidden_states"]
     gpus = serving_gpus(e)
     numbers = PlanNumbers(
         num_prompts=plan["responses"]["num_prompts"],
-        sample_tokens=hs["estimated_tokens"],
+        sample_tokens=hs["expected_tokens"],
         serving_gpus=gpus,
         disk_gib={m: d["disk_gib"] if isinstance(d, dict) else None for m, d in hs["disk_by_mode"].items()},
         suite_requests=suite_requests,
     )
+    sizes = params(layout.text_config)
     defaults = default_figures(
         e.device,
         gpus,
-        active_params(layout.text_config),
+        None if sizes is None else sizes.active,
         plan["draft"]["matmul_params"],
         plan["draft"]["positions_per_token"],
+        sizes,
     )
     return plan_cost(recipe, numbers, with_recipe(recipe.cost, defaults))
 

@@ -1,6 +1,8 @@
 """The throughput figures the cost model turns work into hours with (harness/plan/cost.py): the
 recipe's [cost] table over the device's defaults, each saying where it comes from (cited, derived from
-cited figures, an assumption, or measured), and the numbers a GPU default is derived from. Pure.
+cited figures, an assumption, or measured), and the numbers a default is derived from: on a GPU the
+cited peak and the verifier's active parameters, on a CPU the two models the figures were measured on
+(harness/plan/cpu_figures.py) and this verifier's size. Pure.
 """
 
 from __future__ import annotations
@@ -9,6 +11,18 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from harness.plan.cpu_figures import (
+    DECODE_STEP,
+    DECODE_TOKEN,
+    ENGINE_START,
+    EXTRACT,
+    STANDIN_JOB,
+    TRAIN,
+    TTT_STEPS,
+    Line,
+    cpu_rates,
+)
+from harness.plan.model_cost import Params
 from harness.recipe import CostSection
 
 RECIPE, CITED, DERIVED, ASSUMPTION, MEASURED = "recipe", "cited", "derived", "assumption", "measured"
@@ -31,20 +45,6 @@ H200_PER_B200_BANDWIDTH = 4.8 / 8.0  # HBM TB/s; decode reads every active weigh
 BANDWIDTH_URL = "https://inferencex.semianalysis.com/blog/b200-nvfp4-vs-h200-int4-kimi-k2-vllm-perf-per-dollar"
 KIMI_CARD_ACTIVE = "Kimi-K2.5 model card (huggingface.co/moonshotai/Kimi-K2.5): 32 B activated parameters"
 
-# CPU figures: the CI-size training of the tiny Kimi stand-in (tests/conftest.py CI_TRAIN) on a quiet 2-core AVX2
-# CPU, float32; the rehearsal re-measures them (rehearsal.json "cost")
-CPU_RUN = "measured on a quiet 2-core AVX2 CPU (tiny Kimi stand-in, float32, CI-size training; docs/cluster-run.md)"
-CPU_DEFAULTS: dict[str, tuple[float | None, str]] = {
-    "engine_start_s": (7.0, f"{CPU_RUN}: 5-8 s from spawn to ready (bench manifests' startup_s)"),
-    "generate_tok_s": (560.0, f"{CPU_RUN}: 36,864 output tokens (384 prompts x 96) in ~66 s, 128 in flight"),
-    "generate_concurrency": (None, "not modelled on a CPU: generate_tok_s is taken at every concurrency"),
-    "extract_tok_s": (
-        3035.0,
-        f"{CPU_RUN}: 81,332 tokens in 26.8 s through the transformers forward (hidden/done.json)",
-    ),
-    "train_tok_s": (1140.0, f"{CPU_RUN}: 217,158 tokens in 190 s, 1 process, hidden 256 (fit_result.json)"),
-}
-
 
 @dataclass(frozen=True)
 class Figure:
@@ -58,40 +58,6 @@ class Figure:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def active_params(tc: dict[str, Any]) -> int | None:
-    """Weights one token's forward multiplies through (2 FLOPs each): attention, the MLP (in a MoE
-    layer the routed experts a token picks, the shared experts and the router) and the LM head; not
-    the embedding lookup, not attention over the context. None when the config lacks a size."""
-    try:
-        h, layers = tc["hidden_size"], tc["num_hidden_layers"]
-        attn = _mla_params(tc) if "kv_lora_rank" in tc else _mha_params(tc)
-        dense_mlp = 3 * h * tc["intermediate_size"]
-        if routed := tc.get("n_routed_experts"):
-            dense = tc.get("first_k_dense_replace", 0)
-            experts = tc["num_experts_per_tok"] + (tc.get("n_shared_experts") or 0)
-            moe = experts * 3 * h * tc["moe_intermediate_size"] + h * routed
-            mlp = dense * dense_mlp + (layers - dense) * moe
-        else:
-            mlp = layers * dense_mlp
-        return int(layers * attn + mlp + tc["vocab_size"] * h)
-    except (KeyError, TypeError):
-        return None
-
-
-def _mla_params(tc: dict[str, Any]) -> int:
-    h, heads, rank, rope = tc["hidden_size"], tc["num_attention_heads"], tc["kv_lora_rank"], tc["qk_rope_head_dim"]
-    qk = tc["qk_nope_head_dim"] + rope
-    q = h * tc["q_lora_rank"] + tc["q_lora_rank"] * heads * qk if tc.get("q_lora_rank") else h * heads * qk
-    kv = h * (rank + rope) + rank * heads * (tc["qk_nope_head_dim"] + tc["v_head_dim"])
-    return q + kv + heads * tc["v_head_dim"] * h
-
-
-def _mha_params(tc: dict[str, Any]) -> int:
-    h, heads = tc["hidden_size"], tc["num_attention_heads"]
-    hd, kv = tc.get("head_dim") or h // heads, tc.get("num_key_value_heads") or heads
-    return 2 * h * heads * hd + 2 * h * kv * hd  # q and o; k and v
 
 
 def _figure(key: str, value: float | None, basis: str, source: str) -> Figure:
@@ -154,19 +120,62 @@ def gpu_defaults(instance_gpus: int, active: int | None, draft_params: int, posi
     ]
 
 
+def cpu_defaults(verifier: Params | None, draft_params: int, positions: float) -> list[Figure]:
+    """Device "cpu": each figure a fixed part + a part per unit of work, through two recorded main jobs
+    (harness/plan/cpu_figures.py), taken at this verifier's and draft's size; without their sizes, at
+    the stand-in's."""
+    if verifier is not None and draft_params > 0:
+        r, basis = cpu_rates(verifier, draft_params, positions), DERIVED
+        at = (
+            f"at this verifier's {verifier.active / 1e6:,.1f} M active / {verifier.total / 1e6:,.1f} M params "
+            f"and its draft's {draft_params / 1e6:,.2f} M matmul params x {positions:.3g} positions"
+        )
+    else:
+        r, basis = cpu_rates(STANDIN_JOB.params, STANDIN_JOB.draft_params, TTT_STEPS), MEASURED
+        at = f"at {STANDIN_JOB.model}'s size (the verifier's config not read)"
+
+    def fig(key: str, value: float, line: Line) -> Figure:
+        return _figure(key, round(value, 3 if value < 10 else 1), basis, f"{at}; {line.source}")
+
+    return [
+        fig("engine_start_s", r.engine_start_s, ENGINE_START),
+        fig("generate_tok_s", r.generate_tok_s, DECODE_TOKEN),
+        _figure("generate_concurrency", None, ASSUMPTION, "not used on a CPU: decode_step_s models concurrency"),
+        fig("extract_tok_s", r.extract_tok_s, EXTRACT),
+        fig("train_tok_s", r.train_tok_s, TRAIN),
+        Figure(
+            "decode_step_s",
+            round(r.decode_step_s, 4),
+            "s per engine step, whatever the batch",
+            basis,
+            f"{at}; rate(n in flight) = n / (decode_step_s + n / generate_tok_s); {DECODE_STEP.source}",
+        ),
+    ]
+
+
 def default_figures(
-    device: str, instance_gpus: int = 1, active: int | None = None, draft_params: int = 0, positions: float = 1
+    device: str,
+    instance_gpus: int = 1,
+    active: int | None = None,
+    draft_params: int = 0,
+    positions: float = 1,
+    verifier: Params | None = None,
 ) -> list[Figure]:
-    """The device's defaults (the five [cost] figures first, then what they are derived from)."""
+    """The device's defaults (the five [cost] figures first, then what they are derived from);
+    `verifier`: its sizes (harness/plan/model_cost.py), which the CPU figures scale with."""
     if device == "cuda":
         return gpu_defaults(instance_gpus, active, draft_params, positions)
-    return [_figure(k, v, MEASURED if v is not None else ASSUMPTION, src) for k, (v, src) in CPU_DEFAULTS.items()]
+    return cpu_defaults(verifier, draft_params, positions)
 
 
 def with_recipe(cost: CostSection, defaults: Sequence[Figure]) -> list[Figure]:
-    """The recipe's [cost] figures over the defaults, labelled RECIPE."""
+    """The recipe's [cost] figures over the defaults, labelled RECIPE. A recipe's generate_tok_s is
+    taken at every concurrency: the CPU's decode_step_s (measured with the default) is dropped."""
     set_ = cost.model_dump(exclude_none=True)
-    return [_figure(f.key, set_[f.key], RECIPE, "[cost] in the recipe") if f.key in set_ else f for f in defaults]
+    out = [_figure(f.key, set_[f.key], RECIPE, "[cost] in the recipe") if f.key in set_ else f for f in defaults]
+    if "generate_tok_s" in set_:
+        out = [f for f in out if f.key != "decode_step_s"]
+    return out
 
 
 def by_key(figures: Sequence[Figure]) -> dict[str, Figure]:

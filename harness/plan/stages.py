@@ -73,6 +73,23 @@ def responses_work(recipe: Recipe, num_prompts: int | None, gpus: int) -> StageW
     )
 
 
+def agreement_work(recipe: Recipe, num_prompts: int | None, sample_tokens: int) -> StageWork | None:
+    """The train/serve agreement gate (harness/train/states.py): the transformers forward, teacher-forced
+    over train.agreement_samples of the responses, on the CPU; none when vLLM extracts the states."""
+    t = recipe.train
+    if t.hidden_states_source == "vllm":
+        return None
+    n = min(t.agreement_samples, num_prompts or t.agreement_samples)
+    per_sample = sample_tokens / max(num_prompts or 1, 1)
+    return StageWork(
+        "agreement",
+        f"{n} responses (~{per_sample:,.0f} tokens each) teacher-forced through the transformers forward",
+        "extract_tok_s",
+        (Part(round(n * per_sample)),),
+        note="probing vLLM's layers when agreement falls below its threshold not counted",
+    )
+
+
 def hidden_work(recipe: Recipe, sample_tokens: int, gpus: int, mode: str | None = None) -> StageWork:
     """Offline: one pass over the samples, states to disk. Online: speculators deletes a sample's
     states after use, so the extraction server takes every sample again each epoch, on the GPUs the

@@ -66,6 +66,30 @@ def _long_document_tokens(recipe: Recipe) -> int:
     return sum(target_lengths(t.long_documents, recipe.engine.max_model_len - t.max_new_tokens))
 
 
+CHARS_PER_TOKEN, TEMPLATE_TOKENS = 4, 32  # English through a 32k+ BPE vocabulary; a chat template's turn markers
+
+
+def _prompt_tokens(recipe: Recipe) -> int:
+    """Tokens of a prompt turn: its characters / 4 + the template's 32 where the prompts are on this
+    machine (an estimate: no tokenizer is read), else 256."""
+    records = _prompt_records(recipe)
+    if not records:
+        return 256
+    chars = [sum(len(m.get("content") or "") for m in r.first_messages() or []) or len(r.prompt or "") for r in records]
+    return round(sum(chars) / len(chars) / CHARS_PER_TOKEN) + TEMPLATE_TOKENS
+
+
+def _sample_tokens(recipe: Recipe, per_prompt: int) -> int:
+    """Prompt + response tokens of every sample at `per_prompt` tokens a prompt turn, each response
+    at train.max_new_tokens; the long documents' exactly."""
+    t = recipe.train
+    short = _prompt_set_size(recipe) or 0
+    tokens = short * (t.max_new_tokens + per_prompt) + t.long_documents * t.max_new_tokens
+    tokens += _long_document_tokens(recipe)
+    # a later turn t holds the t turns before it, answers included, then its own
+    return tokens + sum((turn + 1) * (t.max_new_tokens + per_prompt) for turn in _later_turns(recipe))
+
+
 def _draft_params(cfg: dict[str, Any], draft_vocab: int, n_aux: int) -> int:
     h, heads, kv, hd, inter = (
         cfg["hidden_size"],
@@ -114,11 +138,7 @@ def hidden_states_section(recipe: Recipe, cmds: Commands, aux: list[int], run_di
     from harness.train.hidden_states import DTYPE_BYTES
 
     t, layout = recipe.train, cmds.layout
-    short = _prompt_set_size(recipe) or 0
-    # ~256 prompt tokens on average for the prompt set (an estimate); the long documents' exactly
-    tokens = short * (t.max_new_tokens + 256) + t.long_documents * t.max_new_tokens + _long_document_tokens(recipe)
-    # a later turn t holds the t turns before it, answers included, then its own
-    tokens += sum((turn + 1) * (t.max_new_tokens + 256) for turn in _later_turns(recipe))
+    tokens = _sample_tokens(recipe, 256)  # ~256 prompt tokens a turn: a bound for the disk
     bytes_per = DTYPE_BYTES[t.hidden_states_dtype]
     disk = tokens * (len(aux) + 1) * layout.hidden_size * bytes_per
     offline = {
@@ -132,6 +152,8 @@ def hidden_states_section(recipe: Recipe, cmds: Commands, aux: list[int], run_di
         "plus": "pre-norm last hidden state",
         "dtype": t.hidden_states_dtype,
         "estimated_tokens": tokens,
+        # what the cost model prices (harness/plan/cost.py): the prompts' own length where they are known
+        "expected_tokens": _sample_tokens(recipe, _prompt_tokens(recipe)),
         "disk_by_mode": {"offline": offline},
     }
     if t.hidden_states_source == "vllm":

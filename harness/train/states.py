@@ -45,6 +45,7 @@ def stage_agreement(
             pool = samples
         chosen = pool[: recipe.train.agreement_samples]
         reporter.stage("agreement (vLLM vs transformers)", total=None)
+        started = time.monotonic()
         rep = teacher_forced_agreement(model, chosen)
         plan = engine_plan(recipe.engine, layout)
         hints = diagnose(rep, layout, recipe.engine.cpu_workarounds == "auto")
@@ -60,6 +61,9 @@ def stage_agreement(
             "workarounds": list(plan.workarounds),
             "hints": hints,
             "layer_differences": layers,
+            # what the cost model checks its plan against (harness/plan/cost_measured.py)
+            "forward_tokens": sum(len(s.input_ids) for s in chosen),
+            "wall_s": round(time.monotonic() - started, 1),
         }
         atomic_write_json(out, report)
         reporter.done(f"{report['agreement']:.3f}")

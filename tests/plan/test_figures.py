@@ -7,12 +7,10 @@ from harness.paths import REPO_ROOT
 from harness.plan.figures import (
     ASSUMPTION,
     CITED,
-    CPU_DEFAULTS,
     DERIVED,
     FIGURES,
     MEASURED,
     RECIPE,
-    active_params,
     by_key,
     default_figures,
     with_recipe,
@@ -27,8 +25,10 @@ def test_recipe_figures_override_the_defaults_and_say_so():
     figs = by_key(with_recipe(r.cost, default_figures("cpu")))
     assert (figs["generate_tok_s"].value, figs["generate_tok_s"].basis) == (123, RECIPE)
     assert (figs["engine_start_s"].value, figs["engine_start_s"].basis) == (5, RECIPE)
-    assert figs["train_tok_s"].basis == MEASURED  # unset: the device's default, as measured
-    assert figs["train_tok_s"].value == CPU_DEFAULTS["train_tok_s"][0]
+    assert figs["train_tok_s"].basis == MEASURED  # unset: the device's default, as measured on the stand-in
+    assert figs["train_tok_s"].value == round(200_504 / 79.0, 1)  # the demo's training: tokens / seconds
+    # a recipe's generation rate is taken at every concurrency: the CPU's per-step cost goes with the default
+    assert "decode_step_s" not in figs and "decode_step_s" in by_key(default_figures("cpu"))
     # figures estimate: they change no run folder's identity, and no trained draft's
     assert r.fingerprint() == load_recipe(None).fingerprint()
 
@@ -54,14 +54,18 @@ def test_every_default_figure_names_its_source_and_the_gpu_defaults_cite_theirs(
     assert gpu["train_tok_s"].value == round(989e12 * 0.30 / (6 * 900e6 * 3))
 
 
-def test_active_params_from_the_config():
-    from harness.plan.dry_run import layout_for_plan
+def test_cpu_figures_scale_with_the_verifier_and_the_draft():
+    from harness.plan.cpu_figures import SMOLLM2_JOB, STANDIN_JOB
 
-    layout, _ = layout_for_plan(load_recipe(KIMI))
-    kimi = active_params(layout.text_config)
-    assert kimi is not None and abs(kimi - 32e9) / 32e9 < 0.03  # the model card: 32 B activated
-    dense = {"hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 16}
-    dense |= {"num_key_value_heads": 1, "vocab_size": 10}
-    # per layer: q, o 2 x 8 x 8 + k, v 2 x 8 x 4 + MLP 3 x 8 x 16; + head 10 x 8
-    assert active_params(dense) == 2 * (128 + 64 + 384) + 80
-    assert active_params({"hidden_size": 8}) is None
+    standin = by_key(
+        default_figures("cpu", draft_params=STANDIN_JOB.draft_params, positions=3, verifier=STANDIN_JOB.params)
+    )
+    smol = by_key(
+        default_figures("cpu", draft_params=SMOLLM2_JOB.draft_params, positions=3, verifier=SMOLLM2_JOB.params)
+    )
+    assert smol["extract_tok_s"].basis == DERIVED and "SmolLM2" in smol["extract_tok_s"].source
+    # 18x the active parameters: the forward 7x slower, decoding 3.5x (a fixed cost per token stays)
+    assert 5 < standin["extract_tok_s"].value / smol["extract_tok_s"].value < 9
+    assert 2.5 < standin["generate_tok_s"].value / smol["generate_tok_s"].value < 4.5
+    assert smol["engine_start_s"].value > standin["engine_start_s"].value
+    assert smol["train_tok_s"].value < standin["train_tok_s"].value  # a 6x larger draft

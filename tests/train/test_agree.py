@@ -51,6 +51,8 @@ def test_training_refuses_without_the_workaround(tmp_path, deepseek_standin):
     assert "forwards part entering layer 1" in msg and "position-dependent" in msg  # and where
     report = json.loads((tmp_path / "run" / "agreement.json").read_text())
     assert report["agreement"] < 0.97
+    # timed for the cost table's planned vs measured (harness/plan/cost_measured.py): 16 samples teacher-forced
+    assert report["wall_s"] > 0 and report["forward_tokens"] > 16 * 48
     assert not (tmp_path / "run" / "hidden").exists()  # nothing was trained on those states
 
 
