@@ -40,7 +40,7 @@ class Recorded:
 
 # (tests/plan/test_cpu_figures.py checks the sizes against the configs and the stand-in's safetensors)
 STANDIN_JOB = Recorded(
-    "the tiny Kimi-K2.5 stand-in (8 layers, hidden 256, vocabulary 2,048, MLA + MoE)",
+    "the tiny Kimi stand-in",  # 8 layers, hidden 256, vocabulary 2,048, MLA + MoE
     Params(total=12_246_328, active=7_583_800),
     draft_params=1_638_400,  # hidden 256, draft vocabulary 1,024, FFN 1,024
     engine_start_s=12.0,  # 10 / 16 / 10 s
@@ -48,13 +48,13 @@ STANDIN_JOB = Recorded(
     bench=(13_344, 4, 3, 96.0),
     hidden=(108_544, 29.0),  # 512 samples x ~212 tokens (the CI training's 81,332 over 384 samples)
     training=(200_504, 79.0),
-    source="`make demo` (train/tiny-kimi.toml) on a quiet 2-core CPU, 287 s (README, Measured: main job)",
+    source="`make demo`'s 287 s on a quiet 2-core CPU (README, Measured: main job)",
 )
 # SmolLM2's samples: 25,787 response tokens + 256 prompts x ~91 tokens (the dry run's estimate from the
 # prompts' characters: harness/plan/training_plan.py); 244 of the 256 trained, 3 epochs
 SMOLLM2_SAMPLE_TOKENS = 25_787 + 256 * 91
 SMOLLM2_JOB = Recorded(
-    "SmolLM2-135M-Instruct (30 layers, hidden 576, vocabulary 49,152, GQA 9 / 3 heads, tied embeddings)",
+    "SmolLM2-135M",  # -Instruct: 30 layers, hidden 576, vocabulary 49,152, GQA 9 / 3 heads, tied embeddings
     Params(total=134_515_008, active=134_479_872),
     draft_params=9_474_048,  # hidden 576, draft vocabulary 8,192, FFN 1,024
     engine_start_s=15.0,  # 10-25 s (FACTS.md section 9)
@@ -62,8 +62,7 @@ SMOLLM2_JOB = Recorded(
     bench=(17_792, 4, 4, 182.0),  # chat / code / math x 8 prompts, k 3, c 4, ngram and random beside the draft
     hidden=(SMOLLM2_SAMPLE_TOKENS, 91.0),
     training=(round(SMOLLM2_SAMPLE_TOKENS * 244 / 256 * 3), 187.0),
-    source="its main job on a 2-core CPU (issue 51, harness ec6042e: 256 built-in prompts x 128 tokens, "
-    "draft vocabulary 8,192, 3 epochs; 607 s)",
+    source="its main job's 607 s on a 2-core CPU (issue 51: 256 prompts x 128 tokens, 3 epochs)",
 )
 TTT_STEPS = 3
 STANDIN, SMOLLM2 = STANDIN_JOB.model, SMOLLM2_JOB.model
