@@ -124,7 +124,10 @@ def run_canary(
         try:
             run_bench(recipe, drafts, r.run_dir, reporter, engine_factory=factory, resume=r.run_dir.is_dir())
         except InfraError as e:
-            r.error = e.message.strip().splitlines()[-1][:300] if e.message.strip() else type(e).__name__
+            lines = e.message.strip().splitlines() or [type(e).__name__]
+            r.error = lines[0][:300] + (
+                f" ... {lines[-1][:300]}" if len(lines) > 1 else ""
+            )  # what, and the log's last line
     result = compare_canary(folder, runs, recipe.gate.tolerance)
     atomic_write_json(folder / CANARY_FILE, result.to_dict())
     return result
