@@ -136,8 +136,8 @@ def _overfit(f: TrainingFigures, knobs: Knobs) -> Finding | None:
             f"held-out step-0 accuracy {f.held_out_acc0:.3f} = {acc:.2f} × training accuracy "
             f"{f.train_acc0_last:.3f} (floor {OVERFIT_ACC_RATIO})"
         )
-    fewer = f"train.epochs={knobs.epochs - 1}" if knobs.epochs > 1 else "more data"
-    return Finding(OVERFIT, "; ".join(parts), f"more data (train.num_prompts) or fewer epochs ({fewer})")
+    fewer = f" or fewer epochs (train.epochs={knobs.epochs - 1})" if knobs.epochs > 1 else ""
+    return Finding(OVERFIT, "; ".join(parts), f"more data (train.num_prompts){fewer}")
 
 
 def _not_falling(f: TrainingFigures, knobs: Knobs) -> Finding | None:
@@ -152,8 +152,8 @@ def _not_falling(f: TrainingFigures, knobs: Knobs) -> Finding | None:
     )
     return Finding(
         NOT_FALLING,
-        f"training loss {f.loss_first:.3g} -> {f.loss_last:.3g} (first vs last epoch mean: {fell:.2f}×, "
-        f"must fall below {LOSS_FALL_RATIO}×)",
+        f"training loss {f.loss_first:.3g} -> {f.loss_last:.3g} (mean over the first vs the last epoch, or "
+        f"quarter of a one-epoch run: {fell:.2f}×, must fall below {LOSS_FALL_RATIO}×)",
         what,
     )
 

@@ -73,6 +73,8 @@ def test_each_threshold_is_where_the_docstring_says():
     # the loss not falling: barely moved (raise lr), or rose (lower it)
     flat = assess(at(CI, loss_first=1.0, loss_last=0.95), CI_KNOBS).findings
     assert [f.reason for f in flat] == [th.NOT_FALLING] and "train.lr=0.009" in flat[0].remedy
+    one_epoch = assess(at(CI, held_out_loss=CI.loss_last * 1.3), Knobs(384, 1, 3e-3)).findings[0]
+    assert one_epoch.remedy == "more data (train.num_prompts)"  # no fewer epochs than one
     rose = assess(at(CI, loss_first=1.0, loss_last=1.5), CI_KNOBS).findings
     assert "lower the learning rate (train.lr=0.001" in rose[0].remedy
     # a predicted AL at or under a reference arm's tokens per step
