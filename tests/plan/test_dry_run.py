@@ -4,6 +4,7 @@ weights or GPUs, and an impossible plan refused."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -74,3 +75,19 @@ def test_dry_run_refuses_an_impossible_plan():
     assert p.returncode == 2
     assert "does not divide 64 attention heads" in p.stderr and "out of range" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_a_dry_run_of_an_unbuilt_pretrained_verifier_says_how_to_build_it(tmp_path):
+    """The pretrained verifier's structure comes from its wheel: a plan on an empty cache cannot read it,
+    and says so in one line with the command that builds it (no download from a dry run)."""
+    env = {**os.environ, "HARNESS_CACHE": str(tmp_path)}
+    p = subprocess.run(
+        [sys.executable, "-m", "harness", "train-and-bench", str(REPO_ROOT / "train" / "smollm2.toml"), "--dry-run"],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env=env,
+    )
+    assert p.returncode == 2, p.stderr
+    assert "harness verifier build smollm2-135m-instruct" in p.stderr and "Traceback" not in p.stderr
+    assert not list(tmp_path.glob("pretrained/*"))  # nothing downloaded or built
