@@ -117,7 +117,7 @@ def run_canary(
 ) -> CanaryResult:
     recipe = canary_recipe(recipe)
     folder.mkdir(parents=True, exist_ok=True)
-    runs = [EnvRun(e, folder / f"{i}-{_slug(e.name)}") for i, e in enumerate(envs)]
+    runs = [EnvRun(e, folder / f"{i}-{_slug(e.version.pin)}") for i, e in enumerate(envs)]
     for r in runs:
         reporter.stage(f"canary on {r.env.name}")
         factory = default_engine_factory(recipe, r.run_dir, r.env)

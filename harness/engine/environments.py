@@ -59,8 +59,11 @@ class EngineEnv:
 
     @property
     def name(self) -> str:
-        """A short name for tables and folders: the engine's pin."""
-        return self.version.pin
+        """A short name for tables: the engine's pin, and where it lives when not built from that pin (two
+        installations of one version, e.g. one patched)."""
+        if self.label in (self.version.pin, CURRENT):
+            return self.version.pin
+        return f"{self.version.pin} at {self.label}"
 
     def describe(self) -> dict[str, Any]:
         """The manifest's record of the environment (`engine_env`)."""
