@@ -59,6 +59,13 @@ def deepseek_standin() -> Path:
 
 
 @pytest.fixture(scope="session")
+def kimi_vocab_standin(kimi_standin) -> Path:
+    """The plain Kimi stand-in with Kimi-K2.5's 163,840 token ids (train/tiny-kimi-vocab.toml):
+    fine-tuned from `kimi_standin` (harness/verifier/standins/padded.py)."""
+    return _standin("kimi-k2.5", padded_vocab_size=163840)
+
+
+@pytest.fixture(scope="session")
 def kimi_layout(kimi_standin):
     return resolve_layout(kimi_standin)
 

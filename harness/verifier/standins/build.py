@@ -82,20 +82,30 @@ def build_structure(spec: StandinSpec, out: Path) -> Path:
     shapes and shards), seeded but not pretrained: what a dry run reads, in seconds, where the
     build with its pretraining takes minutes. Not a stand-in to serve (no STANDIN_META)."""
     _, model = _seeded_model(spec, out, corpus_documents())
+    if spec.padded_vocab_size:
+        from harness.verifier.standins.padded import pad_tokenizer
+
+        pad_tokenizer(out, spec.padded_vocab_size)
     write_checkpoint(spec, model, out)
     return out
 
 
-def build_standin(spec: StandinSpec, out: Path, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
-    from harness.verifier.standins.pretrain import bigram_init, build_samples, pack, pretrain
-
-    t0 = time.perf_counter()
-    docs = corpus_documents()
+def _corpus_samples(spec: StandinSpec, tokenizer) -> list[list[int]]:
     import pydoc_data.topics as topics
 
-    titles = sorted(topics.topics)
-    tokenizer, model = _seeded_model(spec, out, docs)
-    samples = build_samples(tokenizer, list(zip(titles, docs)), spec.seed, spec.thinking)
+    from harness.verifier.standins.pretrain import build_samples
+
+    return build_samples(tokenizer, list(zip(sorted(topics.topics), corpus_documents())), spec.seed, spec.thinking)
+
+
+def build_standin(spec: StandinSpec, out: Path, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    from harness.verifier.standins.pretrain import bigram_init, pack, pretrain
+
+    if spec.padded_vocab_size:
+        return build_padded_standin(spec, out, log)
+    t0 = time.perf_counter()
+    tokenizer, model = _seeded_model(spec, out, corpus_documents())
+    samples = _corpus_samples(spec, tokenizer)
     windows = pack(samples, spec.seq_len)
     bigram_init(model, windows, spec.vocab_size)
     steps = spec.pretrain_steps + spec.long_steps
@@ -126,6 +136,69 @@ def build_standin(spec: StandinSpec, out: Path, log: Callable[[str], None] = lam
         "loss_last_short": sum(losses[: spec.pretrain_steps][-10:]) / min(10, spec.pretrain_steps),
         "build_s": round(time.perf_counter() - t0, 1),
         "quality": quality,
+    }
+    (out / STANDIN_META).write_text(json.dumps(meta, indent=2))
+    return meta
+
+
+# The padded stand-in's fine-tune from the plain one (harness/verifier/standins/padded.py): steps, and
+# the learning rate as a share of the spec's (measured: docs/production-vocab.md).
+PADDED_STEPS, PADDED_LR_SHARE = 60, 0.1
+
+
+def build_padded_standin(spec: StandinSpec, out: Path, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    """The stand-in with spec.padded_vocab_size token ids: the plain stand-in of the same spec (built
+    or cached), its tokenizer spread over the padded ids, fine-tuned with the full padded softmax."""
+    import shutil
+    from dataclasses import replace
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from harness.verifier.hf_text import hf_text_config, load_text_model
+    from harness.verifier.layout import resolve_layout
+    from harness.verifier.standins.padded import pad_tokenizer, padded_state_dict, reserved_loss, reserved_mass
+    from harness.verifier.standins.pretrain import pack, pretrain
+    from harness.verifier.standins.tokenizer import PAD
+
+    t0 = time.perf_counter()
+    padded, base = spec.padded_vocab_size, ensure_standin(replace(spec, padded_vocab_size=0), log=log)
+    model = load_text_model(resolve_layout(base))
+    windows = pack(_corpus_samples(spec, AutoTokenizer.from_pretrained(base)), spec.seq_len)
+    num_reserved = padded - spec.vocab_size
+    # reserved tokens start from [PAD]'s row: a token the corpus never has, so already unlikely
+    model.register_parameter("reserved_head", torch.nn.Parameter(model.lm_head.weight[PAD].detach().clone()))
+    windows, held = windows[:-8], windows[-8:]  # held out: what the reserved tokens get, before and after
+    before = reserved_mass(model, held, num_reserved)
+    log(f"fine-tuning {spec.arch} for {PADDED_STEPS} steps over {padded:,} token ids ({num_reserved:,} reserved)")
+    ft = replace(spec, pretrain_steps=PADDED_STEPS, lr=spec.lr * PADDED_LR_SHARE)
+    losses = pretrain(
+        model,
+        windows,
+        ft,
+        on_step=lambda s, loss: log(f"step {s + 1}/{PADDED_STEPS} loss {loss:.3f}") if (s + 1) % 20 == 0 else None,
+        loss_fn=lambda m, b: reserved_loss(m, b, num_reserved),
+    )
+    after = reserved_mass(model, held, num_reserved)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy(base / name, out / name)
+    new_ids = pad_tokenizer(out, padded)
+    big = AutoModelForCausalLM.from_config(hf_text_config(hf_text_config_dict(spec)), dtype=torch.float32)
+    big.load_state_dict(padded_state_dict(model, new_ids, padded))
+    big.eval()
+    write_checkpoint(spec, big, out)
+    meta = {
+        "arch": spec.arch,
+        "spec": spec.__dict__,
+        "fingerprint": spec.fingerprint(corpus_fingerprint()),
+        "base": base.name,
+        "num_params": sum(p.numel() for p in big.parameters()),
+        "vocab": {"ids": padded, "ordinary_and_special": spec.vocab_size, "reserved": num_reserved},
+        "finetune": {"steps": PADDED_STEPS, "lr": ft.lr, "loss_first": losses[0], "loss_last": losses[-1]},
+        "reserved_mass_before": before,
+        "reserved_mass": after,
+        "build_s": round(time.perf_counter() - t0, 1),
+        "quality": greedy_quality(big, AutoTokenizer.from_pretrained(out)),
     }
     (out / STANDIN_META).write_text(json.dumps(meta, indent=2))
     return meta

@@ -29,6 +29,8 @@ ARCHS: tuple[str, ...] = ("kimi-k2.5", "deepseek-v3", "llama")
 BUILDER_VERSION = 3
 # Bump when a thinking stand-in's reasoning spans change (harness/verifier/standins/pretrain.py).
 THINKING_FORMAT = 3
+# Bump when a padded stand-in's build changes (harness/verifier/standins/padded.py, build.py PADDED_STEPS).
+PADDED_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,10 @@ class StandinSpec:
     # the long-document suites reach; 0 = none.
     long_seq_len: int = 0
     long_steps: int = 0
+    # The production vocabulary (Kimi-K2.5's 163,840): the checkpoint's vocabulary when > vocab_size.
+    # The vocab_size-token BPE's ordinary tokens are spread over the ids, the rest are reserved tokens
+    # the text never uses (harness/verifier/standins/padded.py, docs/production-vocab.md); 0 = none.
+    padded_vocab_size: int = 0
 
     def __post_init__(self):
         if (self.long_seq_len > 0) != (self.long_steps > 0) or min(self.long_seq_len, self.long_steps) < 0:
@@ -59,6 +65,16 @@ class StandinSpec:
                 f"stand-in long_seq_len {self.long_seq_len}, long_steps {self.long_steps}: the long-context "
                 "tail needs both > 0 (e.g. 2048 and 60), or neither"
             )
+        if self.padded_vocab_size and self.padded_vocab_size <= self.vocab_size:
+            raise BadInput(
+                f"stand-in padded_vocab_size {self.padded_vocab_size} must exceed vocab_size {self.vocab_size} "
+                "(e.g. 163840, Kimi-K2.5's), or be 0 for none"
+            )
+
+    @property
+    def model_vocab_size(self) -> int:
+        """The checkpoint's vocabulary: config.json's vocab_size, the embedding's and lm_head's rows."""
+        return self.padded_vocab_size or self.vocab_size
 
     @property
     def long_batch_size(self) -> int:
@@ -70,9 +86,11 @@ class StandinSpec:
             del fields["thinking"]  # specs from before the field keep their fingerprints (and caches)
         else:
             fields["thinking"] = THINKING_FORMAT
-        for key in ("long_seq_len", "long_steps"):  # specs from before the tail keep their fingerprints
+        for key in ("long_seq_len", "long_steps", "padded_vocab_size"):  # older specs keep their fingerprints
             if not fields[key]:
                 del fields[key]
+        if self.padded_vocab_size:
+            fields["padded_format"] = PADDED_FORMAT
         from harness.hardware import cpu_compute_dtype
 
         # pretrained in float32 where bf16 is emulated: another stand-in (bf16 builds keep their fingerprints)
@@ -116,7 +134,7 @@ def deepseek_text_config(spec: StandinSpec, model_type: str) -> dict[str, Any]:
     cfg: dict[str, Any] = {
         "model_type": model_type,
         "architectures": ["DeepseekV3ForCausalLM"],
-        "vocab_size": spec.vocab_size,
+        "vocab_size": spec.model_vocab_size,
         "hidden_size": h,
         "num_hidden_layers": spec.num_layers,
         "num_attention_heads": 4,
@@ -163,7 +181,7 @@ def llama_config(spec: StandinSpec) -> dict[str, Any]:
     return {
         "model_type": "llama",
         "architectures": ["LlamaForCausalLM"],
-        "vocab_size": spec.vocab_size,
+        "vocab_size": spec.model_vocab_size,
         "hidden_size": h,
         "intermediate_size": 3 * h,
         "num_hidden_layers": spec.num_layers,
