@@ -43,10 +43,11 @@ def _interrupted_exit() -> NoReturn:
 def _write_crash_log(exc: BaseException) -> Path | None:
     """The traceback of an unexpected error, in a file under $HARNESS_CACHE/crash/ (or None)."""
     import datetime as dt
-    import os
     import traceback
 
-    root = Path(os.environ.get("HARNESS_CACHE", Path.home() / ".cache" / "harness")) / "crash"
+    from harness.paths import cache_root
+
+    root = cache_root() / "crash"
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     try:
         root.mkdir(parents=True, exist_ok=True)

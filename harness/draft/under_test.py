@@ -58,7 +58,7 @@ def verifier_identity(path: str) -> str:
 def _reference_drafts(recipe: Recipe, layout: VerifierLayout, names: Sequence[str]) -> list[DraftUnderTest]:
     from harness.draft import reference
     from harness.draft.config import aux_layer_ids, draft_layer_config
-    from harness.verifier.standins.build import cache_root
+    from harness.paths import cache_root
 
     ids = aux_layer_ids(recipe, layout)
     dcfg = draft_layer_config(recipe, layout, recipe.engine.max_model_len)

@@ -81,7 +81,9 @@ class EngineEnv:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("HARNESS_CACHE", Path.home() / ".cache" / "harness")) / "engine-envs"
+    from harness.paths import cache_root
+
+    return cache_root() / "engine-envs"
 
 
 def installed(python: str) -> dict[str, str | None]:

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
+from harness.paths import cache_root
 from harness.provenance import atomic_dir
-from harness.verifier.standins.build import cache_root
 
 META = "pretrained.json"
 # Bumped when the build's output changes for the same wheel (a new folder, the old one left alone).
