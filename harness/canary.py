@@ -146,14 +146,15 @@ def compare_canary(folder: Path, runs: list[EnvRun], tolerance: float) -> Canary
 def table_rows(result: CanaryResult) -> list[list[str]]:
     """One row per compared cell: env vs previous, AL and per-position rates with paired CIs,
     speedups with CIs, TPOT ratio, T = 0 outputs, flags."""
-    from harness.results.canary import fmt_interval, fmt_rel
+    from harness.results.canary import clean_zero, fmt_interval, fmt_rel
 
     rows = []
     for name, cells, _ in result.steps:
         for c in cells:
             al = fmt_rel(c.estimates[0]) if c.estimates else "–"
             pos = "; ".join(
-                f"{e.baseline:.2f}→{e.candidate:.2f} [{e.low:+.0%}, {e.high:+.0%}]" for e in c.estimates[1:]
+                f"{e.baseline:.2f}→{e.candidate:.2f} [{clean_zero(e.low):+.0%}, {clean_zero(e.high):+.0%}]"
+                for e in c.estimates[1:]
             )
             speed = " → ".join(fmt_interval(s) for s in c.speedup)
             out = "–" if c.outputs is None else f"{c.outputs.identical}/{c.outputs.compared} identical"

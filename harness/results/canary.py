@@ -225,8 +225,13 @@ def first_change(steps: Sequence[tuple[str, Sequence[CanaryCell]]]) -> str | Non
     return next((name for name, cells in steps if any(c.flags for c in cells)), None)
 
 
+def clean_zero(x: float) -> float:
+    """0 for what prints as ±0.0 % (float noise of identical counts)."""
+    return x if abs(x) >= 5e-5 else 0.0
+
+
 def fmt_rel(e: P.PairedEstimate) -> str:
-    return f"{e.baseline:.3f} → {e.candidate:.3f} ({e.diff:+.1%} [{e.low:+.1%}, {e.high:+.1%}])"
+    return f"{e.baseline:.3f} → {e.candidate:.3f} ({clean_zero(e.diff):+.1%} [{clean_zero(e.low):+.1%}, {clean_zero(e.high):+.1%}])"
 
 
 def fmt_interval(i: Interval, digits: int = 2) -> str:
