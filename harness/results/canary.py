@@ -231,7 +231,8 @@ def clean_zero(x: float) -> float:
 
 
 def fmt_rel(e: P.PairedEstimate) -> str:
-    return f"{e.baseline:.3f} → {e.candidate:.3f} ({clean_zero(e.diff):+.1%} [{clean_zero(e.low):+.1%}, {clean_zero(e.high):+.1%}])"
+    d, lo, hi = (clean_zero(x) for x in (e.diff, e.low, e.high))
+    return f"{e.baseline:.3f} → {e.candidate:.3f} ({d:+.1%} [{lo:+.1%}, {hi:+.1%}])"
 
 
 def fmt_interval(i: Interval, digits: int = 2) -> str:
