@@ -61,7 +61,7 @@ def deepseek_standin() -> Path:
 @pytest.fixture(scope="session")
 def kimi_vocab_standin(kimi_standin) -> Path:
     """The plain Kimi stand-in with Kimi-K2.5's 163,840 token ids (train/tiny-kimi-vocab.toml):
-    fine-tuned from `kimi_standin` (harness/verifier/standins/padded.py)."""
+    built from `kimi_standin` in seconds (harness/verifier/standins/padded.py)."""
     return _standin("kimi-k2.5", padded_vocab_size=163840)
 
 

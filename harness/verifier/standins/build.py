@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.paths import cache_root
 from harness.provenance import atomic_dir
 from harness.verifier.standins.corpus import corpus_documents, corpus_fingerprint
 from harness.verifier.standins.specs import (
@@ -34,10 +34,6 @@ PROBE_PROMPTS = (
     "Strings are immutable sequences",
     "When a function is called",
 )
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("HARNESS_CACHE", Path.home() / ".cache" / "harness"))
 
 
 def standin_dir(spec: StandinSpec, root: Path | None = None) -> Path:
@@ -141,14 +137,9 @@ def build_standin(spec: StandinSpec, out: Path, log: Callable[[str], None] = lam
     return meta
 
 
-# The padded stand-in's fine-tune from the plain one (harness/verifier/standins/padded.py): steps, and
-# the learning rate as a share of the spec's (measured: docs/production-vocab.md).
-PADDED_STEPS, PADDED_LR_SHARE = 60, 0.1
-
-
 def build_padded_standin(spec: StandinSpec, out: Path, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """The stand-in with spec.padded_vocab_size token ids: the plain stand-in of the same spec (built
-    or cached), its tokenizer spread over the padded ids, fine-tuned with the full padded softmax."""
+    or cached), its tokenizer spread over the padded ids, one shared reserved row fitted (padded.py)."""
     import shutil
     from dataclasses import replace
 
@@ -157,8 +148,8 @@ def build_padded_standin(spec: StandinSpec, out: Path, log: Callable[[str], None
 
     from harness.verifier.hf_text import hf_text_config, load_text_model
     from harness.verifier.layout import resolve_layout
-    from harness.verifier.standins.padded import pad_tokenizer, padded_state_dict, reserved_loss, reserved_mass
-    from harness.verifier.standins.pretrain import pack, pretrain
+    from harness.verifier.standins.padded import fit_reserved_row, pad_tokenizer, padded_state_dict, reserved_mass
+    from harness.verifier.standins.pretrain import pack
     from harness.verifier.standins.tokenizer import PAD
 
     t0 = time.perf_counter()
@@ -166,19 +157,14 @@ def build_padded_standin(spec: StandinSpec, out: Path, log: Callable[[str], None
     model = load_text_model(resolve_layout(base))
     windows = pack(_corpus_samples(spec, AutoTokenizer.from_pretrained(base)), spec.seq_len)
     num_reserved = padded - spec.vocab_size
-    # reserved tokens start from [PAD]'s row: a token the corpus never has, so already unlikely
-    model.register_parameter("reserved_head", torch.nn.Parameter(model.lm_head.weight[PAD].detach().clone()))
     windows, held = windows[:-8], windows[-8:]  # held out: what the reserved tokens get, before and after
+    # reserved tokens start from [PAD]'s row (a token the corpus never has), then fitted
+    model.register_parameter("reserved_head", torch.nn.Parameter(model.lm_head.weight[PAD].detach().clone()))
     before = reserved_mass(model, held, num_reserved)
-    log(f"fine-tuning {spec.arch} for {PADDED_STEPS} steps over {padded:,} token ids ({num_reserved:,} reserved)")
-    ft = replace(spec, pretrain_steps=PADDED_STEPS, lr=spec.lr * PADDED_LR_SHARE)
-    losses = pretrain(
-        model,
-        windows,
-        ft,
-        on_step=lambda s, loss: log(f"step {s + 1}/{PADDED_STEPS} loss {loss:.3f}") if (s + 1) % 20 == 0 else None,
-        loss_fn=lambda m, b: reserved_loss(m, b, num_reserved),
-    )
+    log(f"fitting the shared row of {num_reserved:,} reserved ids ({padded:,} in all)")
+    sample = windows[torch.randperm(len(windows), generator=torch.Generator().manual_seed(spec.seed))[:32]]
+    with torch.no_grad():
+        model.reserved_head.copy_(fit_reserved_row(model, sample, num_reserved))
     after = reserved_mass(model, held, num_reserved)
     for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
         shutil.copy(base / name, out / name)
@@ -194,7 +180,6 @@ def build_padded_standin(spec: StandinSpec, out: Path, log: Callable[[str], None
         "base": base.name,
         "num_params": sum(p.numel() for p in big.parameters()),
         "vocab": {"ids": padded, "ordinary_and_special": spec.vocab_size, "reserved": num_reserved},
-        "finetune": {"steps": PADDED_STEPS, "lr": ft.lr, "loss_first": losses[0], "loss_last": losses[-1]},
         "reserved_mass_before": before,
         "reserved_mass": after,
         "build_s": round(time.perf_counter() - t0, 1),

@@ -85,11 +85,9 @@ def pretrain(
     spec: StandinSpec,
     on_step: Callable[[int, float], None] | None = None,
     long_windows: torch.Tensor | None = None,
-    loss_fn: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor] | None = None,
 ) -> list[float]:
     """Train `model` in place for spec.pretrain_steps, then spec.long_steps on `long_windows` at the
-    schedule's last learning rate; returns the loss per step. `loss_fn(model, batch)` replaces the
-    model's own next-token loss (the padded vocabulary's: harness/verifier/standins/padded.py)."""
+    schedule's last learning rate; returns the loss per step."""
     g = torch.Generator().manual_seed(spec.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=spec.lr, betas=(0.9, 0.95), weight_decay=0.1)
     warmup = max(1, spec.pretrain_steps // 10)
@@ -112,7 +110,7 @@ def pretrain(
             batch = data[order[pos : pos + batch_size]]
             pos += batch_size
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=spec_bf16):
-                loss = loss_fn(model, batch) if loss_fn else model(input_ids=batch, labels=batch).loss
+                loss = model(input_ids=batch, labels=batch).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()

@@ -29,8 +29,8 @@ ARCHS: tuple[str, ...] = ("kimi-k2.5", "deepseek-v3", "llama")
 BUILDER_VERSION = 3
 # Bump when a thinking stand-in's reasoning spans change (harness/verifier/standins/pretrain.py).
 THINKING_FORMAT = 3
-# Bump when a padded stand-in's build changes (harness/verifier/standins/padded.py, build.py PADDED_STEPS).
-PADDED_FORMAT = 1
+# Bump when a padded stand-in's build changes (harness/verifier/standins/padded.py, build.py).
+PADDED_FORMAT = 2
 
 
 @dataclass(frozen=True)

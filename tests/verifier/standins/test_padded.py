@@ -12,8 +12,8 @@ from harness.errors import BadInput
 from harness.verifier.standins.padded import (
     RESERVED,
     pad_tokenizer,
+    padded_logits,
     padded_state_dict,
-    reserved_loss,
     reserved_mass,
     spread_ids,
 )
@@ -87,10 +87,26 @@ def test_the_shared_reserved_row_is_the_full_softmax_exactly():
     batch = torch.randint(0, compact, (2, 12))
     with torch.no_grad():
         want = big(input_ids=torch.tensor(new_ids)[batch], labels=torch.tensor(new_ids)[batch]).loss
-        got = reserved_loss(model, batch, padded - compact)
+        full = padded_logits(model, batch, padded - compact)
+        got = torch.nn.functional.cross_entropy(full[:, :-1].reshape(-1, full.shape[-1]), batch[:, 1:].reshape(-1))
         assert torch.allclose(got, want, atol=1e-5), (got, want)
         logits = big(input_ids=torch.tensor(new_ids)[batch]).logits.softmax(-1)
     reserved = torch.ones(padded, dtype=torch.bool)
     reserved[new_ids] = False
     mass = reserved_mass(model, batch, padded - compact)
     assert mass["max"] == pytest.approx(float(logits[..., reserved].sum(-1).max()), rel=1e-4)
+
+
+def test_the_fitted_reserved_row_takes_the_reserved_tokens_mass_away():
+    import torch
+
+    from harness.verifier.standins.padded import fit_reserved_row
+
+    model = _tiny_model(40)
+    model.register_parameter("reserved_head", torch.nn.Parameter(torch.zeros(32)))
+    batch = torch.randint(0, 40, (4, 16))
+    before = reserved_mass(model, batch, 10_000)["mean"]
+    with torch.no_grad():
+        model.reserved_head.copy_(fit_reserved_row(model, batch, 10_000))
+    after = reserved_mass(model, batch, 10_000)["mean"]
+    assert before > 0.9 and after < 0.1 * before, (before, after)
