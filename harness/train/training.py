@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
+from harness import interrupts
 from harness.draft.config import draft_layer_config, mask_token_id
 from harness.draft.formats import inspect_draft
 from harness.draft.verifier import load_tokenizer
@@ -107,6 +108,9 @@ def stage_fit(
         )
     else:
         result, curve, val = _run_fit(recipe, run_dir, plan, reporter)
+    # speculators' Trainer catches a terminating signal, saves a checkpoint and returns as if done:
+    # an interrupted fit must not be recorded as finished (a rerun resumes from that checkpoint)
+    interrupts.check()
     result["wall_s"] = round(time.perf_counter() - t0, 1)
     result["train_tokens"] = result.get("train_tokens_per_epoch", 0) * recipe.train.epochs
     result["train_tok_per_s"] = result["train_tokens"] / result["wall_s"] if result["wall_s"] else None
