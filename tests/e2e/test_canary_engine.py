@@ -31,7 +31,6 @@ CELL = [
     "bench.warmup_requests=1",
     "bench.reference_drafts=['random']",
     "bench.machine_sentinel=false",
-    "bench.engine_schedule='one_at_a_time'",  # one engine up at a time: the shared machine's memory
 ]
 
 # vLLM's rejection sampler, patched to accept every draft token (lossy: the draft's tokens are emitted)
