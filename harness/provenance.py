@@ -7,6 +7,7 @@ half-written file that looks finished: every stage's output either exists whole 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -14,7 +15,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,26 @@ def atomic_dir(path: Path) -> Iterator[Path]:
     only when the block finishes, and is removed otherwise (a full disk: DiskFull, as atomic_path)."""
     with disk_full_as_infra(path.parent, writing=path), _temp_dir(path) as tmp:
         yield tmp
+
+
+@contextlib.contextmanager
+def build_lock(path: Path) -> Iterator[None]:
+    """One builder per cached folder: a second process (two harness commands on an empty cache)
+    waits here for the first, then finds its build, instead of building again under it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{path.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def build_once(path: Path, is_complete: Callable[[Path], bool], build: Callable[[Path], Any]) -> Path:
+    """`path`, built by `build(tmp)` in an atomic_dir under build_lock unless already complete."""
+    if not is_complete(path):
+        with build_lock(path):
+            if not is_complete(path):
+                with atomic_dir(path) as tmp:  # replaces an incomplete leftover too
+                    build(tmp)
+    return path
 
 
 @contextlib.contextmanager

@@ -15,15 +15,12 @@ or started.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -31,6 +28,7 @@ from typing import Any
 from harness.engine.settings import EnginePlan
 from harness.engine.versions import EngineVersion, known_version, parse_pin, refuse_unservable
 from harness.errors import BadInput, InfraError
+from harness.provenance import build_lock
 
 CURRENT = "current"
 STAMP = "harness-engine-env.json"  # written last: a folder without it is an unfinished build
@@ -144,18 +142,10 @@ def resolve_env(spec: str, build: bool = True) -> EngineEnv:
     if not is_built(folder):
         if not build:
             raise BadInput(f"--env {spec}: not built yet ({folder}); run without --dry-run once to build it")
-        with _lock(folder):  # two harness processes asking for one pin build it once
+        with build_lock(folder):  # two harness processes asking for one pin build it once
             if not is_built(folder):
                 build_env(entry, folder)
     return _from_python(spec, str(folder / "bin" / "python"), built_from=entry.pin)
-
-
-@contextlib.contextmanager
-def _lock(folder: Path) -> Iterator[None]:
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with (folder.parent / f"{folder.name}.lock").open("w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        yield
 
 
 def _uv() -> Path | None:

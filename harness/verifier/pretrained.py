@@ -11,7 +11,6 @@ leaves nothing that looks finished.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -27,7 +26,7 @@ from typing import Any
 
 from harness.errors import BadInput
 from harness.paths import cache_root
-from harness.provenance import atomic_dir
+from harness.provenance import build_once
 
 META = "pretrained.json"
 # Bumped when the build's output changes for the same wheel (a new folder, the old one left alone).
@@ -134,13 +133,7 @@ def ensure_pretrained(
         return final
     if wheel is not None:
         check_wheel(spec, wheel)  # refuse a wrong file before taking the lock
-    final.parent.mkdir(parents=True, exist_ok=True)
-    with open(final.parent / f".{final.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not is_complete(final):
-            with atomic_dir(final) as tmp:  # replaces an incomplete leftover too
-                build_pretrained(spec, tmp, wheel, log)
-    return final
+    return build_once(final, is_complete, lambda tmp: build_pretrained(spec, tmp, wheel, log))
 
 
 def build_pretrained(spec: PretrainedSpec, out: Path, wheel: Path | None, log: Callable[[str], None]) -> dict:

@@ -5,7 +5,6 @@ leaves nothing that looks finished).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import time
 from collections.abc import Callable
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.paths import cache_root
-from harness.provenance import atomic_dir
+from harness.provenance import build_once
 from harness.verifier.standins.corpus import corpus_documents, corpus_fingerprint
 from harness.verifier.standins.specs import (
     VISION_HIDDEN,
@@ -46,18 +45,7 @@ def is_complete(folder: Path) -> bool:
 
 def ensure_standin(spec: StandinSpec, root: Path | None = None, log: Callable[[str], None] = lambda s: None) -> Path:
     """The cached stand-in for `spec`, building it first if needed."""
-    final = standin_dir(spec, root)
-    if is_complete(final):
-        return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    # one builder per stand-in: a second process (two harness commands on an empty cache) waits for
-    # the first and takes its build, instead of building again and replacing the folder under it
-    with open(final.parent / f".{final.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not is_complete(final):
-            with atomic_dir(final) as tmp:  # replaces an incomplete leftover too
-                build_standin(spec, tmp, log=log)
-    return final
+    return build_once(standin_dir(spec, root), is_complete, lambda tmp: build_standin(spec, tmp, log=log))
 
 
 def _seeded_model(spec: StandinSpec, out: Path, docs: list[str]):
