@@ -189,9 +189,9 @@ HEADERS = [
 
 
 def to_markdown(result: CanaryResult) -> str:
-    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    lines += ["| " + " | ".join(r) + " |" for r in table_rows(result)]
-    return "\n".join(lines) + "\n"
+    from harness.ui import md_table
+
+    return "\n".join(md_table(HEADERS, table_rows(result))) + "\n"
 
 
 def verifier_divergences(cells: list[CanaryCell]) -> int | None:

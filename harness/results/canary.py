@@ -21,7 +21,6 @@ Per cell:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +33,7 @@ from harness.results.gate.paired_run import request_counts
 from harness.results.runs import Run, describe_setting
 from harness.results.table import load_cell_requests
 from harness.schema import CellRow
+from harness.ui import MISSING, fmt, fmt_ci
 
 ACCEPTANCE_CHANGED, SPEEDUP_CHANGED, OUTPUTS_CHANGED = "ACCEPTANCE CHANGED", "SPEEDUP CHANGED", "OUTPUTS CHANGED"
 LEVEL_ALPHA = P.ALPHA  # one-sided each way: the gate's 90 % interval
@@ -236,7 +236,6 @@ def fmt_rel(e: P.PairedEstimate) -> str:
 
 
 def fmt_interval(i: Interval, digits: int = 2) -> str:
-    if i.point is None or (isinstance(i.point, float) and math.isnan(i.point)):
-        return "–"
-    ci = f" [{i.low:.{digits}f}, {i.high:.{digits}f}]" if i.low is not None and i.high is not None else ""
-    return f"{i.point:.{digits}f}{ci}"
+    """A point with its CI, through the one formatter (ui.fmt, ui.fmt_ci; MISSING when unknown)."""
+    point = fmt(i.point, digits)
+    return point if point == MISSING else point + fmt_ci(i.low, i.high, digits)
