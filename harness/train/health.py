@@ -6,6 +6,7 @@ carries on; "stop": one line, exit 2, the trained draft and the run folder kept)
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -28,15 +29,9 @@ def _frozen(key: str) -> bool:
 
 def trainable_params(draft_dir: Path) -> int:
     """Elements of the saved draft's tensors, the frozen ones left out; from the headers only."""
-    total = 0
-    for shard in sorted(read_weight_map(draft_dir).present):
-        for key, info in read_header(draft_dir / shard).items():
-            if not _frozen(key):
-                n = 1
-                for d in info.shape:
-                    n *= d
-                total += n
-    return total
+    shards = sorted(read_weight_map(draft_dir).present)
+    infos = (item for shard in shards for item in read_header(draft_dir / shard).items())
+    return sum(math.prod(info.shape) for key, info in infos if not _frozen(key))
 
 
 def _epoch_means(steps: list[dict[str, Any]], key: str) -> tuple[float | None, float | None]:
