@@ -156,6 +156,12 @@ def hardware() -> dict[str, Any]:
     return info
 
 
+def file_sha256(path: Path) -> str:
+    """The hex sha256 of a file's bytes, read in blocks (a wheel, a cell file, a table)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
 def content_hash(folder: str | Path) -> dict[str, str]:
     """sha256 over a checkpoint's files: every byte up to FULL_HASH_LIMIT, else the JSON files,
     the safetensors headers and the file sizes ("structure" hash, stated as such)."""

@@ -74,7 +74,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from harness.errors import BadInput
-from harness.provenance import atomic_path, atomic_write_json
+from harness.provenance import atomic_path, atomic_write_json, file_sha256
 from harness.schema import (
     CELL_FORMAT,
     CELLS_DIR,
@@ -204,23 +204,13 @@ def rows_to_frame(rows: Sequence[CellRow]):
     return pd.DataFrame([r.to_dict() for r in rows], columns=CellRow.flat_columns())
 
 
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def cells_digest(run_dir: Path) -> str:
     """One hash over the finished cell files (names and bytes): what the tables were built from."""
     import hashlib
 
     h = hashlib.sha256()
     for p in sorted((run_dir / CELLS_DIR).glob("*.json")) if (run_dir / CELLS_DIR).is_dir() else []:
-        h.update(p.name.encode() + b"\0" + _sha256(p).encode() + b"\n")
+        h.update(p.name.encode() + b"\0" + file_sha256(p).encode() + b"\n")
     return h.hexdigest()
 
 
@@ -240,7 +230,7 @@ def tables_stale(run_dir: Path) -> str | None:
     for name in (TABLE, CSV):
         if not (run_dir / name).is_file():
             return f"{name} missing"
-        if derived.files.get(name) != _sha256(run_dir / name):
+        if derived.files.get(name) != file_sha256(run_dir / name):
             return f"{name} changed since it was written"
     return None
 
@@ -269,7 +259,7 @@ def rebuild_table(run_dir: Path) -> None:
         csv[col] = csv[col].apply(json.dumps)
     with atomic_path(run_dir / CSV) as tmp:
         csv.to_csv(tmp, index=False)
-    files = {n: _sha256(run_dir / n) for n in (TABLE, CSV)}
+    files = {n: file_sha256(run_dir / n) for n in (TABLE, CSV)}
     atomic_write_json(run_dir / DERIVED, Derived(cells_sha256=digest, files=files).model_dump())
 
 

@@ -11,7 +11,6 @@ leaves nothing that looks finished.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import subprocess
@@ -26,7 +25,7 @@ from typing import Any
 
 from harness.errors import BadInput
 from harness.paths import cache_root
-from harness.provenance import build_once
+from harness.provenance import build_once, file_sha256
 
 META = "pretrained.json"
 # Bumped when the build's output changes for the same wheel (a new folder, the old one left alone).
@@ -85,14 +84,6 @@ def pretrained_dir(spec: PretrainedSpec, root: Path | None = None) -> Path:
 
 def is_complete(folder: Path) -> bool:
     return (folder / META).is_file()
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def check_wheel(spec: PretrainedSpec, wheel: Path) -> Path:
