@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import cast
 
 from harness.recipe import Recipe
@@ -13,20 +14,21 @@ def resolve_verifier(recipe: Recipe, reporter: Reporter | None = None) -> Verifi
     """The recipe's verifier: a checkpoint path, or the cached stand-in or pretrained model (built on
     first use)."""
     v = recipe.verifier
+    log = reporter.log if reporter else lambda s: None
+    path: str | Path
     if v.pretrained:
         from harness.verifier.pretrained import ensure_pretrained
 
-        path = ensure_pretrained(v.pretrained, log=(reporter.log if reporter else lambda s: None))
-        return resolve_layout(path, cast("dict[str, str]", v.weight_keys) or None)
-    if v.standin:
+        path = ensure_pretrained(v.pretrained, log=log)
+    elif v.standin:
         from harness.verifier.standins.build import ensure_standin
         from harness.verifier.standins.specs import spec_for
 
-        spec = spec_for(v.standin, **v.standin_overrides)
-        path = ensure_standin(spec, log=(reporter.log if reporter else lambda s: None))
-        return resolve_layout(path, cast("dict[str, str]", v.weight_keys) or None)
-    # the recipe has exactly one of path, standin and pretrained; weight_keys' role names are str keys
-    return resolve_layout(cast(str, v.path), cast("dict[str, str]", v.weight_keys) or None)
+        path = ensure_standin(spec_for(v.standin, **v.standin_overrides), log=log)
+    else:  # the recipe has exactly one of path, standin and pretrained
+        path = cast(str, v.path)
+    # weight_keys' role names are str keys
+    return resolve_layout(path, cast("dict[str, str]", v.weight_keys) or None)
 
 
 def load_tokenizer(layout: VerifierLayout, trust_remote_code: bool = False):
