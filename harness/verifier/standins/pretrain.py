@@ -44,12 +44,16 @@ def build_samples(tokenizer, documents: list[tuple[str, str]], seed: int, thinki
     out = []
     for i, (title, text) in enumerate(documents):
         if i % 2:
-            ids = [BOS] + tokenizer.encode(text, add_special_tokens=False) + [EOS]
+            # verbose=False: whole documents, longer than model_max_length on purpose (pack() cuts them
+            # into windows); transformers' "longer than the specified maximum" line would leak otherwise
+            ids = [BOS] + tokenizer.encode(text, add_special_tokens=False, verbose=False) + [EOS]
         else:
             head = " ".join(text.split()[:12])
             answer = thinking_answer(text, think=i % 8 != 0) if thinking else text
             msgs = [{"role": "user", "content": f"{title}: {head}"}, {"role": "assistant", "content": answer}]
-            ids = tokenizer.apply_chat_template(msgs, tokenize=True, return_dict=False)
+            ids = tokenizer.apply_chat_template(
+                msgs, tokenize=True, return_dict=False, tokenizer_kwargs={"verbose": False}
+            )
             ids = list(ids["input_ids"] if isinstance(ids, dict) else ids)
         out.append(ids)
     rng.shuffle(out)
