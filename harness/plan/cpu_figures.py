@@ -102,10 +102,6 @@ def decode_point(high: tuple[int, float], low: tuple[int, float]) -> tuple[float
     return token, n2 / r2 - n2 * token
 
 
-def _flops(p: Params) -> float:
-    return 2.0 * p.active
-
-
 def _decode(job: Recorded) -> tuple[float, float]:
     """The responses' rate (their engine start taken off) and the bench's (its starts taken off)."""
     tokens, n_high, secs = job.responses
@@ -133,9 +129,9 @@ def _step() -> Line:
     )
 
 
-DECODE_TOKEN = _line(lambda j: (_flops(j.params), _decode(j)[0]), "decoded token (responses and bench)")
+DECODE_TOKEN = _line(lambda j: (j.params.matmul_flops, _decode(j)[0]), "decoded token (responses and bench)")
 DECODE_STEP = _step()
-EXTRACT = _line(lambda j: (_flops(j.params), j.hidden[1] / j.hidden[0]), "token through the transformers forward")
+EXTRACT = _line(lambda j: (j.params.matmul_flops, j.hidden[1] / j.hidden[0]), "token through the transformers forward")
 TRAIN = _line(
     lambda j: (6.0 * j.draft_params * TTT_STEPS, j.training[1] / j.training[0]), "token trained (draft FLOPs)"
 )
@@ -156,7 +152,7 @@ class CpuRates:
 def cpu_rates(verifier: Params, draft_params: int, positions: float) -> CpuRates:
     """The CPU figures for a verifier of these sizes (bfloat16 weights) and a draft of `draft_params`
     matmul params trained at `positions` draft positions per token."""
-    flops = _flops(verifier)
+    flops = verifier.matmul_flops
     return CpuRates(
         engine_start_s=ENGINE_START.at(2.0 * verifier.total),
         generate_tok_s=1.0 / DECODE_TOKEN.at(flops),

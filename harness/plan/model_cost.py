@@ -27,6 +27,11 @@ class Params:
     total: int
     active: int
 
+    @property
+    def matmul_flops(self) -> float:
+        """FLOPs of one token's weight matmuls: 2 x active params (attention over the context apart)."""
+        return 2.0 * self.active
+
 
 def params(tc: dict[str, Any]) -> Params | None:
     """The text model's total and per-token active parameters; None when the config lacks a size."""
@@ -96,8 +101,8 @@ def attention_flops(tc: dict[str, Any], context: float) -> float:
 
 def flops_per_token(tc: dict[str, Any], context: float = 0.0) -> float | None:
     """FLOPs of one token's forward: 2 x active params + attention over `context` positions."""
-    active = active_params(tc)
-    return None if active is None else 2.0 * active + attention_flops(tc, context)
+    p = params(tc)
+    return None if p is None else p.matmul_flops + attention_flops(tc, context)
 
 
 def decode_bytes(tc: dict[str, Any], dtype: str = "bfloat16") -> float | None:
