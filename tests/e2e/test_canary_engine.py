@@ -126,3 +126,19 @@ def test_each_run_records_its_environment(canary):
         data = json.loads((r.run_dir / "manifest.json").read_text())
         assert data["engine_env"]["python"] == r.env.python
         assert data["engine_env"]["vllm"] == "0.32.0" and data["engine_env"]["torch"].startswith("2.13.0")
+
+
+def test_the_gate_report_and_compare_read_the_canary_folder(canary, tmp_path):
+    """The canary's verdict fails `harness gate` (exit 1, JUnit for CI), `harness report` renders it and
+    `harness compare` lays its engines' runs side by side: read from canary.json, nothing re-measured."""
+    from tests.results_fixtures import invoke
+
+    code, _, exc = invoke(["gate", canary.folder, "--junit", tmp_path / "junit.xml"])
+    assert code == 1 and "ACCEPTANCE CHANGED" in str(exc)
+    assert "<failure" in (tmp_path / "junit.xml").read_text()
+    code, out, exc = invoke(["report", canary.folder])
+    assert code == 0, (out, exc)
+    md = (canary.folder / "report" / "report.md").read_text()
+    assert "**fail**" in md and "ACCEPTANCE CHANGED" in md and "OUTPUTS CHANGED" in md
+    code, out, exc = invoke(["compare", canary.folder, "--json"])
+    assert code == 0 and all(r.run_dir.name in out for r in canary.runs), (out, exc)

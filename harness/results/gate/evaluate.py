@@ -85,7 +85,9 @@ class GateResult:
     incomplete: str | None = None  # what a killed run lacks
     max_crossover_drop: float | None = None
     paired: tuple[PairedCell, ...] = ()  # the paired gate's cells (docs/gate.md, "Paired gate")
-    baseline_kind: str = "stored"  # "paired" (the baseline's draft in this run) or "stored" (numbers)
+    # "paired" (the baseline's draft in this run), "stored" (numbers) or "canary" (the same draft on a
+    # reference engine: harness/results/gate/canary_gate.py)
+    baseline_kind: str = "stored"
     baseline_draft_hash: str | None = None
 
     @property
@@ -134,7 +136,8 @@ class GateResult:
             return f"gate passed: {len(self.checks)} checks on {cells} cells of {self.run_id} vs {self.baseline}"
         first = self.failures[0].message()
         more = f" (+{len(self.failures) - 1} more)" if len(self.failures) > 1 else ""
-        return f"gate failed: {len(self.failures)} of {len(self.checks)} checks below bound: {first}{more}"
+        failed = "changed or failed" if self.baseline_kind == "canary" else "below bound"
+        return f"gate failed: {len(self.failures)} of {len(self.checks)} checks {failed}: {first}{more}"
 
     def _paired_summary(self) -> str:
         mdd = self.detectable_drop

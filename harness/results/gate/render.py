@@ -111,6 +111,12 @@ def _paired_rows(res: GateResult) -> list[list[str]]:
 def paired_line(res: GateResult) -> str:
     """Which baseline the gate used and the tolerance its test can see."""
     mdd = res.detectable_drop
+    if res.baseline_kind == "canary":
+        return (
+            "baseline: the same draft and prompts on the reference engine (harness canary); per-request paired "
+            "difference, 90 % t interval; fail = an interval that excludes 0 either way (ACCEPTANCE CHANGED) or "
+            "an engine that did not serve the draft"
+        )
     if res.baseline_kind != "paired":
         sees = f"; the test sees an AL drop of {mdd:.1%} at 80 % power" if mdd is not None else ""
         return (
@@ -143,6 +149,11 @@ def to_rich_paired(res: GateResult):
 
 
 def _settings_line(res: GateResult) -> str:
+    if res.baseline_kind == "canary":
+        return (
+            "bound = the reference engine's AL (the new engine's must not move from it beyond noise); "
+            "detectable drop = smallest relative AL drop the cell's requests detect (80 % power)"
+        )
     return (
         f"tolerance {res.tolerance:g} (AL bound = baseline AL × {1 - res.tolerance:g}); "
         f"per-position floors: {res.floors_source}; noise-aware: {_NOISE_AWARE if res.noise_aware else 'off'}; "
