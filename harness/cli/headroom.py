@@ -68,12 +68,7 @@ def headroom_cmd(
     settings.check()
     out = run_dir or REPO_ROOT / "results" / "headroom" / r.name
     if dry_run:
-        stdout().print(
-            f"headroom sweep: {settings.engines()} engine starts, {settings.batches()} batches of "
-            f"{num_prompts} requests x {max_tokens} tokens ({settings.batches() * num_prompts * max_tokens} "
-            f"tokens), into {out}"
-        )
-        return
+        return _dry_run(r, settings, out)
     if draft is None:
         raise BadInput("harness headroom needs --draft DIR: the draft whose cost and acceptance are measured")
     with progress() as rep:
@@ -87,3 +82,23 @@ def headroom_cmd(
     else:
         render(found, path, stdout())
         stdout().print(f"plot and tables: {page}")
+
+
+def _dry_run(recipe, settings, out: Path) -> None:
+    """What the sweep costs: engine starts, tokens, hours and GPU-hours (harness/plan/headroom_plan.py)."""
+    from harness.plan.headroom_plan import headroom_plan, headroom_work
+
+    loads = settings.concurrencies
+    work = headroom_work(
+        recipe,
+        settings.engines(),
+        loads,
+        settings.batches() // len(loads),
+        settings.num_prompts,
+        settings.max_tokens,
+    )
+    cost = headroom_plan(recipe, out / "plan", work)
+    hours = "?" if cost["wall_h"] is None else f"{cost['wall_h']:.2f} h"
+    gpu = "" if cost["gpu_h"] is None else f", {cost['gpu_h']} GPU-hours"
+    stdout().print(f"headroom sweep: {cost['work']} ({cost['tokens']} tokens), into {out}")
+    stdout().print(f"  about {hours}{gpu}: {cost['figure']}; priced at {cost['priced_at']}")

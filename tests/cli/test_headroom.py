@@ -15,7 +15,9 @@ def test_dry_run_costs_the_sweep(tmp_path):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     # baseline + per k (the draft + one profile); 2 batches per pair x 4 speculative engines x 2 loads x 2 repeats
-    assert "5 engine starts, 32 batches of 4 requests x 24 tokens (3072 tokens)" in " ".join(result.output.split())
+    out = " ".join(result.output.split())
+    assert "5 engines, 32 batches of 4 requests x 24 tokens (3072 tokens)" in out
+    assert " h: " in out and "engine_start_s" in out  # priced in hours (harness/plan/headroom_plan.py)
     assert not (tmp_path / "headroom.json").exists()
 
 
