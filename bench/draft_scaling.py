@@ -8,8 +8,9 @@ prints, per point: training prompts, samples and tokens, held-out loss, held-out
 per TTT step, the predicted AL (1 + the sum of those), and per suite the served AL (pooled,
 1 + accepted / drafts) and the draft's tokens per engine step over ngram's where the recipe has
 the ngram reference. Last, a least-squares line of served AL against log2(training tokens) with
-its 95 % CI (scipy.stats.linregress): the tokens at which a target AL would be reached, read
-off that line. It is an extrapolation beyond the largest point, and says so.
+its 95 % CI (scipy.stats.linregress), and the same for the draft's tokens per step over ngram's: the
+tokens at which a target (an AL; 1.25x ngram by default) would be reached, read off each line, and at
+the slope's lower CI end. Beyond the largest point it is an extrapolation, and says so.
 """
 
 from __future__ import annotations
@@ -55,28 +56,38 @@ def _point(run_dir: Path, prompts: int, wall_s: float) -> dict:
     }
 
 
-def _fit(points: list[dict], target: float | None) -> list[str]:
-    """Served AL (mean over suites) against log2(training tokens): slope, CI, tokens for a target."""
+def _mean(values: dict) -> float | None:
+    vals = [v for v in values.values() if v]
+    return sum(vals) / len(vals) if vals and len(vals) == len(values) else None
+
+
+def _fit(points: list[dict], key: str, what: str, target: float | None) -> list[str]:
+    """`key` (a per-suite dict: served AL, or tokens per step over ngram's), mean over suites, against
+    log2(training tokens): slope, CI, and the tokens at which the line reaches `target`."""
     from scipy import stats
 
-    xy = [
-        (math.log2(p["train_tokens"]), sum(v for v in p["al"].values() if v) / len(p["al"]))
-        for p in points
-        if p["train_tokens"] and p["al"] and all(p["al"].values())
-    ]
+    xy = [(math.log2(p["train_tokens"]), m) for p in points if p["train_tokens"] and (m := _mean(p[key])) is not None]
     if len(xy) < 3:
-        return ["fit: fewer than three points with served AL, no line"]
+        return [f"{what}: fewer than three points, no line"]
     fit = stats.linregress(*zip(*xy, strict=True))
     half = stats.t.ppf(0.975, len(xy) - 2) * fit.stderr
     lines = [
-        f"served AL (mean over suites) = {fit.intercept:.3f} + {fit.slope:.3f} x log2(train tokens); "
-        f"slope 95 % CI [{fit.slope - half:.3f}, {fit.slope + half:.3f}] AL per doubling, r^2 {fit.rvalue**2:.2f}"
+        f"{what} (mean over suites) = {fit.intercept:.3f} + {fit.slope:.3f} x log2(train tokens); "
+        f"slope 95 % CI [{fit.slope - half:.3f}, {fit.slope + half:.3f}] per doubling, r^2 {fit.rvalue**2:.2f}"
     ]
-    if target and fit.slope > 0:
-        tokens = 2 ** ((target - fit.intercept) / fit.slope)
-        beyond = " (extrapolated beyond the largest point)" if math.log2(tokens) > max(x for x, _ in xy) else ""
-        lines.append(f"AL {target:.2f} reached at ~{tokens:,.0f} training tokens on this line{beyond}")
-    return lines
+    if target is None:
+        return lines
+    if fit.slope <= 0:
+        return [*lines, f"{what} {target:.2f}: not reached on this line (it does not rise with data)"]
+    tokens = 2 ** ((target - fit.intercept) / fit.slope)
+    beyond = " (extrapolated beyond the largest point)" if math.log2(tokens) > max(x for x, _ in xy) else ""
+    slow = fit.slope - half  # the slowest rise the CI allows: the tokens it would take then
+    at_ci = f", {_tokens(2 ** ((target - fit.intercept) / slow))} at the slope's lower CI end" if slow > 0 else ""
+    return [*lines, f"{what} {target:.2f} reached at ~{_tokens(tokens)} training tokens on this line{beyond}{at_ci}"]
+
+
+def _tokens(n: float) -> str:
+    return f"{n:,.0f}" if n < 1e10 else f"{n:.1e}"
 
 
 def _print(points: list[dict]) -> None:
@@ -102,6 +113,12 @@ def main() -> None:
     ap.add_argument("--set", dest="sets", action="append", default=[], help="a recipe override for every point")
     ap.add_argument("--out", type=Path, default=Path("results/draft-scaling"))
     ap.add_argument("--target-al", type=float, default=None, help="report the tokens this AL takes on the fit")
+    ap.add_argument(
+        "--target-over-ngram",
+        type=float,
+        default=1.25,
+        help="report the tokens at which the draft's tokens per step reach this multiple of ngram's (issue 51: 1.25)",
+    )
     args = ap.parse_args()
     points = []
     for n in sorted(int(x) for x in args.prompts.split(",")):
@@ -109,7 +126,9 @@ def main() -> None:
         points.append(_point(run_dir, n, wall))
         print(f"[draft-scaling] {n} prompts done in {wall:.0f} s", file=sys.stderr)
     _print(points)
-    for line in _fit(points, args.target_al):
+    for line in _fit(points, "al", "served AL", args.target_al):
+        print(line)
+    for line in _fit(points, "tps_over_ngram", "tokens per step over ngram's", args.target_over_ngram):
         print(line)
     (args.out / "draft_scaling.json").write_text(json.dumps(points, indent=2))
 
