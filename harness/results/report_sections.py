@@ -270,7 +270,8 @@ def training(health: TrainingHealth | None) -> list[Block]:
         f"training tokens per epoch ÷ trainable draft parameters: {fmt(f.train_tokens_per_epoch, '{:,}')} ÷ "
         f"{fmt(f.trainable_params, '{:,}')} = {fmt(f.tokens_per_param, '{:.4f}')} (floor {th.MIN_TOKENS_PER_PARAM}); "
         f"{fmt(f.num_train_samples, '{}')} training samples",
-        f"training loss, first → last epoch mean: {fmt(f.loss_first, '{:.3g}')} → {fmt(f.loss_last, '{:.3g}')} "
+        "training loss (speculators' sum over the TTT steps), first → last epoch mean: "
+        f"{fmt(f.loss_first, '{:.3g}')} → {fmt(f.loss_last, '{:.3g}')} "
         f"(must fall below {th.LOSS_FALL_RATIO}×); held-out loss {fmt(f.held_out_loss, '{:.3g}')} "
         f"(overfit above {th.OVERFIT_LOSS_RATIO}× the last epoch's)",
         f"step-0 accuracy, last epoch's training mean vs held-out: {fmt(f.train_acc0_last, '{:.3f}')} vs "
