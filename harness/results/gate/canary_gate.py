@@ -7,7 +7,8 @@ Read from the folder's canary.json, as `harness canary` wrote it (nothing is re-
   requests (the paired 90 % interval of the relative difference). It fails on `ACCEPTANCE CHANGED`,
   an interval that excludes 0 either way: an upgrade that moves acceptance, up or down, is what the
   canary exists to stop. `SPEEDUP CHANGED` and `OUTPUTS CHANGED` are named in the check's sentence
-  and do not fail it, as they do not fail the canary.
+  and do not fail it, as they do not fail the canary. A cell with no request drafted on both engines
+  is listed as not gated; a canary with nothing to gate is unusable input (exit 2).
 """
 
 from __future__ import annotations
@@ -41,13 +42,7 @@ def _engine_check(env: dict[str, Any]) -> Check:
 def _cell_check(against: str, env: str, cell: dict[str, Any]) -> Check:
     suite, k, concurrency, temperature, rate = (cell.get("setting") or ["?", 0, 0, 0.0, 0.0])[:5]
     flags = list(cell.get("flags") or [])
-    est = (cell.get("estimates") or [None])[0]
-    if est is None:  # no request with drafts on both engines: nothing to hold the AL against
-        return Check(
-            suite, k, concurrency, temperature, "acceptance_length (canary)", None, None, 0.0, False,
-            draft=cell.get("draft", ""), request_rate=rate,
-            detail=f"{against} → {env}: no acceptance comparison ({'; '.join(cell.get('problems') or [])})",
-        )  # fmt: skip
+    est = cell["estimates"][0]
     changed = ACCEPTANCE_CHANGED in flags
     others = [f for f in flags if f != ACCEPTANCE_CHANGED]
     sentence = (
@@ -79,12 +74,16 @@ def canary_gate(folder: Path) -> GateResult:
     data = read_canary(folder)
     envs = data["environments"]
     checks = [_engine_check(e) for e in envs if e.get("error")]
+    not_gated = [f"{comp['env']}: {m}" for comp in data["comparisons"] for m in comp.get("missing") or []]
     for comp in data["comparisons"]:
-        checks += [_cell_check(comp["against"], comp["env"], c) for c in comp["cells"]]
+        for c in comp["cells"]:
+            if c.get("estimates"):
+                checks.append(_cell_check(comp["against"], comp["env"], c))
+            else:  # no request drafted on both engines: listed, as the canary lists it, not gated
+                not_gated.append(f"{comp['env']} {c.get('cell')}: {'; '.join(c.get('problems') or ['no estimate'])}")
     if not checks:
         raise BadInput(f"{folder / CANARY_FILE}: no cell was compared between the engines; nothing to gate")
     names = [e.get("engine") or e.get("label") for e in envs]
-    not_gated = tuple(f"{comp['env']}: {m}" for comp in data["comparisons"] for m in comp.get("missing") or [])
     return GateResult(
         run_id=folder.name,
         baseline=f"canary reference {names[0]} (engines in order: {', '.join(map(str, names))})",
@@ -93,6 +92,6 @@ def canary_gate(folder: Path) -> GateResult:
         min_speedup=None,
         floors_source="none (canary: acceptance against the reference engine)",
         checks=tuple(checks),
-        not_gated=not_gated,
+        not_gated=tuple(not_gated),
         baseline_kind="canary",
     )

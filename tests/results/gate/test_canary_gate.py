@@ -59,3 +59,13 @@ def test_compare_expands_a_canary_into_its_engines_runs(tmp_path):
     assert code == 0, out
     data = json.loads(out[out.index("{") : out.rindex("}") + 1])
     assert "env-a" in json.dumps(data) and "env-b" in json.dumps(data)
+
+
+def test_a_cell_without_an_estimate_is_listed_not_gated_and_nothing_to_gate_is_bad_input(tmp_path):
+    from dataclasses import replace
+
+    bare = replace(canary_cell(2.5, 2.5, 0.0, 0.0), estimates=(), problems=("0 paired requests with drafts",))
+    res = canary_gate(write_canary(tmp_path / "a", [canary_cell(2.5, 2.5, 0.0, 0.0), bare]))
+    assert res.exit_code == 0 and len(res.checks) == 1 and "0 paired requests" in res.not_gated[0]
+    with pytest.raises(BadInput, match="nothing to gate"):
+        canary_gate(write_canary(tmp_path / "b", [bare]))
