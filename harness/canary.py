@@ -48,7 +48,7 @@ class EnvRun:
 class CanaryResult:
     folder: Path
     runs: list[EnvRun]
-    tolerance: float = 0.05  # the paired estimates' (recipe.gate.tolerance): their detectable drop is against it
+    tolerance: float  # the paired estimates' (recipe.gate.tolerance): their detectable drop is against it
     steps: list[tuple[str, list[CanaryCell], list[str]]] = field(
         default_factory=list
     )  # env, cells vs previous, missing
@@ -88,6 +88,9 @@ class CanaryResult:
                 }
                 for name, cells, missing in self.steps
             ],
+            # the table and summary as printed, so the gate, compare and report read them without re-measuring
+            "table": {"headers": HEADERS, "rows": table_rows(self)},
+            "summary": summary_lines(self),
         }
 
     def _previous(self, name: str) -> str:
@@ -130,9 +133,7 @@ def run_canary(
                 f" ... {lines[-1][:300]}" if len(lines) > 1 else ""
             )  # what, and the log's last line
     result = compare_canary(folder, runs, recipe.gate.tolerance)
-    # the table and summary as printed, so the gate, compare and report read them without re-measuring
-    table = {"headers": HEADERS, "rows": table_rows(result)}
-    atomic_write_json(folder / CANARY_FILE, {**result.to_dict(), "table": table, "summary": summary_lines(result)})
+    atomic_write_json(folder / CANARY_FILE, result.to_dict())
     return result
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from harness.errors import BadInput
 from harness.results.canary import ACCEPTANCE_CHANGED, CANARY_FILE, read_canary
 from harness.results.checks import Check
-from harness.results.gate.evaluate import GateResult
+from harness.results.gate.evaluate import DEFAULT_TOLERANCE, GateResult
 
 
 def _engine_check(env: dict[str, Any]) -> Check:
@@ -87,7 +87,7 @@ def canary_gate(folder: Path) -> GateResult:
     return GateResult(
         run_id=folder.name,
         baseline=f"canary reference {names[0]} (engines in order: {', '.join(map(str, names))})",
-        tolerance=float(data.get("tolerance", 0.05)),
+        tolerance=float(data.get("tolerance", DEFAULT_TOLERANCE)),
         noise_aware=True,
         min_speedup=None,
         floors_source="none (canary: acceptance against the reference engine)",
