@@ -7,6 +7,8 @@ machine builds them (a few minutes, once).
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,68 @@ CI_TRAIN = [
     "train.lr=3e-3",
     "train.validation_fraction=0.1",
 ]
+
+
+# `make test` runs the suite on two xdist workers (`-n 2 --dist loadgroup`). Each worker is a machine
+# of its own: pinned to its share of the cores, with that many OpenMP threads, so two torch or vLLM
+# processes never time-slice one core's thread barriers (a 2-thread job beside another 2-thread job
+# on 2 cores spins in its barriers) and the bench's foreign-CPU check (harness/bench/cpu_ticks.py,
+# which reads only the cores the run may use) does not count the other worker as noise.
+# Files whose tests share a session fixture that takes minutes to build run on one worker; every
+# other file is a unit of its own. Units go out in this order: the shared group first (its training
+# is the suite's longest chain), the fast files next (their minutes cover the first stand-in build on
+# the other worker), then the slow files longest first (a fresh CI machine's durations), the rest.
+SHARED_BY_FILES = ("kimi_trained_run",)
+SLOW_FILES_LONGEST_FIRST = (
+    "tests/e2e/test_bench_failures.py",  # builds the thinking stand-in
+    "tests/e2e/test_production_vocab.py",
+    "tests/train/test_agree.py",  # builds the DeepSeek stand-in
+    "tests/e2e/test_smollm2_e2e.py",
+    "tests/e2e/test_rehearsal_engine.py",
+    "tests/analysis/test_content.py",
+    "tests/e2e/test_lossless_wiring.py",
+    "tests/e2e/test_bench_reference.py",
+    "tests/e2e/test_canary_engine.py",
+    "tests/e2e/test_thinking_engine.py",
+)
+
+
+def pytest_configure(config):
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        _pin(int(worker.removeprefix("gw")), int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+
+
+def _pin(index: int, workers: int) -> None:
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < workers:  # too few to split: the workers share them
+        return
+    per = len(cores) // workers
+    mine = cores[index * per : (index + 1) * per]
+    os.sched_setaffinity(0, mine)
+    os.environ["OMP_NUM_THREADS"] = str(len(mine))
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(len(mine))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items):
+    if config.getvalue("dist") != "loadgroup":
+        return
+    rank: dict[str, int] = {}
+    for item in items:
+        group = next((f for f in SHARED_BY_FILES if f in item.fixturenames), item.nodeid.split("::")[0])
+        item.add_marker(pytest.mark.xdist_group(group))
+        if group in SHARED_BY_FILES:
+            rank[group] = 0
+        elif item.get_closest_marker("slow") is None:
+            rank.setdefault(group, 1)
+        elif group in SLOW_FILES_LONGEST_FIRST:
+            rank[group] = 2 + SLOW_FILES_LONGEST_FIRST.index(group)
+        else:
+            rank[group] = 2 + len(SLOW_FILES_LONGEST_FIRST)
+    groups = [next(m.args[0] for m in it.iter_markers("xdist_group")) for it in items]
+    items[:] = [it for _, it in sorted(zip(groups, items), key=lambda gi: rank[gi[0]])]
 
 
 CI_EPOCHS = int(next(s.split("=")[1] for s in CI_TRAIN if s.startswith("train.epochs=")))

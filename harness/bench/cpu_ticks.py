@@ -1,5 +1,10 @@
 """Read the machine's and the run's own busy CPU time with psutil, for the machine check's
-foreign-CPU share (harness/analysis/machine.py)."""
+foreign-CPU share (harness/analysis/machine.py).
+
+"The machine" is the cores this process may run on (its affinity: taskset, a container's cpuset, a
+test worker's share), not every core of the host: a neighbour pinned to other cores does not take
+the run's CPU time, and counting it would flag every cell on a shared host. What it can still move
+(memory bandwidth, shared cache) the sentinel's timings see."""
 
 from __future__ import annotations
 
@@ -34,14 +39,23 @@ def _own_seconds(root: int) -> float:
     return total
 
 
+def _allowed_cores(count: int) -> list[int]:
+    """This process's cores among the `count` psutil reads (all of them where affinity is unknown)."""
+    try:
+        return sorted(c for c in os.sched_getaffinity(0) if c < count)
+    except (AttributeError, OSError):
+        return list(range(count))
+
+
 def read_ticks(root: int | None = None) -> CpuTimes | None:
-    """The machine's and `root`'s process tree's busy CPU seconds now (root: this process); None
-    where psutil cannot read them."""
+    """The busy CPU seconds of the cores this process may use and of `root`'s process tree now
+    (root: this process); None where psutil cannot read them."""
     t = time.monotonic()
     try:
-        machine = psutil.cpu_times()
+        per_core = psutil.cpu_times(percpu=True)
     except (psutil.Error, OSError, NotImplementedError):
         return None
-    busy = sum(getattr(machine, f, 0.0) for f in _BUSY)
+    cores = _allowed_cores(len(per_core)) or list(range(len(per_core)))
+    busy = sum(getattr(per_core[c], f, 0.0) for c in cores for f in _BUSY)
     own = _own_seconds(os.getpid() if root is None else root)
-    return CpuTimes(t, busy, own, psutil.cpu_count() or 1)
+    return CpuTimes(t, busy, own, max(1, len(cores)))

@@ -34,3 +34,40 @@ def test_read_ticks_counts_a_spinning_child_as_own_and_an_orphan_as_foreign(ours
         assert own >= spun, (own, others)
     else:
         assert own < spun <= others, (own, others)
+
+
+def test_read_ticks_leaves_out_a_neighbour_on_cores_the_run_may_not_use(tmp_path):
+    """Someone else's process pinned to another core (taskset, another container's cpuset, the other
+    test worker) takes none of the run's CPU time: it is not foreign CPU on the run's cores."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from harness.bench.cpu_ticks import read_ticks
+
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs two cores: one for the run, one for the neighbour")
+    saved = os.sched_getaffinity(0)
+    mine = min(saved)
+    other = next(c for c in range(os.cpu_count() or 2) if c != mine)
+    done = tmp_path / "done"
+    code = "import time, pathlib, sys\nwhile time.process_time() < 0.6: pass\npathlib.Path(sys.argv[1]).touch()"
+    try:
+        os.sched_setaffinity(0, {mine})
+        before = read_ticks()
+        subprocess.run(  # reparented away at once: not the run's
+            ["sh", "-c", f"{sys.executable} -c '{code}' {done} &"],
+            preexec_fn=lambda: os.sched_setaffinity(0, {other}),
+            check=True,
+        )
+        deadline = time.monotonic() + 60
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        after = read_ticks()
+    finally:
+        os.sched_setaffinity(0, saved)
+    assert done.exists()
+    others = (after.machine - before.machine) - (after.own - before.own)
+    assert after.ncpu == 1
+    assert others < 0.3, others  # of the neighbour's 0.6 s
