@@ -21,7 +21,7 @@ check: setup  ## static checks, seconds: ruff's formatter and linter, then mypy 
 	$(VENV)/bin/mypy
 
 test: setup check  ## the static checks, then the whole suite, real vLLM-CPU engines included
-	$(PY) -m pytest -q --durations=50 -n 2 --dist loadgroup --no-loadscope-reorder
+	$(PY) -m pytest -q --durations=50 -n 2
 
 test-fast: setup  ## unit tests only (no engine, no training)
 	$(PY) -m pytest -q -m "not slow"

@@ -35,16 +35,28 @@ CI_TRAIN = [
 ]
 
 
-# `make test` runs the suite on two xdist workers (`-n 2 --dist loadgroup`). Each worker is a machine
-# of its own: pinned to its share of the cores, with that many OpenMP threads, so two torch or vLLM
-# processes never time-slice one core's thread barriers (a 2-thread job beside another 2-thread job
-# on 2 cores spins in its barriers) and the bench's foreign-CPU check (harness/bench/cpu_ticks.py,
-# which reads only the cores the run may use) does not count the other worker as noise.
-# Files whose tests share a session fixture that takes minutes to build run on one worker; every
-# other file is a unit of its own. Units go out in this order: the shared group first (its training
-# is the suite's longest chain), the fast files next (their minutes cover the first stand-in build on
-# the other worker), then the slow files longest first (a fresh CI machine's durations), the rest.
-SHARED_BY_FILES = ("kimi_trained_run",)
+# `make test` runs the suite on two xdist workers (`-n 2`). Each worker is a machine of its own:
+# pinned to its share of the cores, with that many OpenMP threads, so two torch or vLLM processes
+# never time-slice one core's thread barriers (a 2-thread job beside another 2-thread job on 2 cores
+# spins in its barriers), and the bench's foreign-CPU check (harness/bench/cpu_ticks.py reads only
+# the cores the run may use) does not count the other worker as noise.
+# A file is a unit of work (its module fixtures are built once), and the files that share the CI
+# training run are one unit (the training is built once). Units go out in this order: the shared
+# training first (the suite's longest chain), the fast files next (their minutes cover the first
+# stand-in build on the other worker), then the slow files longest first (a fresh CI machine's
+# durations), then the rest.
+SHARED_TRAINING = "kimi_trained_run"
+SHARED_TRAINING_FILES = (
+    "tests/draft/test_warm_start.py",
+    "tests/e2e/test_dynamic_engine.py",
+    "tests/e2e/test_one_at_a_time_engine.py",
+    "tests/e2e/test_open_loop_engine.py",
+    "tests/e2e/test_scaleout.py",
+    "tests/e2e/test_shards_engine.py",
+    "tests/e2e/test_train_e2e.py",
+    "tests/test_headroom.py",
+    "tests/train/test_health.py",
+)
 SLOW_FILES_LONGEST_FIRST = (
     "tests/e2e/test_bench_failures.py",  # builds the thinking stand-in
     "tests/e2e/test_production_vocab.py",
@@ -57,6 +69,23 @@ SLOW_FILES_LONGEST_FIRST = (
     "tests/e2e/test_canary_engine.py",
     "tests/e2e/test_thinking_engine.py",
 )
+
+
+def _unit(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    return SHARED_TRAINING if path in SHARED_TRAINING_FILES else path
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Units of work by `_unit`, in the workers' collection order (pytest_collection_modifyitems)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+
+    config.option.loadscopereorder = False
+    return ByUnit(config, log)
 
 
 def pytest_configure(config):
@@ -77,24 +106,24 @@ def _pin(index: int, workers: int) -> None:
         sys.modules["torch"].set_num_threads(len(mine))
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
-    if config.getvalue("dist") != "loadgroup":
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
+    sharing = {it.nodeid.split("::", 1)[0] for it in items if SHARED_TRAINING in it.fixturenames}
+    if stray := sharing - set(SHARED_TRAINING_FILES):
+        raise pytest.UsageError(f"{sorted(stray)} use {SHARED_TRAINING}: add them to SHARED_TRAINING_FILES")
     rank: dict[str, int] = {}
     for item in items:
-        group = next((f for f in SHARED_BY_FILES if f in item.fixturenames), item.nodeid.split("::")[0])
-        item.add_marker(pytest.mark.xdist_group(group))
-        if group in SHARED_BY_FILES:
-            rank[group] = 0
+        unit = _unit(item.nodeid)
+        if unit == SHARED_TRAINING:
+            rank[unit] = 0
         elif item.get_closest_marker("slow") is None:
-            rank.setdefault(group, 1)
-        elif group in SLOW_FILES_LONGEST_FIRST:
-            rank[group] = 2 + SLOW_FILES_LONGEST_FIRST.index(group)
+            rank.setdefault(unit, 1)
+        elif unit in SLOW_FILES_LONGEST_FIRST:
+            rank[unit] = 2 + SLOW_FILES_LONGEST_FIRST.index(unit)
         else:
-            rank[group] = 2 + len(SLOW_FILES_LONGEST_FIRST)
-    groups = [next(m.args[0] for m in it.iter_markers("xdist_group")) for it in items]
-    items[:] = [it for _, it in sorted(zip(groups, items), key=lambda gi: rank[gi[0]])]
+            rank[unit] = 2 + len(SLOW_FILES_LONGEST_FIRST)
+    items.sort(key=lambda it: rank[_unit(it.nodeid)])
 
 
 CI_EPOCHS = int(next(s.split("=")[1] for s in CI_TRAIN if s.startswith("train.epochs=")))
