@@ -40,11 +40,16 @@ CI_TRAIN = [
 # never time-slice one core's thread barriers (a 2-thread job beside another 2-thread job on 2 cores
 # spins in its barriers), and the bench's foreign-CPU check (harness/bench/cpu_ticks.py reads only
 # the cores the run may use) does not count the other worker as noise.
+# Stand-in builds keep their own 2 threads (BUILD_THREADS in harness/verifier/standins/build.py:
+# the weights depend on the thread count, and the suite's margins on the weights).
 # A file is a unit of work (its module fixtures are built once), and the files that share the CI
-# training run are one unit (the training is built once). Units go out in this order: the shared
-# training first (the suite's longest chain), the fast files next (their minutes cover the first
-# stand-in build on the other worker), then the slow files longest first (a fresh CI machine's
-# durations), then the rest.
+# training run are one unit (the training is built once). Units go out in this order (`_order`), so
+# that neither worker waits long for a stand-in the other is building:
+#   the shared training (the suite's longest chain; it builds the plain Kimi stand-in first),
+#   fast files that need no stand-in,
+#   files that build a stand-in of their own and need no Kimi one (BUILD_THEIR_OWN),
+#   the slow files longest first (SLOW_FILES_LONGEST_FIRST: a fresh CI machine's durations), the
+#   other slow files, and last the fast files that need a stand-in (short: they fill the end).
 SHARED_TRAINING = "kimi_trained_run"
 SHARED_TRAINING_FILES = (
     "tests/draft/test_warm_start.py",
@@ -56,6 +61,11 @@ SHARED_TRAINING_FILES = (
     "tests/e2e/test_train_e2e.py",
     "tests/test_headroom.py",
     "tests/train/test_health.py",
+)
+BUILD_THEIR_OWN = (
+    "tests/e2e/test_thinking_engine.py",  # the thinking stand-in
+    "tests/engine/test_method_limits.py",  # the Llama stand-in
+    "tests/e2e/test_smollm2_e2e.py",  # SmolLM2 from its wheel
 )
 SLOW_FILES_LONGEST_FIRST = (
     "tests/e2e/test_bench_failures.py",  # builds the thinking stand-in
@@ -112,18 +122,31 @@ def pytest_collection_modifyitems(config, items):
     sharing = {it.nodeid.split("::", 1)[0] for it in items if SHARED_TRAINING in it.fixturenames}
     if stray := sharing - set(SHARED_TRAINING_FILES):
         raise pytest.UsageError(f"{sorted(stray)} use {SHARED_TRAINING}: add them to SHARED_TRAINING_FILES")
-    rank: dict[str, int] = {}
-    for item in items:
-        unit = _unit(item.nodeid)
+    order = _order(items)
+    items.sort(key=lambda it: order[_unit(it.nodeid)])
+
+
+def _order(items) -> dict[str, tuple[int, int]]:
+    """Each unit's place in the queue (see above)."""
+    slow: dict[str, bool] = {}
+    standin: dict[str, bool] = {}
+    for it in items:
+        unit = _unit(it.nodeid)
+        slow[unit] = slow.get(unit, False) or it.get_closest_marker("slow") is not None
+        standin[unit] = standin.get(unit, False) or any(f.endswith("_standin") for f in it.fixturenames)
+    order = {}
+    for unit in slow:
         if unit == SHARED_TRAINING:
-            rank[unit] = 0
-        elif item.get_closest_marker("slow") is None:
-            rank.setdefault(unit, 1)
+            order[unit] = (0, 0)
+        elif not slow[unit]:
+            order[unit] = (5, 0) if standin[unit] else (1, 0)
+        elif unit in BUILD_THEIR_OWN:
+            order[unit] = (2, BUILD_THEIR_OWN.index(unit))
         elif unit in SLOW_FILES_LONGEST_FIRST:
-            rank[unit] = 2 + SLOW_FILES_LONGEST_FIRST.index(unit)
+            order[unit] = (3, SLOW_FILES_LONGEST_FIRST.index(unit))
         else:
-            rank[unit] = 2 + len(SLOW_FILES_LONGEST_FIRST)
-    items.sort(key=lambda it: rank[_unit(it.nodeid)])
+            order[unit] = (4, 0)
+    return order
 
 
 CI_EPOCHS = int(next(s.split("=")[1] for s in CI_TRAIN if s.startswith("train.epochs=")))

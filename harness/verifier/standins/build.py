@@ -5,9 +5,10 @@ leaves nothing that looks finished).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,11 +83,35 @@ def _corpus_samples(spec: StandinSpec, tokenizer) -> list[list[int]]:
     return build_samples(tokenizer, list(zip(sorted(topics.topics), corpus_documents())), spec.seed, spec.thinking)
 
 
+# bf16 matmuls split their reductions by the number of threads, so the stand-in's weights (and every
+# margin measured on it) depend on it: every build runs on BUILD_THREADS whatever the machine has or
+# a process was given (a test worker pinned to one core, a 64-core host), and the same spec builds the
+# same stand-in. Measured: the plain Kimi stand-in built on 1 thread is another model, whose CI-size
+# draft overfits (held-out loss 1.40x the training loss, against 1.25); 2 threads on one core rebuild
+# the 2-core build bit for bit, in the same 206-211 s as 1 thread.
+BUILD_THREADS = 2
+
+
+@contextlib.contextmanager
+def _build_threads() -> Iterator[None]:
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(BUILD_THREADS)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def build_standin(spec: StandinSpec, out: Path, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    with _build_threads():
+        return build_padded_standin(spec, out, log) if spec.padded_vocab_size else _build_pretrained(spec, out, log)
+
+
+def _build_pretrained(spec: StandinSpec, out: Path, log: Callable[[str], None]) -> dict[str, Any]:
     from harness.verifier.standins.pretrain import bigram_init, pack, pretrain
 
-    if spec.padded_vocab_size:
-        return build_padded_standin(spec, out, log)
     t0 = time.perf_counter()
     tokenizer, model = _seeded_model(spec, out, corpus_documents())
     samples = _corpus_samples(spec, tokenizer)
@@ -119,6 +144,7 @@ def build_standin(spec: StandinSpec, out: Path, log: Callable[[str], None] = lam
         # the main schedule's last loss, on its short windows (comparable with stand-ins without a tail)
         "loss_last_short": sum(losses[: spec.pretrain_steps][-10:]) / min(10, spec.pretrain_steps),
         "build_s": round(time.perf_counter() - t0, 1),
+        "torch_threads": BUILD_THREADS,
         "quality": quality,
     }
     (out / STANDIN_META).write_text(json.dumps(meta, indent=2))

@@ -82,3 +82,21 @@ def test_vllm_serves_kimi_standin_deterministically(kimi_offline_engine, kimi_to
     assert first.counters.num_drafts == 0  # no speculation configured
     text = kimi_tokenizer.decode(first.outputs[0].output_token_ids)
     assert len(set(first.outputs[0].output_token_ids)) > 3, text
+
+
+@pytest.mark.parametrize("caller_threads", [1, 3])
+def test_every_build_runs_on_build_threads_whatever_the_caller_has(caller_threads, monkeypatch, tmp_path):
+    """The stand-in's weights depend on the thread count its bf16 matmuls split over: a test worker
+    pinned to one core and a 64-core host build the same stand-in, and the caller's count comes back."""
+    from harness.verifier.standins import build
+
+    seen: list[int] = []
+    monkeypatch.setattr(build, "_build_pretrained", lambda spec, out, log: seen.append(torch.get_num_threads()) or {})
+    saved = torch.get_num_threads()
+    torch.set_num_threads(caller_threads)
+    try:
+        build_standin(spec_for("kimi-k2.5"), tmp_path)
+        assert seen == [build.BUILD_THREADS] == [2]
+        assert torch.get_num_threads() == caller_threads
+    finally:
+        torch.set_num_threads(saved)
