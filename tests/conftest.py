@@ -86,6 +86,7 @@ def _unit(nodeid: str) -> str:
     return SHARED_TRAINING if path in SHARED_TRAINING_FILES else path
 
 
+@pytest.hookimpl(optionalhook=True)  # an environment without pytest-xdist runs the suite in one process
 def pytest_xdist_make_scheduler(config, log):
     """Units of work by `_unit`, in the workers' collection order (pytest_collection_modifyitems)."""
     from xdist.scheduler import LoadScopeScheduling
