@@ -68,21 +68,22 @@ BUILD_THEIR_OWN = (
     "tests/e2e/test_smollm2_e2e.py",  # SmolLM2 from its wheel
 )
 SLOW_FILES_LONGEST_FIRST = (
-    "tests/e2e/test_bench_failures.py",  # builds the thinking stand-in
+    "tests/e2e/test_bench_failures.py",
     "tests/e2e/test_production_vocab.py",
     "tests/train/test_agree.py",  # builds the DeepSeek stand-in
-    "tests/e2e/test_smollm2_e2e.py",
     "tests/e2e/test_rehearsal_engine.py",
-    "tests/analysis/test_content.py",
     "tests/e2e/test_lossless_wiring.py",
     "tests/e2e/test_bench_reference.py",
     "tests/e2e/test_canary_engine.py",
-    "tests/e2e/test_thinking_engine.py",
 )
 
 
+def _file(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
 def _unit(nodeid: str) -> str:
-    path = nodeid.split("::", 1)[0]
+    path = _file(nodeid)
     return SHARED_TRAINING if path in SHARED_TRAINING_FILES else path
 
 
@@ -106,11 +107,12 @@ def pytest_configure(config):
 
 
 def _pin(index: int, workers: int) -> None:
-    cores = sorted(os.sched_getaffinity(0))
+    from harness.engine.settings import allowed_cpus, core_share
+
+    cores = allowed_cpus()
     if len(cores) < workers:  # too few to split: the workers share them
         return
-    per = len(cores) // workers
-    mine = cores[index * per : (index + 1) * per]
+    mine = core_share(cores, index, workers)
     os.sched_setaffinity(0, mine)
     os.environ["OMP_NUM_THREADS"] = str(len(mine))
     if "torch" in sys.modules:
@@ -120,7 +122,7 @@ def _pin(index: int, workers: int) -> None:
 def pytest_collection_modifyitems(config, items):
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
-    sharing = {it.nodeid.split("::", 1)[0] for it in items if SHARED_TRAINING in it.fixturenames}
+    sharing = {_file(it.nodeid) for it in items if SHARED_TRAINING in it.fixturenames}
     if stray := sharing - set(SHARED_TRAINING_FILES):
         raise pytest.UsageError(f"{sorted(stray)} use {SHARED_TRAINING}: add them to SHARED_TRAINING_FILES")
     order = _order(items)
@@ -129,18 +131,15 @@ def pytest_collection_modifyitems(config, items):
 
 def _order(items) -> dict[str, tuple[int, int]]:
     """Each unit's place in the queue (see above)."""
-    slow: dict[str, bool] = {}
-    standin: dict[str, bool] = {}
-    for it in items:
-        unit = _unit(it.nodeid)
-        slow[unit] = slow.get(unit, False) or it.get_closest_marker("slow") is not None
-        standin[unit] = standin.get(unit, False) or any(f.endswith("_standin") for f in it.fixturenames)
+    units = dict.fromkeys(_unit(it.nodeid) for it in items)
+    slow = {_unit(it.nodeid) for it in items if it.get_closest_marker("slow")}
+    standin = {_unit(it.nodeid) for it in items if any(f.endswith("_standin") for f in it.fixturenames)}
     order = {}
-    for unit in slow:
+    for unit in units:
         if unit == SHARED_TRAINING:
             order[unit] = (0, 0)
-        elif not slow[unit]:
-            order[unit] = (5, 0) if standin[unit] else (1, 0)
+        elif unit not in slow:
+            order[unit] = (5, 0) if unit in standin else (1, 0)
         elif unit in BUILD_THEIR_OWN:
             order[unit] = (2, BUILD_THEIR_OWN.index(unit))
         elif unit in SLOW_FILES_LONGEST_FIRST:

@@ -14,6 +14,7 @@ import time
 import psutil
 
 from harness.analysis.machine import CpuTimes
+from harness.engine.settings import allowed_cpus
 
 # the machine's busy time, as /proc/stat's user nice system irq softirq steal (idle and iowait are
 # not busy; guest time is already inside user and nice). Fields a platform lacks read 0.
@@ -39,14 +40,6 @@ def _own_seconds(root: int) -> float:
     return total
 
 
-def _allowed_cores(count: int) -> list[int]:
-    """This process's cores among the `count` psutil reads (all of them where affinity is unknown)."""
-    try:
-        return sorted(c for c in os.sched_getaffinity(0) if c < count)
-    except (AttributeError, OSError):
-        return list(range(count))
-
-
 def read_ticks(root: int | None = None) -> CpuTimes | None:
     """The busy CPU seconds of the cores this process may use and of `root`'s process tree now
     (root: this process); None where psutil cannot read them."""
@@ -55,7 +48,7 @@ def read_ticks(root: int | None = None) -> CpuTimes | None:
         per_core = psutil.cpu_times(percpu=True)
     except (psutil.Error, OSError, NotImplementedError):
         return None
-    cores = _allowed_cores(len(per_core)) or list(range(len(per_core)))
+    cores = [c for c in allowed_cpus() if c < len(per_core)] or list(range(len(per_core)))
     busy = sum(getattr(per_core[c], f, 0.0) for c in cores for f in _BUSY)
     own = _own_seconds(os.getpid() if root is None else root)
     return CpuTimes(t, busy, own, max(1, len(cores)))

@@ -147,8 +147,15 @@ def cpu_threads_bind(cpus: Sequence[int], ranks: int) -> str:
         raise ValueError(f"cannot bind {ranks} worker(s) to cores {cpus}")
     if ranks > len(cpus):
         return "|".join(str(cpus[r % len(cpus)]) for r in range(ranks))
-    per = len(cpus) // ranks
-    return "|".join(_id_list(cpus[r * per : (r + 1) * per]) for r in range(ranks))
+    return "|".join(_id_list(core_share(cpus, r, ranks)) for r in range(ranks))
+
+
+def core_share(cpus: Sequence[int], index: int, parts: int) -> list[int]:
+    """Share `index` of `parts` equal contiguous slices of the sorted `cpus` (a remainder is nobody's);
+    needs at least as many cores as parts."""
+    cpus = sorted(cpus)
+    per = len(cpus) // parts
+    return cpus[index * per : (index + 1) * per]
 
 
 def ranks_of(settings: EngineSettings) -> int:
