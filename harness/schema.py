@@ -300,6 +300,10 @@ class CellRow(CellIdentity):
     # uncertainty and breakdowns (harness/bench/breakdown.py; definitions in harness/analysis/)
     speedup_ci_low: float | None = None
     speedup_ci_high: float | None = None
+    # the CI widened by this machine's between-run SD of ln speedup (harness/bench/machine_record.py):
+    # tau, and what the record rests on; None: the CI is this run's own (its requests and repeats)
+    speedup_between_run_sd: float | None = None
+    speedup_between_run_source: str | None = None
     al_se: float | None = None
     num_prompts: int | None = None
     breakdowns: Breakdowns = Field(default_factory=Breakdowns)

@@ -16,6 +16,7 @@ from harness.bench.clock import sentinel_tok_s
 from harness.bench.cpu_ticks import read_ticks
 from harness.bench.grid import CellSpec
 from harness.bench.lossless_probes import engine_noise, rescored_arms
+from harness.bench.machine_record import widen_row
 from harness.bench.planning import Prompts, random_suite_flag
 from harness.bench.rows import ArmResult, CellIdentity, CellRow, cell_rows
 from harness.bench.run_state import BenchRun, SharedBaseline
@@ -130,6 +131,7 @@ def finish_cell(
     )
     for r in rows:
         r.baseline_cell, r.engine_schedule = arms.baseline_cell, engine_schedule(run.recipe)
+    widen_row(rows[1], run.between_runs)  # what a rerun on this machine would add
     return MeasuredCell(
         rows, {"baseline": [r.to_dict() for r in barm.requests], "speculative": [r.to_dict() for r in sarm.requests]}
     )

@@ -29,6 +29,7 @@ from harness.bench.dynamic import dynamic_label
 from harness.bench.dynamic_arm import VerifierShared, bench_dynamic
 from harness.bench.engines import calibrate_verifier_clock, default_engine_factory, start_spec_engine
 from harness.bench.grid import CellSpec
+from harness.bench.machine_record import read_record
 from harness.bench.manifest import open_run, record_engine, run_status, start_manifest, update_manifest
 from harness.bench.one_at_a_time import bench_one_at_a_time, phase_plan, refuse_what_one_at_a_time_cannot_run
 from harness.bench.one_at_a_time_steps import OneAtATimeSteps
@@ -133,6 +134,7 @@ def run_bench(
         vhash,
         prompts=prompts,
         run_id=run_id_of(run_dir, shard),
+        between_runs=read_record(),
     )
     done = finished_cells(run_dir)
     run.rows.extend(read_rows(run_dir) if done else [])  # a resumed run's cells, read once

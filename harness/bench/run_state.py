@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.bench.clock import Clock
+from harness.bench.machine_record import MachineRecord
 from harness.bench.planning import Prompts
 from harness.bench.rows import ArmResult
 from harness.engine.base import Engine
@@ -57,3 +58,5 @@ class BenchRun:
     # every finished cell's rows: a resumed run's read once at its start, then each cell's as it is
     # recorded (record_cell); the dynamic-k arm derives its schedule from them
     rows: list[CellRow] = field(default_factory=list)
+    # this machine's measured between-run SD of a speedup (harness/bench/machine_record.py), None if unmeasured
+    between_runs: MachineRecord | None = None

@@ -49,6 +49,9 @@ def render_bench_summary(run_dir: Path, console, as_json: bool = False) -> None:
         t.add_row(*_cells(r, base.get(r.cell_id)))
     console.print(t)
     _view_lines(run, console)
+    note = speedup_ci_note(spec)
+    if note:
+        console.print(note, highlight=False)
     if missing:
         console.print(
             f"[yellow]{len(missing)} planned cell(s) not measured[/] (run {manifest.status}): "
@@ -124,3 +127,22 @@ def _view_lines(run: Run, console) -> None:
                 f"{rate_text(x.slo.speculative, top)}, ratio {ratio_text(x.slo)}"
             )
         console.print(line, highlight=False)
+
+
+def speedup_ci_note(rows: list[CellRow]) -> str | None:
+    """What the speedup CIs carry: this machine's between-run SD (harness/bench/machine_record.py),
+    or only this run's requests and repeats, which a rerun's new engine starts can move beyond."""
+    timed = [r for r in rows if r.speedup is not None]
+    widened = [r for r in timed if r.speedup_between_run_sd is not None]
+    if not timed:
+        return None
+    if widened:
+        taus = sorted({r.speedup_between_run_sd for r in widened if r.speedup_between_run_sd is not None})
+        return (
+            f"speedup CIs include this machine's between-run SD of ln speedup ({', '.join(f'{t:.1%}' for t in taus)}; "
+            f"{widened[0].speedup_between_run_source}) in {len(widened)} of {len(timed)} cells"
+        )
+    return (
+        "speedup CIs are this run's own (its requests and repeats on one engine start each): a rerun can move a "
+        "speedup beyond them; measure this machine's between-run SD once with bench/speedup_reruns.py --record"
+    )

@@ -35,7 +35,9 @@ in harness/metrics.py):
              itl_ms_median itl_ms_p99 (per streamed chunk: a verify step delivers up to k+1 tokens
              in one) itl_per_token_ms_median itl_per_token_ms_p99 (each chunk's gap spread over its
              tokens, metrics.per_token_itl; averages to TPOT) predicted_acceptance_length al_gap
-             speedup_ci_low speedup_ci_high (analysis/load.py) al_se num_prompts (analysis/power.py)
+             speedup_ci_low speedup_ci_high (analysis/load.py; widened by speedup_between_run_sd,
+             this machine's between-run SD of ln speedup, measured as speedup_between_run_source
+             says: bench/machine_record.py) al_se num_prompts (analysis/power.py)
   latency    ttft_ms_p90 tpot_ms_p90 itl_per_token_ms_p90 e2e_ms_median e2e_ms_p90 e2e_ms_p99 (per
              finished request, ms); open-loop cells: arrival_rate achieved_rate (sends/s within
              each arrival schedule; finished / first send to last finish), with bench.slo goodput (requests/s meeting

@@ -1,0 +1,77 @@
+"""This machine's measured between-run SD of a speedup (harness/analysis/between_runs.py), kept in the
+cache and applied to every speedup CI a bench writes on the same machine.
+
+Measured by `bench/speedup_reruns.py --record` from back-to-back reruns of one bench; keyed by the
+machine (host, CPU model, core count, device, GPU), so a record made on one machine never widens
+another's CIs. A cell widened by it says so: `speedup_between_run_sd` (tau, log scale) and
+`speedup_between_run_source` (what the record rests on). Without a record the CI is the run's own
+(its requests and repeats), and the run's summary says that a rerun may move it further.
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from harness.analysis.between_runs import Speedup, widened
+from harness.jsonfiles import read_json_file
+from harness.paths import cache_root
+from harness.provenance import atomic_write_json, hardware
+from harness.schema import CellRow
+
+
+@dataclass(frozen=True)
+class MachineRecord:
+    """tau with its provenance: how many runs and cells, which recipe and draft, when."""
+
+    tau: float
+    runs: int
+    cells: int
+    recipe: str
+    measured_at: str
+    run_dirs: tuple[str, ...] = ()
+
+    @property
+    def source(self) -> str:
+        return f"{self.runs} reruns x {self.cells} cells of {self.recipe} on this machine, {self.measured_at[:10]}"
+
+
+def machine_key() -> str:
+    hw = hardware()
+    return "|".join(str(x) for x in (platform.node(), hw.get("cpu"), hw.get("cpu_count"), hw["device"], hw.get("gpu")))
+
+
+def record_path() -> Path:
+    return cache_root() / "machine" / "speedup_between_runs.json"
+
+
+def read_record(path: Path | None = None) -> MachineRecord | None:
+    """This machine's record, or None (none measured here)."""
+    path = path or record_path()
+    if not path.is_file():
+        return None
+    data = read_json_file(path, f"delete {path} and measure again with bench/speedup_reruns.py --record")
+    entry = data.get(machine_key()) if isinstance(data, dict) else None
+    if not isinstance(entry, dict):
+        return None
+    return MachineRecord(**{**entry, "run_dirs": tuple(entry.get("run_dirs", ()))})
+
+
+def write_record(record: MachineRecord, path: Path | None = None) -> Path:
+    """Store `record` as this machine's (other machines' entries kept)."""
+    path = path or record_path()
+    data = read_json_file(path, f"delete {path}") if path.is_file() else {}
+    data = data if isinstance(data, dict) else {}
+    data[machine_key()] = {**asdict(record), "run_dirs": list(record.run_dirs)}
+    atomic_write_json(path, data)
+    return path
+
+
+def widen_row(row: CellRow, record: MachineRecord | None) -> None:
+    """The speculative row's speedup CI widened by this machine's between-run SD (module docstring)."""
+    if record is None or row.speedup is None or row.speedup <= 0:
+        return
+    s = widened(Speedup(row.speedup, row.speedup_ci_low, row.speedup_ci_high), record.tau)
+    row.speedup_ci_low, row.speedup_ci_high = s.low, s.high
+    row.speedup_between_run_sd, row.speedup_between_run_source = round(record.tau, 5), record.source
