@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from harness import metrics
+from harness.bench.machine_record import speedup_ci_note
 from harness.engine.counters import SpecCounters
 from harness.errors import Regression
 from harness.paths import RUNS_DIR
@@ -284,6 +285,8 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
         "results_csv": str(run_dir / CSV_FILE),
     }
     notes: list[str] = [unhealthy] if unhealthy else []
+    ci_note = speedup_ci_note([r for r in run.rows if r.is_speculative])
+    notes += [ci_note] if ci_note else []
     gate_result = _run_gate(recipe, run, paths, notes)  # first: the report's verdict shows it
     report_paths = write_run_report(run, run_dir / "report")
     paths.update(report_markdown=str(report_paths.markdown), report_html=str(report_paths.html))

@@ -75,3 +75,22 @@ def widen_row(row: CellRow, record: MachineRecord | None) -> None:
     s = widened(Speedup(row.speedup, row.speedup_ci_low, row.speedup_ci_high), record.tau)
     row.speedup_ci_low, row.speedup_ci_high = s.low, s.high
     row.speedup_between_run_sd, row.speedup_between_run_source = round(record.tau, 5), record.source
+
+
+def speedup_ci_note(rows: list[CellRow]) -> str | None:
+    """What the speedup CIs carry: this machine's between-run SD (harness/bench/machine_record.py),
+    or only this run's requests and repeats, which a rerun's new engine starts can move beyond."""
+    timed = [r for r in rows if r.speedup is not None]
+    widened = [r for r in timed if r.speedup_between_run_sd is not None]
+    if not timed:
+        return None
+    if widened:
+        taus = sorted({r.speedup_between_run_sd for r in widened if r.speedup_between_run_sd is not None})
+        return (
+            f"speedup CIs include this machine's between-run SD of ln speedup ({', '.join(f'{t:.1%}' for t in taus)}; "
+            f"{widened[0].speedup_between_run_source}) in {len(widened)} of {len(timed)} cells"
+        )
+    return (
+        "speedup CIs are this run's own (its requests and repeats on one engine start each): a rerun can move a "
+        "speedup beyond them; measure this machine's between-run SD once with bench/speedup_reruns.py --record"
+    )

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from harness.bench.machine_record import speedup_ci_note
 from harness.results.runs import Run
 from harness.schema import BASELINE, CellRow
 from harness.ui import MISSING, fmt, fmt_ci
@@ -127,22 +128,3 @@ def _view_lines(run: Run, console) -> None:
                 f"{rate_text(x.slo.speculative, top)}, ratio {ratio_text(x.slo)}"
             )
         console.print(line, highlight=False)
-
-
-def speedup_ci_note(rows: list[CellRow]) -> str | None:
-    """What the speedup CIs carry: this machine's between-run SD (harness/bench/machine_record.py),
-    or only this run's requests and repeats, which a rerun's new engine starts can move beyond."""
-    timed = [r for r in rows if r.speedup is not None]
-    widened = [r for r in timed if r.speedup_between_run_sd is not None]
-    if not timed:
-        return None
-    if widened:
-        taus = sorted({r.speedup_between_run_sd for r in widened if r.speedup_between_run_sd is not None})
-        return (
-            f"speedup CIs include this machine's between-run SD of ln speedup ({', '.join(f'{t:.1%}' for t in taus)}; "
-            f"{widened[0].speedup_between_run_source}) in {len(widened)} of {len(timed)} cells"
-        )
-    return (
-        "speedup CIs are this run's own (its requests and repeats on one engine start each): a rerun can move a "
-        "speedup beyond them; measure this machine's between-run SD once with bench/speedup_reruns.py --record"
-    )

@@ -8,7 +8,6 @@ import json
 import pytest
 
 from harness.bench import machine_record as M
-from harness.bench.summary import speedup_ci_note
 from harness.schema import CellRow
 
 
@@ -23,7 +22,8 @@ def _record(tau: float = 0.05) -> M.MachineRecord:
 
 
 def _row(speedup: float | None = 1.5, low: float | None = 1.45, high: float | None = 1.55) -> CellRow:
-    return CellRow.from_dict({"mode": "speculative", "speedup": speedup, "speedup_ci_low": low, "speedup_ci_high": high})
+    ci = {"speedup_ci_low": low, "speedup_ci_high": high}
+    return CellRow.from_dict({"mode": "speculative", "speedup": speedup, **ci})
 
 
 def test_a_record_is_read_back_on_this_machine_only(cache):
@@ -62,10 +62,10 @@ def test_a_row_is_widened_and_says_by_what():
 
 
 def test_the_summary_says_what_the_speedup_cis_carry():
-    own = speedup_ci_note([_row()])
+    own = M.speedup_ci_note([_row()])
     assert own is not None and "this run's own" in own and "speedup_reruns.py --record" in own
     row = _row()
     M.widen_row(row, _record(0.05))
-    assert "between-run SD of ln speedup (5.0%" in speedup_ci_note([row, _row()])
-    assert "in 1 of 2 cells" in speedup_ci_note([row, _row()])
-    assert speedup_ci_note([_row(None, None, None)]) is None
+    assert "between-run SD of ln speedup (5.0%" in M.speedup_ci_note([row, _row()])
+    assert "in 1 of 2 cells" in M.speedup_ci_note([row, _row()])
+    assert M.speedup_ci_note([_row(None, None, None)]) is None
