@@ -39,6 +39,7 @@ from harness.analysis.headroom import (
     pooled_rates,
     within_share,
 )
+from harness.analysis.machine import FOREIGN_CPU_LIMIT, foreign_cpu
 from harness.errors import BadInput
 from harness.recipe import Recipe
 from harness.results.headroom_view import HEADROOM_JSON
@@ -127,6 +128,7 @@ def _measure(engines, name: str, kind: str, k: int, rates, requests, settings: H
 
 def run_sweep(recipe: Recipe, draft_dir: Path, run_dir: Path, settings: HeadroomSettings, reporter: Reporter):
     """Run the sweep; returns (points, engines' descriptions). Every engine closes, however it ends."""
+    from harness.bench.cpu_ticks import read_ticks
     from harness.bench.engines import default_engine_factory
     from harness.draft.under_test import resolve_drafts
     from harness.draft.verifier import resolve_verifier
@@ -163,10 +165,28 @@ def run_sweep(recipe: Recipe, draft_dir: Path, run_dir: Path, settings: Headroom
                 )
                 t0 = time.perf_counter()
                 with make(engine_plan(recipe.engine, layout, spec), name) as eng:
+                    before = read_ticks()
                     points += _measure((base, eng), name, kind, k, rates, requests, settings)
-                    described[name] = eng.describe()
+                    after = read_ticks()
+                    described[name] = {
+                        **eng.describe(),
+                        "foreign_cpu": foreign_cpu(before, after) if before and after else None,
+                    }
                 reporter.log(f"{name}: {time.perf_counter() - t0:.0f} s")
     return points, described
+
+
+def machine_busy(engines: dict[str, Any]) -> dict[str, Any]:
+    """The share of the CPUs other processes used while each engine's batches ran
+    (harness/analysis/machine.py), and the engines over FOREIGN_CPU_LIMIT: contention slows a
+    speculative batch more than its baseline pair, so their points bend the fit."""
+    shares = {n: e.get("foreign_cpu") for n, e in engines.items() if isinstance(e, dict) and "foreign_cpu" in e}
+    read = [v for v in shares.values() if v is not None]
+    return {
+        "foreign_cpu_max": max(read) if read else None,
+        "limit": FOREIGN_CPU_LIMIT,
+        "busy_engines": sorted(n for n, v in shares.items() if v is not None and v > FOREIGN_CPU_LIMIT),
+    }
 
 
 # ----------------------------------------------------------------------------- what the sweep says

@@ -50,7 +50,7 @@ def headroom_cmd(
     import json
 
     from harness.errors import BadInput
-    from harness.headroom import HeadroomSettings, analyse, render, run_sweep, write_headroom
+    from harness.headroom import HeadroomSettings, analyse, machine_busy, render, run_sweep, write_headroom
     from harness.paths import REPO_ROOT
     from harness.recipe import load_recipe
     from harness.results.headroom_view import write_headroom_pages
@@ -74,7 +74,7 @@ def headroom_cmd(
     with progress() as rep:
         points, engines = run_sweep(r, draft, out, settings, rep)
     write_headroom(out, settings, points, engines, {})  # the measurements first: an analysis that fails loses none
-    found = analyse(points, settings)
+    found = {**analyse(points, settings), "machine": machine_busy(engines)}
     path = write_headroom(out, settings, points, engines, found)
     page = write_headroom_pages(found, path.parent)
     if json_out:

@@ -62,6 +62,17 @@ def summary_lines(found: dict[str, Any]) -> list[str]:
             f"{'' if row['measured_apart_beyond_noise'] else ' (within noise)'}"
         )
     lines.append(f"num_speculative_tokens_per_batch_size: {found['k_schedule']}")
+    machine = found.get("machine") or {}
+    if machine.get("busy_engines"):
+        lines.append(
+            f"MACHINE BUSY: other processes used more than {machine['limit']:.0%} of the CPUs while "
+            f"{', '.join(machine['busy_engines'])} ran (at most {machine['foreign_cpu_max']:.0%}): contention slows "
+            "a speculative batch more than its baseline pair, so the fit and the cells are not the quiet machine's; "
+            "rerun on a quiet machine"
+        )
+    elif machine.get("foreign_cpu_max") is not None:
+        busiest = machine["foreign_cpu_max"]
+        lines.append(f"machine: other processes used at most {busiest:.0%} of the CPUs during any engine")
     return lines
 
 

@@ -42,3 +42,22 @@ def test_bench_report_gets_a_headroom_section(tmp_path):
     md = files.markdown.read_text()
     assert "## Headroom" in md and "allowed × (fit)" in md and "](headroom.png)" in md
     assert files.html.read_text().count("data:image/png;base64,") == len(files.plots) + 1
+
+
+def test_a_busy_engine_is_named_on_the_page(tmp_path):
+    from harness.headroom import machine_busy
+
+    engines = {
+        "baseline": {"model": "m"},
+        "headroom-k1-draft": {"foreign_cpu": 0.02},
+        "headroom-k2-draft": {"foreign_cpu": 0.31},
+        "headroom-k3-draft": {"foreign_cpu": None},  # psutil could not read: not called busy
+    }
+    machine = machine_busy(engines)
+    assert machine["busy_engines"] == ["headroom-k2-draft"] and machine["foreign_cpu_max"] == 0.31
+    write_headroom_pages({**found(), "machine": machine}, tmp_path)
+    md = (tmp_path / "headroom.md").read_text()
+    assert "MACHINE BUSY" in md and "headroom-k2-draft ran (at most 31%)" in md
+    quiet = machine_busy({"headroom-k1-draft": {"foreign_cpu": 0.02}})
+    write_headroom_pages({**found(), "machine": quiet}, tmp_path / "quiet")
+    assert "MACHINE BUSY" not in (tmp_path / "quiet" / "headroom.md").read_text()
