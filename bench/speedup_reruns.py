@@ -20,7 +20,7 @@ Runs whose rows were already widened by an earlier record are read back to their
 from __future__ import annotations
 
 import argparse
-import math
+import statistics
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -28,26 +28,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.analysis.between_runs import Z95, Speedup, agree, between_run_sd, rerun_z, widened  # noqa: E402
-from harness.analysis.machine import FLAG  # noqa: E402
-from harness.schema import CellRow  # noqa: E402
+from harness.analysis.between_runs import Speedup, agree, between_run_sd, rerun_z, widened  # noqa: E402
+from harness.analysis.machine import DRIFT_CEILING, DRIFT_FLOOR, FLAG, quiet_drift  # noqa: E402
 
 Cell = tuple[str, str, int, int, float, float]
 
 
-def own_ci(row: CellRow) -> Speedup:
-    """The row's speedup with the CI its own run measured (an applied between-run SD taken back out)."""
-    assert row.speedup is not None
-    s = Speedup(row.speedup, row.speedup_ci_low, row.speedup_ci_high)
-    tau = row.speedup_between_run_sd
-    if not tau or s.low is None or s.high is None:
-        return s
-    half = Z95 * max(0.0, s.log_se**2 - tau**2) ** 0.5
-    return Speedup(s.value, s.value * math.exp(-half), s.value * math.exp(half))
-
-
-def read_cells(run_dirs: list[str]) -> list[dict[Cell, tuple[Speedup, bool]]]:
-    """Per run: each speculative cell's (own speedup CI, flagged MACHINE NOISE)."""
+def read_cells(run_dirs: list[str]) -> list[dict[Cell, tuple[Speedup, Speedup, bool]]]:
+    """Per run: each speculative cell's (the CI its run reported, the CI over its requests alone,
+    flagged MACHINE NOISE) (harness/bench/machine_record.py)."""
+    from harness.bench.machine_record import request_ci, run_own_ci
     from harness.results.runs import read_run
 
     out = []
@@ -57,29 +47,44 @@ def read_cells(run_dirs: list[str]) -> list[dict[Cell, tuple[Speedup, bool]]]:
         for r in run.rows:
             if r.is_speculative and r.speedup is not None and r.status == "ok":
                 key = (r.draft, r.suite, r.k, r.concurrency, r.temperature, r.request_rate or 0.0)
-                cells[key] = (own_ci(r), any(f.startswith(FLAG) for f in r.flags))
+                cells[key] = (run_own_ci(r), request_ci(r), any(f.startswith(FLAG) for f in r.flags))
         out.append(cells)
     return out
+
+
+def quiet_drifts(run_dirs: list[str]) -> list[float]:
+    """The sentinel drift of every speculative cell of the runs that no other process took CPU
+    from (harness/analysis/machine.py): the machine's own jitter."""
+    from harness.analysis.machine import FOREIGN_CPU_LIMIT
+    from harness.results.runs import read_run
+
+    return [
+        r.machine_drift
+        for d in run_dirs
+        for r in read_run(d).rows
+        if r.is_speculative and r.machine_drift is not None and (r.machine_foreign_cpu or 0.0) <= FOREIGN_CPU_LIMIT
+    ]
 
 
 def _name(c: Cell) -> str:
     return f"{c[0]}/{c[1]} k={c[2]} c={c[3]} T={c[4]:g}" + (f" @{c[5]:g}/s" if c[5] else "")
 
 
-def analyse(runs: list[dict[Cell, tuple[Speedup, bool]]]) -> dict:
+def analyse(runs: list[dict[Cell, tuple[Speedup, Speedup, bool]]]) -> dict:
     """The per-cell table and the pair checks (module docstring); returns the figures printed."""
     cells = sorted(set().union(*runs))
-    by_cell = {c: [r[c][0] for r in runs if c in r] for c in cells}
+    by_cell = {c: [r[c][1] for r in runs if c in r] for c in cells}  # request CIs: what tau is estimated against
+    shown = {c: [r[c][0] for r in runs if c in r] for c in cells}
     tau_all = between_run_sd(by_cell)
     print(f"{len(runs)} runs, {len(cells)} cells")
-    print(f"{'cell':34s} {'speedups (own 95% CI)':s}")
+    print(f"{'cell':34s} within-run SE and between-run SD over the requests' CIs; speedups with each run's reported CI")
     for c in cells:
         reps = by_cell[c]
         one = between_run_sd({c: reps})
         se = sum(s.log_se for s in reps) / len(reps)
         print(
             f"  {_name(c):32s} within-run SE {se:6.1%}  between-run SD {one.tau if one else float('nan'):6.1%}  "
-            + " ".join(f"{s.value:.2f}[{s.low or s.value:.2f},{s.high or s.value:.2f}]" for s in reps)
+            + " ".join(f"{s.value:.2f}[{s.low or s.value:.2f},{s.high or s.value:.2f}]" for s in shown[c])
         )
     if tau_all:
         print(f"between-run SD of ln speedup, all cells: {tau_all.tau:.1%} ({tau_all.cells} cells, {len(runs)} runs)")
@@ -89,10 +94,10 @@ def analyse(runs: list[dict[Cell, tuple[Speedup, bool]]]) -> dict:
     for i in range(len(runs) - 1):
         a, b = runs[i], runs[i + 1]
         others = [r for j, r in enumerate(runs) if j not in (i, i + 1)]
-        tau = between_run_sd({c: [r[c][0] for r in others if c in r] for c in cells})
+        tau = between_run_sd({c: [r[c][1] for r in others if c in r] for c in cells})
         t = tau.tau if tau else 0.0
         for c in set(a) & set(b):
-            (sa, fa), (sb, fb) = a[c], b[c]
+            (sa, _, fa), (sb, _, fb) = a[c], b[c]
             z = rerun_z(sa, sb)
             zs.append(z)
             for tally, x, y in ((own, sa, sb), (wide, widened(sa, t), widened(sb, t))):
@@ -145,16 +150,28 @@ def main() -> None:
         sys.exit("need at least 3 runs (each pair's check is calibrated on the others)")
     runs = read_cells(dirs)
     figures = analyse(runs)
+    drifts = quiet_drifts(dirs)
+    quiet = quiet_drift(drifts)
+    if drifts:
+        print(
+            f"sentinel drift across a cell's arms, {len(drifts)} cells with no other process taking CPU: median "
+            f"{statistics.median(drifts):.0%}, over {DRIFT_FLOOR:.0%} (the tolerance's floor) in "
+            f"{sum(d > DRIFT_FLOOR for d in drifts)}, over {DRIFT_CEILING:.0%} (its ceiling) in "
+            f"{sum(d > DRIFT_CEILING for d in drifts)}; 95th percentile "
+            + ("n/a (fewer than 20 cells)" if quiet is None else f"{quiet:.0%}")
+        )
     if a.record and figures["tau"] is not None:
         from harness.bench.machine_record import MachineRecord, record_path, write_record
         from harness.results.runs import read_run
 
         recipe = (read_run(dirs[0]).manifest.data.get("recipe") or {}).get("name") or a.recipe
         rec = MachineRecord(
-            figures["tau"], len(runs), figures["cells"], recipe, datetime.now(UTC).isoformat(), tuple(dirs)
+            figures["tau"], len(runs), figures["cells"], recipe, datetime.now(UTC).isoformat(), tuple(dirs), quiet
         )
         write_record(rec)
         print(f"recorded as this machine's between-run SD: {rec.tau:.1%} ({rec.source}) in {record_path()}")
+        if quiet is not None:
+            print(f"and as its sentinel quiet drift, the floor of every cell's drift tolerance: {quiet:.0%}")
 
 
 if __name__ == "__main__":

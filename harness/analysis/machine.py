@@ -22,6 +22,13 @@ Tolerance: NOISE_FACTOR × noise, held between DRIFT_FLOOR and DRIFT_CEILING: th
   `MACHINE NOISE` with the figures, and its speedup CI is widened by the drift: [low / (1 + d),
   high × (1 + d)] (the speed change seen between the arms bounds the error it can cause). The gate
   never passes a flagged speedup against a floor (harness/results/gate/cell_checks.py).
+Quiet drift: where this machine has a record (harness/bench/machine_record.py, measured by
+  bench/speedup_reruns.py --record), the 95th percentile of the drift its cells showed over
+  back-to-back reruns with no other process taking CPU is the tolerance's floor. Measured on a
+  2-core VM: a 4-request sentinel's drift had median 14 % and 26 % of cells over 20 % with nothing
+  else running (single short batches there lose up to 30 %), so the calibration-based tolerance
+  flagged most cells of a quiet machine; that jitter is what the record's between-run SD adds to
+  every speedup CI, and the foreign-CPU check below still catches a neighbour.
 Foreign CPU: the share of the machine's CPU time that processes outside the run used while each
   arm ran (the machine's busy CPU time less the run's own process tree's, read with psutil by
   harness/bench/cpu_ticks.py).
@@ -34,6 +41,7 @@ Foreign CPU: the share of the machine's CPU time that processes outside the run 
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -81,8 +89,24 @@ def spread(tok_s: Sequence[float]) -> float:
     return max(xs) / min(xs) - 1 if len(xs) >= 2 else 0.0
 
 
-def tolerance(noise: float) -> float:
-    return min(max(NOISE_FACTOR * noise, DRIFT_FLOOR), DRIFT_CEILING)
+QUIET_DRIFT_QUANTILE = 0.95
+
+
+def quiet_drift(drifts: Sequence[float]) -> float | None:
+    """The QUIET_DRIFT_QUANTILE of cells' sentinel drifts measured with no other process taking CPU
+    (the machine's own jitter; a flag below it would be a false alarm 1 time in 20 at most); None
+    with fewer than 20 cells, too few for that quantile."""
+    xs = sorted(d for d in drifts if d is not None and d >= 0)
+    if len(xs) < 20:
+        return None
+    return statistics.quantiles(xs, n=20, method="inclusive")[round(QUIET_DRIFT_QUANTILE * 20) - 1]
+
+
+def tolerance(noise: float, quiet_drift: float | None = None) -> float:
+    """The drift a cell may show: NOISE_FACTOR × the calibrated noise within [DRIFT_FLOOR,
+    DRIFT_CEILING], and never below `quiet_drift`, the drift this machine's sentinels showed on
+    quiet reruns (harness/bench/machine_record.py): below it, a flag is the machine's own jitter."""
+    return max(min(max(NOISE_FACTOR * noise, DRIFT_FLOOR), DRIFT_CEILING), quiet_drift or 0.0)
 
 
 @dataclass(frozen=True)
@@ -95,6 +119,7 @@ class MachineReading:
     baseline_remeasured: bool = False  # the shared baseline arm was measured again beside this arm
     foreign_cpu: float = 0.0  # the most any of the two arms' runs saw (foreign_cpu)
     speculative_own_engine: bool = False  # speculative_tok_s timed on the speculative engine (one at a time)
+    quiet_drift: float | None = None  # this machine's sentinel drift on quiet reruns (tolerance's floor)
 
     @property
     def sentinels(self) -> tuple[float, ...]:
@@ -108,7 +133,7 @@ class MachineReading:
 
     @property
     def tolerance(self) -> float:
-        return tolerance(self.noise)
+        return tolerance(self.noise, self.quiet_drift)
 
     @property
     def steady(self) -> bool:
@@ -127,7 +152,13 @@ class MachineReading:
         if self.drift > self.tolerance:
             why.append(
                 f"the machine's speed moved {self.drift:.0%} across this cell's arms (sentinel {self._ranges()}; "
-                f"steady noise {self.noise:.1%}, tolerance {self.tolerance:.0%})"
+                f"steady noise {self.noise:.1%}, tolerance {self.tolerance:.0%}"
+                + (
+                    ", this machine's quiet-rerun drift"
+                    if self.quiet_drift and self.tolerance == self.quiet_drift
+                    else ""
+                )
+                + ")"
             )
         return (
             f"{FLAG}: {'; '.join(why)}; speedup CI widened by the drift{again}: this speedup is not the quiet "

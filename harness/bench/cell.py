@@ -172,7 +172,7 @@ def _measure_arms(
         measured
         and clock
         and (
-            spread(measured.sentinels + tuple(timeline)) > tolerance(clock.noise)
+            spread(measured.sentinels + tuple(timeline)) > tolerance(clock.noise, clock.quiet_drift)
             or max(foreign.values()) > FOREIGN_CPU_LIMIT
         )
     ):
@@ -192,6 +192,7 @@ def _measure_arms(
             clock.noise,
             remeasured,
             max(foreign.values()),
+            quiet_drift=clock.quiet_drift,
         )
     )
     return MeasuredArms(barm, sarm, measured.cell_id if measured else cell.id, reading)

@@ -20,6 +20,7 @@ class Clock:
     requests: tuple[GenRequest, ...]
     sampling: Sampling
     noise: float
+    quiet_drift: float | None = None  # this machine's quiet-rerun sentinel drift (analysis/machine.py)
 
 
 def sentinel_tok_s(engine: Engine, clock: Clock) -> float:
@@ -30,10 +31,10 @@ def sentinel_tok_s(engine: Engine, clock: Clock) -> float:
     return res.num_output_tokens / res.wall_s
 
 
-def calibrate_clock(engine: Engine, prompts: Prompts, recipe: Recipe) -> Clock | None:
+def calibrate_clock(engine: Engine, prompts: Prompts, recipe: Recipe, quiet_drift: float | None = None) -> Clock | None:
     """The sentinel job (the first prompts, greedy, a fixed length) and the machine's noise: the
     spread of a few runs back to back on the warm baseline engine. None when bench.machine_sentinel
-    is off."""
+    is off. `quiet_drift`: this machine's record, the floor of every cell's drift tolerance."""
     from harness.analysis import machine
 
     if not recipe.bench.machine_sentinel:
@@ -42,6 +43,6 @@ def calibrate_clock(engine: Engine, prompts: Prompts, recipe: Recipe) -> Clock |
         GenRequest(f"sentinel-{i}", tuple(ids), machine.sentinel_tokens(recipe.bench.max_tokens))
         for i, (_, ids) in enumerate(prompts[: machine.SENTINEL_PROMPTS])
     )
-    clock = Clock(reqs, Sampling(temperature=0.0, seed=recipe.engine.seed, ignore_eos=True), 0.0)
+    clock = Clock(reqs, Sampling(temperature=0.0, seed=recipe.engine.seed, ignore_eos=True), 0.0, quiet_drift)
     speeds = [sentinel_tok_s(engine, clock) for _ in range(machine.CALIBRATION_RUNS)]
     return replace(clock, noise=spread(speeds))

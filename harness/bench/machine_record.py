@@ -10,11 +10,14 @@ another's CIs. A cell widened by it says so: `speedup_between_run_sd` (tau, log 
 
 from __future__ import annotations
 
+import math
+import os
 import platform
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness.analysis.between_runs import Speedup, widened
+from harness.analysis.between_runs import Z95, Speedup, widened
+from harness.analysis.machine import FLAG
 from harness.jsonfiles import read_json_file
 from harness.paths import cache_root
 from harness.provenance import atomic_write_json, hardware
@@ -23,7 +26,8 @@ from harness.schema import CellRow
 
 @dataclass(frozen=True)
 class MachineRecord:
-    """tau with its provenance: how many runs and cells, which recipe and draft, when."""
+    """tau and the sentinel's quiet drift, with their provenance: how many runs and cells, which
+    recipe and draft, when."""
 
     tau: float
     runs: int
@@ -31,6 +35,9 @@ class MachineRecord:
     recipe: str
     measured_at: str
     run_dirs: tuple[str, ...] = ()
+    # the 95th percentile of the sentinel drift across a cell's arms over the reruns' cells that no
+    # other process took CPU from: the floor of this machine's drift tolerance (analysis/machine.py)
+    sentinel_quiet_drift: float | None = None
 
     @property
     def source(self) -> str:
@@ -43,7 +50,9 @@ def machine_key() -> str:
 
 
 def record_path() -> Path:
-    return cache_root() / "machine" / "speedup_between_runs.json"
+    """$HARNESS_MACHINE_RECORD (a test suite sets it to read none), else the cache's."""
+    override = os.environ.get("HARNESS_MACHINE_RECORD")
+    return Path(override) if override else cache_root() / "machine" / "speedup_between_runs.json"
 
 
 def read_record(path: Path | None = None) -> MachineRecord | None:
@@ -75,6 +84,30 @@ def widen_row(row: CellRow, record: MachineRecord | None) -> None:
     s = widened(Speedup(row.speedup, row.speedup_ci_low, row.speedup_ci_high), record.tau)
     row.speedup_ci_low, row.speedup_ci_high = s.low, s.high
     row.speedup_between_run_sd, row.speedup_between_run_source = round(record.tau, 5), record.source
+
+
+def run_own_ci(row: CellRow) -> Speedup:
+    """The speedup CI the row's own run reported: this machine's between-run SD (widen_row) taken
+    back out, a MACHINE NOISE drift widening kept."""
+    assert row.speedup is not None
+    s = Speedup(row.speedup, row.speedup_ci_low, row.speedup_ci_high)
+    tau = row.speedup_between_run_sd
+    if not tau or s.low is None or s.high is None:
+        return s
+    half = Z95 * max(0.0, s.log_se**2 - tau**2) ** 0.5
+    return Speedup(s.value, s.value * math.exp(-half), s.value * math.exp(half))
+
+
+def request_ci(row: CellRow) -> Speedup:
+    """The speedup CI over the row's requests and repeats alone: run_own_ci with a MACHINE NOISE
+    flag's drift widening ([low / (1 + d), high × (1 + d)], analysis/machine.py) also taken out.
+    What a between-run SD is estimated against: a drift-widened CI would hide the very run-to-run
+    spread the estimate is for (measured: 10 reruns' pooled estimate read 0 with them in)."""
+    s = run_own_ci(row)
+    d = row.machine_drift
+    if not d or s.low is None or s.high is None or not any(f.startswith(FLAG) for f in row.flags):
+        return s
+    return Speedup(s.value, min(s.value, s.low * (1 + d)), max(s.value, s.high / (1 + d)))
 
 
 def speedup_ci_note(rows: list[CellRow]) -> str | None:

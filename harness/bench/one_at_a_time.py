@@ -112,6 +112,7 @@ class Steps(Protocol):
 
     run_dir: Path
     verifier: str  # the verifier's folder name, for the manifest
+    quiet_drift: float | None  # this machine's quiet-rerun sentinel drift (analysis/machine.py), if recorded
 
     def start(self, engine: EngineKey | None, phase: str) -> Engine:
         """The baseline engine (None) or a speculative one, started and recorded, not warmed."""
@@ -148,6 +149,7 @@ class _Readings:
     """The sentinels and foreign CPU shares a cell's MachineReading is built from (noise None: off)."""
 
     noise: float | None = None
+    quiet_drift: float | None = None
     baseline: list[float] = field(default_factory=list)  # A1 start and end, A2 start and end
     engines: dict[EngineKey, list[float]] = field(default_factory=dict)  # each B engine's start and end
     base_cpu: dict[BaselineKey, float] = field(default_factory=dict)
@@ -162,12 +164,13 @@ class _Readings:
             self.noise,
             foreign_cpu=max(self.base_cpu.get(baseline_key(cell), 0.0), self.spec_cpu.get(cell.id, 0.0)),
             speculative_own_engine=True,
+            quiet_drift=self.quiet_drift,
         )
 
 
 def bench_one_at_a_time(steps: Steps, plan: PhasePlan) -> None:
     """A1, B per speculative engine, A2 (module docstring); every cell written in A2."""
-    readings = _Readings()
+    readings = _Readings(quiet_drift=steps.quiet_drift)
     base = {key: ArmResult() for key in plan.baselines}
     spec: dict[str, ArmResult] = {}
     _baseline_phase(steps, plan, "A1", base, readings, spec)

@@ -22,6 +22,23 @@ def test_spread_and_tolerance():
     assert not MachineReading((100.0, 100.0), (100.0, 135.2), noise=0.12).steady
 
 
+def test_a_machine_s_quiet_drift_is_the_tolerance_s_floor():
+    """On a VM whose short sentinels move 14 % (median) with nothing else running, the calibrated
+    tolerance (10-20 %) flagged most cells of a quiet machine; its recorded quiet-rerun drift is
+    the floor, and a neighbour on the CPUs still flags the cell whatever the sentinels read."""
+    quiet = [0.02 * i for i in range(1, 21)]  # 2 % .. 40 %
+    assert machine.quiet_drift(quiet) == pytest.approx(0.381)  # the 95th percentile (interpolated)
+    assert machine.quiet_drift(quiet[:19]) is None  # too few cells for that quantile
+    assert tolerance(0.01, 0.381) == 0.381 and tolerance(0.05, None) == pytest.approx(0.15)
+    jitter = MachineReading((100.0, 100.0), (100.0, 130.0), noise=0.02, quiet_drift=0.381)
+    assert jitter.steady and jitter.flag() is None
+    assert not MachineReading((100.0, 100.0), (100.0, 130.0), noise=0.02).steady  # without the record
+    moved = MachineReading((100.0, 100.0), (100.0, 150.0), noise=0.02, quiet_drift=0.381)
+    assert "tolerance 38%, this machine's quiet-rerun drift" in (moved.flag() or "")
+    busy = MachineReading((100.0, 100.0), (100.0, 101.0), noise=0.02, foreign_cpu=0.4, quiet_drift=0.381)
+    assert not busy.steady
+
+
 def test_own_engine_sentinels_compare_only_with_their_own_engine():
     """Engines one at a time (harness/bench/one_at_a_time.py): the speculative engine times the
     sentinel itself, so its readings compare with each other and the baseline engine's with theirs."""

@@ -14,6 +14,7 @@ from harness.schema import CellRow
 @pytest.fixture()
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
+    monkeypatch.delenv("HARNESS_MACHINE_RECORD", raising=False)  # conftest points it at nothing
     return tmp_path
 
 
@@ -69,3 +70,41 @@ def test_the_summary_says_what_the_speedup_cis_carry():
     assert "between-run SD of ln speedup (5.0%" in M.speedup_ci_note([row, _row()])
     assert "in 1 of 2 cells" in M.speedup_ci_note([row, _row()])
     assert M.speedup_ci_note([_row(None, None, None)]) is None
+
+
+def test_request_ci_takes_both_widenings_back_out():
+    """A between-run SD estimated against drift-widened CIs hides the spread it is for: the rerun
+    study reads each row back to the CI over its requests alone."""
+    from harness.analysis.machine import FLAG, widen
+
+    row = _row(1.5, 1.45, 1.55)
+    row.machine_drift = 0.3
+    row.flags = [f"{FLAG}: the machine's speed moved 30%"]
+    row.speedup_ci_low, row.speedup_ci_high = widen(1.45, 1.55, 1.5, 0.3)
+    M.widen_row(row, _record(0.09))
+    assert row.speedup_ci_low < 1.45 / 1.3  # both widenings are in the reported CI
+    # the tau step is undone on the log scale (a symmetric CI about the point, as widen_row made it)
+    own = M.run_own_ci(row)
+    assert own.log_se == pytest.approx(M.Speedup(1.5, 1.45 / 1.3, 1.55 * 1.3).log_se)
+    req = M.request_ci(row)
+    assert req.log_se == pytest.approx(M.Speedup(1.5, 1.45, 1.55).log_se, rel=0.05)
+    assert req.low < 1.5 < req.high
+    row.flags = []  # an unflagged row's CI was never drift-widened: nothing more to take out
+    assert M.request_ci(row) == own
+
+
+def test_an_older_record_without_the_quiet_drift_still_reads(cache):
+    path = M.write_record(_record())
+    data = json.loads(path.read_text())
+    (entry,) = data.values()
+    del entry["sentinel_quiet_drift"]
+    path.write_text(json.dumps(data))
+    assert M.read_record().sentinel_quiet_drift is None
+
+
+def test_the_suite_reads_no_record(cache, monkeypatch):
+    """$HARNESS_MACHINE_RECORD (tests/conftest.py sets it): a developer's record cannot move the
+    suite's CIs and flags away from a fresh CI machine's."""
+    M.write_record(_record())
+    monkeypatch.setenv("HARNESS_MACHINE_RECORD", "/dev/null")
+    assert M.read_record() is None

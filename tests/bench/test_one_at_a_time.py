@@ -123,6 +123,7 @@ class FakeSteps:
     verifier: str = "v"
     log: list = field(default_factory=list)
     finished: dict = field(default_factory=dict)
+    quiet_drift: float | None = None
 
     def start(self, engine, phase):
         name = "baseline" if engine is None else f"{engine[0]}-k{engine[1]}"
