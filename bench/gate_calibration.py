@@ -68,6 +68,11 @@ class Pool:
             return (r * b - 1) / (c - 1), 1.0
         return 1.0, (c / r - 1) / (b - 1)
 
+    def can_drop(self, drop: float) -> bool:
+        """Whether thinning can plant `drop`: an AL below 1 is no draft's (SmolLM2's code cell, AL
+        1.10, cannot lose 10 %)."""
+        return (1 - drop) * min(self.al, self.base_al) >= 1 or (1 - drop) > self.al / self.base_al
+
 
 def pools_of(run_dir: str, draft: str, baseline_draft: str) -> list[Pool]:
     run = read_run(run_dir)
@@ -103,7 +108,8 @@ class Tally:
 
 def replay(pools: list[Pool], n: int, drop: float, args, rng: np.random.Generator) -> Tally:
     t = Tally(Counter(), Counter(), 0, [], [], [])
-    for _ in range(args.draws):
+    pools = [p for p in pools if p.can_drop(drop)]
+    for _ in range(args.draws if pools else 0):
         pool = pools[int(rng.integers(0, len(pools)))]
         pairs = _draw(pool, n, drop, rng)
         est = P.paired_estimate(pairs, -1, args.tolerance)
@@ -142,11 +148,16 @@ def print_table(pools: list[Pool], args) -> None:
         for name, drop in scenarios:
             t = replay(pools, n, drop, args, rng)
             draws = sum(t.fixed.values())
+            if not draws:
+                print(f"{name:<26} {n:>4}  no cell's AL can drop that far and stay at or above 1")
+                continue
+            short = sum(not p.can_drop(drop) for p in pools)
             print(
                 f"{name:<26} {n:>4}  {_share(t.fixed, 'pass')} {_share(t.fixed, 'inconclusive')} "
                 f"{_share(t.fixed, 'fail')}  |       {_share(t.seq, 'pass')} {_share(t.seq, 'inconclusive')} "
                 f"{_share(t.seq, 'fail')} {t.agree / max(draws, 1):6.1%} {np.mean(t.seq_prompts):7.1f}  |  "
                 f"{np.median(t.mdd):6.1%} {int(np.median(t.need)):>5}"
+                + (f"  ({short} of {len(pools)} cells left out: AL below 1 after the drop)" if short else "")
             )
         print()
 

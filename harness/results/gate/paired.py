@@ -20,6 +20,13 @@ dominates either arm's own CI, cancels in u. Verdicts, one-sided at `alpha` each
                                                candidate fails with probability <= alpha)
     inconclusive  neither: the prompts it would take, n · (MDD / tolerance)²
 
+A per-position rate is gated only where it is material: a position whose baseline rate is below
+tolerance × the baseline's AL cannot move AL by the tolerance even if it fell to zero (AL = 1 + Σ
+rates), so a relative drop there is no regression of the speed users see. It is reported with the
+verdict "immaterial" and never fails the cell. Measured on SmolLM2-135M-Instruct (AL 1.13): its
+position-3 rate 0.006 → 0.004 read −42 % [−60 %, −25 %] over 87 paired requests and failed a cell
+whose AL rose 1.5 %.
+
 MDD, the drop the test can see: (t_{1−alpha} + z_power) · SE, power 80 %. A cell whose MDD is at most
 the tolerance passes a no-drop candidate with >= 80 % probability and fails one at twice the
 tolerance with >= 80 %.
@@ -45,6 +52,7 @@ from typing import Any, Literal
 import numpy as np
 
 Verdict = Literal["pass", "fail", "inconclusive"]
+MetricVerdict = Literal["pass", "fail", "inconclusive", "immaterial"]
 ALPHA = 0.05  # one-sided, each way
 POWER = 0.80
 MIN_PAIRS = 3
@@ -129,7 +137,7 @@ class PairedEstimate:
     n: int
     tolerance: float
     mdd: float  # the smallest drop the test sees at 80 % power (relative)
-    verdict: Verdict
+    verdict: MetricVerdict  # "immaterial": a rate too small to move AL by the tolerance (module docstring)
     prompts_needed: int | None  # for MDD <= tolerance, when it is not
     sequential: bool = False  # the interval is the confidence sequence's
 
@@ -169,7 +177,21 @@ def paired_estimate(
     need = math.ceil(n * (mdd / tolerance) ** 2) if tolerance > 0 and mdd > tolerance else None
     name = "acceptance_length" if metric < 0 else f"per_position_rate[{metric + 1}]"
     low, high = d - tq * se, d + tq * se
-    return PairedEstimate(name, tc, tb, d, se, low, high, n, tolerance, mdd, verdict_of(low, high, tolerance), need)
+    verdict: MetricVerdict = verdict_of(low, high, tolerance)
+    if metric >= 0 and not material(tb, baseline_al(pairs), tolerance):
+        verdict, need = "immaterial", None
+    return PairedEstimate(name, tc, tb, d, se, low, high, n, tolerance, mdd, verdict, need)
+
+
+def baseline_al(pairs: Sequence[tuple[RequestCounts, RequestCounts]]) -> float:
+    """The baseline draft's pooled AL over the pairs."""
+    arr = metric_arrays(pairs, -1)
+    return 1.0 + float(arr[:, 2].sum() / arr[:, 3].sum()) if arr[:, 3].sum() else 1.0
+
+
+def material(rate_base: float, al_base: float, tolerance: float) -> bool:
+    """Whether a position's baseline rate can move AL by the tolerance (module docstring)."""
+    return rate_base >= tolerance * al_base
 
 
 def cell_verdict(estimates: Sequence[PairedEstimate]) -> Verdict:

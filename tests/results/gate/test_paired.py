@@ -47,6 +47,35 @@ def test_a_large_drop_fails_and_a_slight_one_is_inconclusive_with_the_prompts_it
         assert est2.prompts_needed is None or est2.prompts_needed > 4
 
 
+def test_a_rate_too_small_to_move_al_by_the_tolerance_is_reported_not_gated():
+    """SmolLM2's draft (AL 1.13): its position-3 rate 0.006 -> 0.004 read -42 % over 87 pairs and
+    failed a cell whose AL rose. A rate below tolerance x AL cannot move AL by the tolerance."""
+    base = _requests(60, 3, p_accept=0.08)  # AL ~1.1: position 3 accepted in a handful of steps
+    rng = np.random.default_rng(4)
+    cand = [
+        P.RequestCounts(r.request_id, r.drafts, r.accepted - r.per_pos[2] + n3, (*r.per_pos[:2], n3))
+        for r in base
+        if (n3 := int(rng.binomial(r.per_pos[2], 0.3))) is not None
+    ]
+    pairs = P.paired(cand, base)
+    al = P.paired_estimate(pairs, -1, 0.05)
+    pos3 = P.paired_estimate(pairs, 2, 0.05)
+    assert al is not None and pos3 is not None and al.verdict == "pass"
+    assert pos3.baseline < 0.05 * al.baseline and pos3.high < -0.05  # a shown drop of a tiny rate
+    assert pos3.verdict == "immaterial" and pos3.prompts_needed is None
+    assert P.cell_verdict([al, pos3]) == "pass"
+    # the same relative drop of a material rate still fails the cell
+    rich = _requests(60, 3, p_accept=0.6)
+    worse = [
+        P.RequestCounts(
+            r.request_id, r.drafts, r.accepted - r.per_pos[2] + r.per_pos[2] // 3, (*r.per_pos[:2], r.per_pos[2] // 3)
+        )
+        for r in rich
+    ]
+    pos3_rich = P.paired_estimate(P.paired(worse, rich), 2, 0.05)
+    assert pos3_rich is not None and pos3_rich.verdict == "fail"
+
+
 def test_pairing_uses_only_request_ids_both_arms_finished():
     a, b = _requests(5, 3), _requests(5, 4)
     pairs = P.paired(a[:4], b[1:])
