@@ -211,14 +211,16 @@ def to_junit(res: GateResult) -> str:
     import xml.etree.ElementTree as ET
 
     root = ET.Element("testsuites", name="harness gate")
+    paired = [(cell, e) for cell in res.paired for e in cell.estimates]
+    problems = [cell for cell in res.paired if cell.problem]
     suite = ET.SubElement(
         root,
         "testsuite",
         name=f"gate {res.run_id} vs {res.baseline}",
-        tests=str(len(res.checks) + len(res.not_gated)),
-        failures=str(len(res.failures)),
+        tests=str(len(res.checks) + len(res.not_gated) + len(paired) + len(problems)),
+        failures=str(len(res.failures) + sum(e.verdict == "fail" for _, e in paired)),
         errors="0",
-        skipped=str(len(res.not_gated)),
+        skipped=str(len(res.not_gated) + len(problems) + sum(e.verdict not in ("pass", "fail") for _, e in paired)),
     )
     for c in res.checks:
         tc = ET.SubElement(
@@ -226,6 +228,17 @@ def to_junit(res: GateResult) -> str:
         )
         if not c.passed:
             ET.SubElement(tc, "failure", message=c.message(), type="Regression").text = c.message()
+    # the paired gate (docs/gate.md): one testcase per metric of each cell; a drop beyond the
+    # tolerance shown fails, an unsettled or immaterial metric is skipped with what it would take
+    for cell, e in paired:
+        tc = ET.SubElement(suite, "testcase", classname=f"gate.paired.{cell.where}", name=e.metric)
+        if e.verdict == "fail":
+            ET.SubElement(tc, "failure", message=e.line(), type="Regression").text = e.line()
+        elif e.verdict != "pass":
+            ET.SubElement(tc, "skipped", message=e.line())
+    for cell in problems:
+        tc = ET.SubElement(suite, "testcase", classname=f"gate.paired.{cell.where}", name="paired")
+        ET.SubElement(tc, "skipped", message=f"inconclusive: {cell.problem}")
     for p in res.not_gated:
         tc = ET.SubElement(suite, "testcase", classname="gate.not_gated", name=p.split(":")[0])
         ET.SubElement(tc, "skipped", message=p)

@@ -9,7 +9,7 @@ import numpy as np
 
 from harness.results.gate.baseline import gate_run, update_baseline
 from harness.results.gate.evaluate import GateOptions
-from harness.results.gate.render import to_markdown, verdict_dict
+from harness.results.gate.render import to_junit, to_markdown, verdict_dict
 from harness.results.runs import read_run
 from harness.results.table import cell_id
 from tests.results_fixtures import make_run
@@ -60,6 +60,13 @@ def test_a_much_weaker_candidate_fails_paired_without_a_stored_baseline(tmp_path
     assert res.verdict == "fail" and res.exit_code == 1
     assert all(c.estimates[0].high < -0.05 for c in res.paired)
     assert "gate fail (paired" in res.summary()
+    # a CI system reading junit.xml sees the paired verdicts: the AL drop of each cell is a failure
+    import xml.etree.ElementTree as ET
+
+    suite = ET.fromstring(to_junit(res)).find("testsuite")
+    assert suite is not None and int(suite.get("failures") or 0) >= 2
+    failed = [tc.get("name") for tc in suite.iter("testcase") if tc.find("failure") is not None]
+    assert failed.count("acceptance_length") == 2
 
 
 def test_without_the_baseline_draft_the_stored_gate_is_used(tmp_path):
