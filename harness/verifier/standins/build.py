@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.paths import cache_root
 from harness.provenance import build_once
-from harness.verifier.standins.corpus import corpus_documents, corpus_fingerprint
+from harness.verifier.standins.corpus import corpus_documents, corpus_fingerprint, corpus_topics
 from harness.verifier.standins.specs import (
     VISION_HIDDEN,
     VISION_INTERMEDIATE,
@@ -37,7 +37,9 @@ PROBE_PROMPTS = (
 
 
 def standin_dir(spec: StandinSpec, root: Path | None = None) -> Path:
-    return (root or cache_root()) / "standins" / f"{spec.arch}-{spec.fingerprint(corpus_fingerprint())}"
+    return (
+        (root or cache_root()) / "standins" / f"{spec.arch}-{spec.fingerprint(corpus_fingerprint(spec.pretrain_text))}"
+    )
 
 
 def is_complete(folder: Path) -> bool:
@@ -66,7 +68,7 @@ def build_structure(spec: StandinSpec, out: Path) -> Path:
     """The stand-in's checkpoint as the real build writes it (config, tokenizer, weight names,
     shapes and shards), seeded but not pretrained: what a dry run reads, in seconds, where the
     build with its pretraining takes minutes. Not a stand-in to serve (no STANDIN_META)."""
-    _, model = _seeded_model(spec, out, corpus_documents())
+    _, model = _seeded_model(spec, out, corpus_documents(spec.pretrain_text))
     if spec.padded_vocab_size:
         from harness.verifier.standins.padded import pad_tokenizer
 
@@ -76,11 +78,10 @@ def build_structure(spec: StandinSpec, out: Path) -> Path:
 
 
 def _corpus_samples(spec: StandinSpec, tokenizer) -> list[list[int]]:
-    import pydoc_data.topics as topics
-
     from harness.verifier.standins.pretrain import build_samples
 
-    return build_samples(tokenizer, list(zip(sorted(topics.topics), corpus_documents())), spec.seed, spec.thinking)
+    answers = spec.pretrain_text != "pydoc"  # (prompt, answer) pairs: every one a chat turn
+    return build_samples(tokenizer, corpus_topics(spec.pretrain_text), spec.seed, spec.thinking, answers)
 
 
 # bf16 matmuls split their reductions by the number of threads, so the stand-in's weights (and every
@@ -113,7 +114,7 @@ def _build_pretrained(spec: StandinSpec, out: Path, log: Callable[[str], None]) 
     from harness.verifier.standins.pretrain import bigram_init, pack, pretrain
 
     t0 = time.perf_counter()
-    tokenizer, model = _seeded_model(spec, out, corpus_documents())
+    tokenizer, model = _seeded_model(spec, out, corpus_documents(spec.pretrain_text))
     samples = _corpus_samples(spec, tokenizer)
     windows = pack(samples, spec.seq_len)
     bigram_init(model, windows, spec.vocab_size)
@@ -121,7 +122,7 @@ def _build_pretrained(spec: StandinSpec, out: Path, log: Callable[[str], None]) 
     tail = f", then {spec.long_steps} at {spec.long_seq_len}-token windows" if spec.long_steps else ""
     log(
         f"pretraining {spec.arch} ({spec.num_layers} layers) for {spec.pretrain_steps} steps{tail} "
-        f"on {windows.numel():,} tokens of pydoc_data"
+        f"on {windows.numel():,} tokens of {spec.pretrain_text}"
     )
     losses = pretrain(
         model,
@@ -135,7 +136,7 @@ def _build_pretrained(spec: StandinSpec, out: Path, log: Callable[[str], None]) 
     meta = {
         "arch": spec.arch,
         "spec": spec.__dict__,
-        "fingerprint": spec.fingerprint(corpus_fingerprint()),
+        "fingerprint": spec.fingerprint(corpus_fingerprint(spec.pretrain_text)),
         "num_params": sum(p.numel() for p in model.parameters()),
         "pretrain_tokens": spec.pretrain_steps * spec.batch_size * spec.seq_len
         + spec.long_steps * spec.long_batch_size * spec.long_seq_len,
@@ -190,7 +191,7 @@ def build_padded_standin(spec: StandinSpec, out: Path, log: Callable[[str], None
     meta = {
         "arch": spec.arch,
         "spec": spec.__dict__,
-        "fingerprint": spec.fingerprint(corpus_fingerprint()),
+        "fingerprint": spec.fingerprint(corpus_fingerprint(spec.pretrain_text)),
         "base": base.name,
         "num_params": sum(p.numel() for p in big.parameters()),
         "vocab": {"ids": padded, "ordinary_and_special": spec.vocab_size, "reserved": num_reserved},

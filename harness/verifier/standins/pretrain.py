@@ -37,20 +37,24 @@ def thinking_answer(text: str, think: bool) -> str:
     return THINK_OPEN + (THINKING_PLAN if think else "") + THINK_CLOSE + text
 
 
-def build_samples(tokenizer, documents: list[tuple[str, str]], seed: int, thinking: bool = False) -> list[list[int]]:
+def build_samples(
+    tokenizer, documents: list[tuple[str, str]], seed: int, thinking: bool = False, answers: bool = False
+) -> list[list[int]]:
     """Token sequences: plain documents and chat-wrapped ones, in a seeded order. A thinking
-    stand-in's chat answers think first (three in four) or carry an empty span (thinking off)."""
+    stand-in's chat answers think first (three in four) or carry an empty span (thinking off).
+    `answers`: the documents are (prompt, answer) pairs, every one a chat turn with the prompt as
+    the user's message (a pydoc document's chat turn asks with its title and first words)."""
     rng = random.Random(seed)
     out = []
     for i, (title, text) in enumerate(documents):
-        if i % 2:
+        if i % 2 and not answers:
             # verbose=False: whole documents, longer than model_max_length on purpose (pack() cuts them
             # into windows); transformers' "longer than the specified maximum" line would leak otherwise
             ids = [BOS] + tokenizer.encode(text, add_special_tokens=False, verbose=False) + [EOS]
         else:
-            head = " ".join(text.split()[:12])
+            ask = title if answers else f"{title}: {' '.join(text.split()[:12])}"
             answer = thinking_answer(text, think=i % 8 != 0) if thinking else text
-            msgs = [{"role": "user", "content": f"{title}: {head}"}, {"role": "assistant", "content": answer}]
+            msgs = [{"role": "user", "content": ask}, {"role": "assistant", "content": answer}]
             ids = tokenizer.apply_chat_template(
                 msgs, tokenize=True, return_dict=False, tokenizer_kwargs={"verbose": False}
             )

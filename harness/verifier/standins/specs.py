@@ -58,12 +58,20 @@ class StandinSpec:
     # The vocab_size-token BPE's ordinary tokens are spread over the ids, the rest are reserved tokens
     # the text never uses (harness/verifier/standins/padded.py, docs/production-vocab.md); 0 = none.
     padded_vocab_size: int = 0
+    # What it pretrains on (harness/verifier/standins/corpus.py): Python's docs, or a real chat
+    # model's answers to the built-in training prompts ('smollm2-answers', chat-wrapped only).
+    pretrain_text: Literal["pydoc", "smollm2-answers"] = "pydoc"
 
     def __post_init__(self):
         if (self.long_seq_len > 0) != (self.long_steps > 0) or min(self.long_seq_len, self.long_steps) < 0:
             raise BadInput(
                 f"stand-in long_seq_len {self.long_seq_len}, long_steps {self.long_steps}: the long-context "
                 "tail needs both > 0 (e.g. 2048 and 60), or neither"
+            )
+        if self.pretrain_text not in ("pydoc", "smollm2-answers"):
+            raise BadInput(
+                f"stand-in pretrain_text {self.pretrain_text!r}: one of 'pydoc' (Python's docs, the default) "
+                "or 'smollm2-answers' (SmolLM2-135M-Instruct's answers to the built-in training prompts)"
             )
         if self.padded_vocab_size and self.padded_vocab_size <= self.vocab_size:
             raise BadInput(
@@ -89,6 +97,8 @@ class StandinSpec:
         for key in ("long_seq_len", "long_steps", "padded_vocab_size"):  # older specs keep their fingerprints
             if not fields[key]:
                 del fields[key]
+        if self.pretrain_text == "pydoc":
+            del fields["pretrain_text"]  # the corpus fingerprint below already names the text
         if self.padded_vocab_size:
             fields["padded_format"] = PADDED_FORMAT
         from harness.hardware import cpu_compute_dtype

@@ -25,12 +25,39 @@ def test_thinking_is_an_opt_in_that_keeps_existing_fingerprints():
     old = {
         k: v
         for k, v in asdict(plain).items()
-        if k not in ("thinking", "long_seq_len", "long_steps", "padded_vocab_size")
+        if k not in ("thinking", "long_seq_len", "long_steps", "padded_vocab_size", "pretrain_text")
     }
     if not native_bf16():  # pretrained in float32 on this CPU: another stand-in (harness/hardware.py)
         old["pretrain_compute"] = "float32"
     blob = json.dumps({**old, "corpus": "c", "v": BUILDER_VERSION}, sort_keys=True)
     assert plain.fingerprint("c") == hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def test_a_stand_in_can_pretrain_on_a_real_model_s_answers(tmp_path):
+    """pretrain_text = "smollm2-answers" (issue 51, part 4): SmolLM2-135M-Instruct's answers to the
+    built-in training prompts, kept in the package; every sample is a chat turn that asks the prompt
+    itself, where a pydoc document's turn asks with its title and first words."""
+    from transformers import PreTrainedTokenizerFast
+
+    from harness.verifier.standins.build import standin_dir
+    from harness.verifier.standins.corpus import corpus_fingerprint, corpus_topics
+    from harness.verifier.standins.pretrain import build_samples
+    from harness.verifier.standins.tokenizer import train_tokenizer
+
+    pairs = corpus_topics("smollm2-answers")
+    assert len(pairs) >= 1000 and all(p and a for p, a in pairs)
+    assert pairs[0][0].startswith("Show an idiomatic TypeScript solution")  # train-00001 of builtin.jsonl
+    assert corpus_fingerprint("smollm2-answers") != corpus_fingerprint("pydoc")
+    answers = spec_for("kimi-k2.5", thinking=True, pretrain_text="smollm2-answers")
+    assert standin_dir(answers) != standin_dir(spec_for("kimi-k2.5", thinking=True))
+    with pytest.raises(BadInput, match="pretrain_text"):
+        spec_for("kimi-k2.5", pretrain_text="wikipedia")
+    tok = train_tokenizer([t for p in pairs[:40] for t in p], 512, tmp_path, thinking=True)
+    assert isinstance(tok, PreTrainedTokenizerFast)
+    samples = build_samples(tok, pairs[:8], seed=0, thinking=True, answers=True)
+    texts = [tok.decode(ids) for ids in samples]
+    assert len(texts) == 8 and all("<think>" in t for t in texts)  # all chat turns, none a bare document
+    assert sum(pairs[i][0][:30] in " ".join(texts) for i in range(8)) >= 6  # the prompt itself is asked
 
 
 def test_a_float32_pretrained_stand_in_is_another_fingerprint(monkeypatch):
