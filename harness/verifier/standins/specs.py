@@ -18,9 +18,10 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from harness.errors import BadInput
+from harness.verifier.standins.corpus import Corpus
 from harness.verifier.standins.tokenizer import BOS, EOS, IM_END, MEDIA_PAD, PAD
 
 Arch = Literal["kimi-k2.5", "deepseek-v3", "llama"]
@@ -60,7 +61,7 @@ class StandinSpec:
     padded_vocab_size: int = 0
     # What it pretrains on (harness/verifier/standins/corpus.py): Python's docs, or a real chat
     # model's answers to the built-in training prompts ('smollm2-answers', chat-wrapped only).
-    pretrain_text: Literal["pydoc", "smollm2-answers"] = "pydoc"
+    pretrain_text: Corpus = "pydoc"
 
     def __post_init__(self):
         if (self.long_seq_len > 0) != (self.long_steps > 0) or min(self.long_seq_len, self.long_steps) < 0:
@@ -68,7 +69,7 @@ class StandinSpec:
                 f"stand-in long_seq_len {self.long_seq_len}, long_steps {self.long_steps}: the long-context "
                 "tail needs both > 0 (e.g. 2048 and 60), or neither"
             )
-        if self.pretrain_text not in ("pydoc", "smollm2-answers"):
+        if self.pretrain_text not in get_args(Corpus):
             raise BadInput(
                 f"stand-in pretrain_text {self.pretrain_text!r}: one of 'pydoc' (Python's docs, the default) "
                 "or 'smollm2-answers' (SmolLM2-135M-Instruct's answers to the built-in training prompts)"
