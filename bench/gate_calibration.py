@@ -69,9 +69,9 @@ class Pool:
         return 1.0, (c / r - 1) / (b - 1)
 
     def can_drop(self, drop: float) -> bool:
-        """Whether thinning can plant `drop`: an AL below 1 is no draft's (SmolLM2's code cell, AL
-        1.10, cannot lose 10 %)."""
-        return (1 - drop) * min(self.al, self.base_al) >= 1 or (1 - drop) > self.al / self.base_al
+        """Whether thinning can plant `drop`: a negative keep would ask for an AL below 1, no draft's
+        (SmolLM2's code cell, AL 1.10, cannot lose 10 %)."""
+        return min(self.keeps(drop)) >= 0
 
 
 def pools_of(run_dir: str, draft: str, baseline_draft: str) -> list[Pool]:

@@ -29,39 +29,37 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.analysis.between_runs import Speedup, agree, between_run_sd, rerun_z, widened  # noqa: E402
-from harness.analysis.machine import DRIFT_CEILING, DRIFT_FLOOR, FLAG, quiet_drift  # noqa: E402
+from harness.analysis.machine import DRIFT_CEILING, DRIFT_FLOOR, noise_flag, quiet_drift  # noqa: E402
+from harness.results.runs import Run, read_run  # noqa: E402
 
 Cell = tuple[str, str, int, int, float, float]
 
 
-def read_cells(run_dirs: list[str]) -> list[dict[Cell, tuple[Speedup, Speedup, bool]]]:
-    """Per run: each speculative cell's (the CI its run reported, the CI over its requests alone,
-    flagged MACHINE NOISE) (harness/bench/machine_record.py)."""
+def read_cells(runs: list[Run]) -> list[dict[Cell, tuple[Speedup, Speedup, bool]]]:
+    """Per run: each speculative cell's (the CI its run reported, the CI
+    over its requests alone, flagged MACHINE NOISE) (harness/bench/machine_record.py)."""
     from harness.bench.machine_record import request_ci, run_own_ci
-    from harness.results.runs import read_run
 
     out = []
-    for d in run_dirs:
-        run = read_run(d)
+    for run in runs:
         cells = {}
         for r in run.rows:
             if r.is_speculative and r.speedup is not None and r.status == "ok":
                 key = (r.draft, r.suite, r.k, r.concurrency, r.temperature, r.request_rate or 0.0)
-                cells[key] = (run_own_ci(r), request_ci(r), any(f.startswith(FLAG) for f in r.flags))
+                cells[key] = (run_own_ci(r), request_ci(r), noise_flag(r.flags) is not None)
         out.append(cells)
     return out
 
 
-def quiet_drifts(run_dirs: list[str]) -> list[float]:
+def quiet_drifts(runs: list[Run]) -> list[float]:
     """The sentinel drift of every speculative cell of the runs that no other process took CPU
     from (harness/analysis/machine.py): the machine's own jitter."""
     from harness.analysis.machine import FOREIGN_CPU_LIMIT
-    from harness.results.runs import read_run
 
     return [
         r.machine_drift
-        for d in run_dirs
-        for r in read_run(d).rows
+        for run in runs
+        for r in run.rows
         if r.is_speculative and r.machine_drift is not None and (r.machine_foreign_cpu or 0.0) <= FOREIGN_CPU_LIMIT
     ]
 
@@ -148,9 +146,10 @@ def main() -> None:
         sys.exit("give --draft DIR (to run the reruns) or --runs RUN ... (to analyse finished ones)")
     if len(dirs) < 3:
         sys.exit("need at least 3 runs (each pair's check is calibrated on the others)")
-    runs = read_cells(dirs)
+    read = [read_run(d) for d in dirs]
+    runs = read_cells(read)
     figures = analyse(runs)
-    drifts = quiet_drifts(dirs)
+    drifts = quiet_drifts(read)
     quiet = quiet_drift(drifts)
     if drifts:
         print(
@@ -162,9 +161,8 @@ def main() -> None:
         )
     if a.record and figures["tau"] is not None:
         from harness.bench.machine_record import MachineRecord, record_path, write_record
-        from harness.results.runs import read_run
 
-        recipe = (read_run(dirs[0]).manifest.data.get("recipe") or {}).get("name") or a.recipe
+        recipe = (read[0].manifest.data.get("recipe") or {}).get("name") or a.recipe
         rec = MachineRecord(
             figures["tau"], len(runs), figures["cells"], recipe, datetime.now(UTC).isoformat(), tuple(dirs), quiet
         )

@@ -60,6 +60,13 @@ NOISE_FACTOR = 3.0
 DRIFT_FLOOR = 0.10
 DRIFT_CEILING = 0.20
 FLAG = "MACHINE NOISE"
+
+
+def noise_flag(flags: Sequence[str] | None) -> str | None:
+    """The row's MACHINE NOISE flag, if it carries one."""
+    return next((f for f in flags or () if str(f).startswith(FLAG)), None)
+
+
 FOREIGN_CPU_LIMIT = 0.10  # of all the machine's CPUs: an idle machine's daemons stay near 0.01
 
 

@@ -68,8 +68,7 @@ def start_spec_engine(run: BenchRun, layout: VerifierLayout, draft: DraftUnderTe
 def calibrate_verifier_clock(run: BenchRun, layout: VerifierLayout, base_engine: Engine) -> Clock | None:
     """The verifier's clock (calibrate_clock) on its warm baseline engine, kept in `run` and the manifest."""
     _, prompts = run.prompts[layout.path]
-    quiet = run.between_runs.sentinel_quiet_drift if run.between_runs else None
-    clock = calibrate_clock(base_engine, next(iter(prompts.values())), run.recipe, quiet)
+    clock = calibrate_clock(base_engine, next(iter(prompts.values())), run.recipe, run.quiet_drift)
     if clock is not None:
         run.clocks[layout.path] = clock
         noise = read_manifest_data(run.run_dir, missing_ok=True).get("machine_noise") or {}

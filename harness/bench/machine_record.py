@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness.analysis.between_runs import Z95, Speedup, widened
-from harness.analysis.machine import FLAG
+from harness.analysis.machine import noise_flag
 from harness.jsonfiles import read_json_file
 from harness.paths import cache_root
 from harness.provenance import atomic_write_json, hardware
@@ -105,7 +105,7 @@ def request_ci(row: CellRow) -> Speedup:
     spread the estimate is for (measured: 10 reruns' pooled estimate read 0 with them in)."""
     s = run_own_ci(row)
     d = row.machine_drift
-    if not d or s.low is None or s.high is None or not any(f.startswith(FLAG) for f in row.flags):
+    if not d or s.low is None or s.high is None or noise_flag(row.flags) is None:
         return s
     return Speedup(s.value, min(s.value, s.low * (1 + d)), max(s.value, s.high / (1 + d)))
 

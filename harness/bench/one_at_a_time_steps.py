@@ -29,7 +29,7 @@ class OneAtATimeSteps:
         self.run, self.layout, self.drafts = run, layout, {d.label: d for d in drafts}
         self.run_dir, self.verifier = run.run_dir, Path(layout.path).name
         self.tokenizer, self.prompts = run.prompts[layout.path]
-        self.quiet_drift = run.between_runs.sentinel_quiet_drift if run.between_runs else None
+        self.quiet_drift = run.quiet_drift
 
     def start(self, engine: EngineKey | None, phase: str) -> Engine:
         if engine is None:  # the second baseline start gets a log and a manifest entry of its own

@@ -60,3 +60,8 @@ class BenchRun:
     rows: list[CellRow] = field(default_factory=list)
     # this machine's measured between-run SD of a speedup (harness/bench/machine_record.py), None if unmeasured
     between_runs: MachineRecord | None = None
+
+    @property
+    def quiet_drift(self) -> float | None:
+        """This machine's recorded sentinel drift on quiet reruns: the floor of the drift tolerance."""
+        return self.between_runs.sentinel_quiet_drift if self.between_runs else None

@@ -97,9 +97,9 @@ def check_cell(
 def _unsteady(check: Check, row: CellRow) -> Check:
     """A speedup measured while the machine's speed moved (its MACHINE NOISE flag) never passes a
     floor, whatever it reads: load can fake a speedup (harness/analysis/machine.py)."""
-    from harness.analysis.machine import FLAG
+    from harness.analysis.machine import noise_flag
 
-    noisy = next((f for f in row.flags or [] if str(f).startswith(FLAG)), None)
+    noisy = noise_flag(row.flags)
     if noisy is None:
         return check
     return replace(

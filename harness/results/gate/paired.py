@@ -185,8 +185,7 @@ def paired_estimate(
 
 def baseline_al(pairs: Sequence[tuple[RequestCounts, RequestCounts]]) -> float:
     """The baseline draft's pooled AL over the pairs."""
-    arr = metric_arrays(pairs, -1)
-    return 1.0 + float(arr[:, 2].sum() / arr[:, 3].sum()) if arr[:, 3].sum() else 1.0
+    return relative_difference(metric_arrays(pairs, -1), 1.0)[1]
 
 
 def material(rate_base: float, al_base: float, tolerance: float) -> bool:
