@@ -571,6 +571,16 @@ class GateSection(_Strict):
         "differences of AL and per-position rates against it (pass / fail / inconclusive; docs/gate.md, 'Paired "
         "gate'). Unset: the stored numbers of `baseline` only.",
     )
+    max_prompts: int | None = Field(
+        None,
+        ge=1,
+        description="Sequential paired cells (with baseline_draft): the candidate's cell and its baseline_draft twin "
+        "draw their suite's prompts in rounds of round_prompts (a seeded order, both drafts' engines up together "
+        "beside the baseline engine) and stop at the first round where the anytime-valid confidence sequence of the "
+        "paired AL difference settles pass or fail, or at this many prompts (docs/gate.md, 'Sequential cells'). "
+        "Unset: every prompt, the fixed design.",
+    )
+    round_prompts: int = Field(8, ge=1, description="Prompts one round of a sequential paired cell draws.")
     min_speedup: float | None = Field(None, gt=0, description="Fail cells whose speedup is below this.")
     noise_aware: bool = Field(
         False,
@@ -675,6 +685,8 @@ class Recipe(_Strict):
         for section, key, default in UNFINGERPRINTED_DEFAULTS:
             if data[section].get(key, default) == default:
                 data[section].pop(key, None)
+        if self.gate.max_prompts is not None:  # [gate] only judges, but rounds change what the bench measures
+            data["bench"]["sequential"] = [self.gate.max_prompts, self.gate.round_prompts]
         if sections:
             data = {s: data[s] for s in sections}
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
@@ -702,6 +714,11 @@ class Recipe(_Strict):
             )
         if self.train.fsdp and self.train.launcher != "torchrun":
             raise ValueError("train.fsdp needs train.launcher 'torchrun'")
+        if self.gate.max_prompts is not None and not self.gate.baseline_draft:
+            raise ValueError(
+                "gate.max_prompts draws a paired cell's prompts in rounds against the baseline's draft: "
+                "set gate.baseline_draft too (or remove gate.max_prompts)"
+            )
         if self.draft.method not in MASKED_METHODS:
             for key, value in (
                 ("draft.mask_token_id", self.draft.mask_token_id),

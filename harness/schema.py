@@ -317,6 +317,12 @@ class CellRow(CellIdentity):
     # how the verifier's engines ran (bench.engine_schedule resolved): "side_by_side" (None in older rows)
     # or "one_at_a_time" (the speculative sentinels then timed on the speculative engine itself)
     engine_schedule: str | None = None
+    # a sequential paired cell (gate.max_prompts, harness/bench/sequential.py): the prompts it could draw,
+    # the paired requests its confidence sequence was tuned at, and why its rounds stopped ("pass" /
+    # "fail": the verdict settled; "budget": all prompts drawn); None: the fixed design
+    prompts_budget: int | None = None
+    sequential_planned: int | None = None
+    sequential_stop: str | None = None
     # T = 0 misses, located and classified (harness/analysis/lossless.py): the worst verdict,
     # the earliest diverging output position, the engine noise measured, one record per miss (JSON)
     lossless_verdict: str | None = None

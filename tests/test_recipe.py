@@ -65,6 +65,17 @@ def test_incompatible_combination_is_refused():
         load_recipe(None, ["engine.distributed_executor_backend='ray'"])
 
 
+def test_a_sequential_budget_needs_the_baseline_draft_and_changes_the_runs_identity():
+    """gate.max_prompts draws paired cells in rounds: without a baseline draft there is nothing to pair,
+    and a budget changes what the bench measures, so the run folder's name (the rest of [gate] only judges)."""
+    with pytest.raises(BadInput, match="gate.max_prompts draws a paired cell's prompts in rounds"):
+        load_recipe(None, ["gate.max_prompts=40"])
+    plain = load_recipe(None, ["gate.baseline_draft='/d'"])
+    rounds = load_recipe(None, ["gate.baseline_draft='/d'", "gate.max_prompts=40"])
+    assert plain.fingerprint() == load_recipe(None, ["gate.baseline_draft='/d'", "gate.tolerance=0.1"]).fingerprint()
+    assert rounds.fingerprint() != plain.fingerprint()
+
+
 def test_vllm_hidden_states_on_cpu_plan_the_connector_workaround(tmp_path):
     """vLLM's extraction runs on CPU through the harness's connector subclass, and the plan says so."""
     from harness.train.vllm_states import CPU_CONNECTOR, CPU_CONNECTOR_MODULE, extraction_plan

@@ -74,14 +74,16 @@ def run_arm(
     acc: ArmResult,
     arrivals: Arrivals | None = None,
     fresh_prefix: bool = False,
+    repeat: int | None = None,
 ) -> None:
     """One repeat of one arm: all prompts, multi-turn records in rounds (answers fed back); with
     `arrivals`, each round sent open-loop on the same seeded schedule (both arms alike); with
-    `fresh_prefix`, no request reuses another's cached prompt blocks."""
+    `fresh_prefix`, no request reuses another's cached prompt blocks. `repeat`: the repeat's index
+    when the arm's prompts come in several batches (a sequential cell's rounds), else the next one."""
     histories: dict[str, list[dict[str, str]]] = {}
     end_think = end_think_token(tokenizer)  # once per arm: answers fed back end their thinking there
     wall, tokens = 0.0, 0
-    repeat, done = len(acc.repeats), []
+    repeat, done = len(acc.repeats) if repeat is None else repeat, []
     for turn in range(max(r.num_turns for r, _ in prompts)):
         reqs, sent = _turn_requests(tokenizer, prompts, turn, histories, max_tokens, max_prompt, fresh_prefix)
         if not reqs:

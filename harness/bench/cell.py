@@ -198,9 +198,17 @@ def _measure_arms(
     return MeasuredArms(barm, sarm, measured.cell_id if measured else cell.id, reading)
 
 
-def timed_arm(run: BenchRun, engine: Engine, cell: CellSpec, inputs: ArmInputs, arm: ArmResult, cpu: bool) -> float:
-    """One repeat of the cell's arm on `engine`; with `cpu`, the share of the machine's CPUs that
-    other processes used while it ran (0 without)."""
+def timed_arm(
+    run: BenchRun,
+    engine: Engine,
+    cell: CellSpec,
+    inputs: ArmInputs,
+    arm: ArmResult,
+    cpu: bool,
+    repeat: int | None = None,
+) -> float:
+    """One repeat of the cell's arm on `engine` (`repeat`: its index, run_arm); with `cpu`, the share of
+    the machine's CPUs that other processes used while it ran (0 without)."""
     b = run.recipe.bench
     interrupts.check()  # a safe point: SIGTERM stops the run here even if its exception was lost
     before = read_ticks() if cpu else None
@@ -215,6 +223,7 @@ def timed_arm(run: BenchRun, engine: Engine, cell: CellSpec, inputs: ArmInputs, 
         arm,
         Arrivals(cell.request_rate, b.burstiness, b.arrival_seed) if cell.request_rate else None,
         inputs.fresh_prefix,
+        repeat,
     )
     after = read_ticks() if before is not None else None
     return foreign_cpu(before, after) if before is not None and after is not None else 0.0

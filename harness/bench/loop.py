@@ -21,6 +21,7 @@ its rows), lossless_probes.py, dynamic_arm.py and one_at_a_time_steps.py.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from harness.bench.arm import warm_up
@@ -35,9 +36,10 @@ from harness.bench.one_at_a_time import bench_one_at_a_time, phase_plan, refuse_
 from harness.bench.one_at_a_time_steps import OneAtATimeSteps
 from harness.bench.planning import drafts_by_verifier, plan_cells, recipe_suites, render_all
 from harness.bench.run_state import BenchRun, EngineFactory
+from harness.bench.sequential import measure_in_rounds
 from harness.bench.shards import Shard, run_id_of, shard_cells, shard_fields
 from harness.cluster import engine_schedule
-from harness.draft.under_test import DraftUnderTest, verifier_identity
+from harness.draft.under_test import BASELINE_DRAFT, DraftUnderTest, verifier_identity
 from harness.engine.background_start import BackgroundStart
 from harness.engine.base import Engine
 from harness.engine.settings import engine_plan, refuse_what_vllm_cannot_run
@@ -75,6 +77,8 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
         label, k0 = next(iter(engines))
         early = BackgroundStart(lambda: start_spec_engine(run, layout, next(d for d in drafts if d.label == label), k0))
     started: dict[tuple[str, int], Engine] = {}  # the early engine until its cells run
+    twins = round_twins(recipe, drafts, cells)  # candidate cell -> its baseline-draft twin (gate.max_prompts)
+    paired_done: set[CellSpec] = set()
     try:
         with run.make_engine(engine_plan(recipe.engine, layout), f"baseline-{Path(layout.path).name}") as base_engine:
             record_engine(run.run_dir, "baseline", base_engine)
@@ -86,10 +90,19 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
                 for k in recipe.bench.k:
                     if (d.label, k) not in engines:
                         continue
+                    kcells = [c for c in engines[(d.label, k)] if c not in paired_done]
+                    if not kcells:
+                        continue  # every cell measured in rounds beside its candidate's
                     with started.pop((d.label, k), None) or start_spec_engine(run, layout, d, k) as spec_engine:
                         record_engine(run.run_dir, f"{d.label}-k{k}", spec_engine)
                         warm_up(spec_engine, first, recipe, layout)
-                        for cell in engines[(d.label, k)]:
+                        twin_of = {c: t for c in kcells if (t := twins.get(c)) is not None}
+                        rest = [c for c in kcells if c not in twin_of]
+                        if twin_of:
+                            paired_done.update(
+                                measure_twins(run, layout, drafts, d, k, twin_of, (base_engine, spec_engine))
+                            )
+                        for cell in rest:
                             measured = measure_cell(run, cell, d, (base_engine, spec_engine), tok, prompts[cell.suite])
                             record_cell(run, cell, measured)
                 dyn = [c for c in cells if c.draft == dynamic_label(d.label)]
@@ -100,6 +113,44 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
             early.abandon()  # closes it when it comes up, had it not been handed over
         for engine in started.values():  # handed over, but the run failed before its cells
             engine.close()
+
+
+def measure_twins(
+    run: BenchRun,
+    layout: VerifierLayout,
+    drafts: list[DraftUnderTest],
+    candidate: DraftUnderTest,
+    k: int,
+    twin_of: dict[CellSpec, CellSpec],
+    engines: tuple[Engine, Engine],
+) -> list[CellSpec]:
+    """The candidate's cells at k and their baseline-draft twins, measured in rounds with the baseline
+    draft's engine up beside the candidate's (harness/bench/sequential.py); the twins measured."""
+    tok, prompts = run.prompts[layout.path]
+    twin = next(x for x in drafts if x.label == BASELINE_DRAFT)
+    with start_spec_engine(run, layout, twin, k) as other:
+        record_engine(run.run_dir, f"{twin.label}-k{k}", other)
+        warm_up(other, next(iter(prompts.values())), run.recipe, layout)
+        for cell, twin_cell in twin_of.items():
+            pair = (cell, twin_cell)
+            measured, rounds = measure_in_rounds(
+                run, pair, (candidate, twin), (*engines, other), tok, prompts[cell.suite]
+            )
+            for c, m in zip(pair, measured, strict=True):
+                record_cell(run, c, m)
+            run.reporter.log(rounds.line(cell.id))
+    return list(twin_of.values())
+
+
+def round_twins(recipe: Recipe, drafts: list[DraftUnderTest], cells: list[CellSpec]) -> dict[CellSpec, CellSpec]:
+    """With gate.max_prompts: each cell of the candidate (the first draft) whose baseline-draft twin at the
+    same setting is still to run, mapped to that twin; they are measured together in rounds
+    (harness/bench/sequential.py). Empty without a budget or a baseline draft."""
+    labels = [d.label for d in drafts]
+    if recipe.gate.max_prompts is None or BASELINE_DRAFT not in labels or labels[0] == BASELINE_DRAFT:
+        return {}
+    waiting = {c for c in cells if c.draft == BASELINE_DRAFT}
+    return {c: t for c in cells if c.draft == labels[0] and (t := replace(c, draft=BASELINE_DRAFT)) in waiting}
 
 
 def run_bench(

@@ -80,6 +80,11 @@ def refuse_what_one_at_a_time_cannot_run(recipe: Recipe) -> None:
             f"{why}, which cannot run bench.shared_baseline = false (a baseline arm beside every cell needs both "
             f"engines up): set bench.shared_baseline = true, {other}"
         )
+    if recipe.gate.max_prompts is not None:
+        raise BadInput(
+            f"{why}, which cannot run gate.max_prompts (a sequential paired cell draws its rounds with the "
+            f"candidate's and the baseline draft's engines up together): unset gate.max_prompts, {other}"
+        )
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,9 @@ in harness/metrics.py):
              machine_baseline_remeasured machine_foreign_cpu (analysis/machine.py)
   arms       baseline_cell (the cell that measured a shared baseline arm) k_schedule (a dynamic arm's
              schedule, JSON) engine_schedule (side_by_side | one_at_a_time: harness/bench/one_at_a_time.py)
+  rounds     prompts_budget sequential_planned sequential_stop (a sequential paired cell, gate.max_prompts:
+             the prompts it could draw, the paired requests its confidence sequence was tuned at, and
+             pass | fail | budget, why its rounds stopped; num_prompts is what it drew)
   status     status (ok | failed) error flags
 The typed record of a row is harness/schema.py's CellRow: `read_run_rows` reads a run's cells into
 CellRows (one validation per cell file); the tables are `CellRow.to_dict()` of each.

@@ -162,8 +162,11 @@ def paired_estimate(
     tolerance: float,
     alpha: float = ALPHA,
     power: float = POWER,
+    planned_n: int | None = None,
 ) -> PairedEstimate | None:
-    """The fixed-design paired t test of one metric (None: fewer than MIN_PAIRS pairs or no drafts)."""
+    """The fixed-design paired t test of one metric (None: fewer than MIN_PAIRS pairs or no drafts);
+    with `planned_n`, the requests were drawn in rounds that stopped on a look (harness/bench/sequential.py):
+    the interval is then the confidence sequence's, tuned at `planned_n` pairs, which holds after the stop."""
     arr = metric_arrays(pairs, metric)
     n = len(arr)
     if n < MIN_PAIRS or arr[:, 1].sum() == 0 or arr[:, 3].sum() == 0:
@@ -176,11 +179,16 @@ def paired_estimate(
     mdd = (tq + zp) * se
     need = math.ceil(n * (mdd / tolerance) ** 2) if tolerance > 0 and mdd > tolerance else None
     name = "acceptance_length" if metric < 0 else f"per_position_rate[{metric + 1}]"
-    low, high = d - tq * se, d + tq * se
+    half = (
+        tq * se
+        if planned_n is None
+        else cs_half_width(se * math.sqrt(n), n, mixture_rho2(planned_n, 2 * alpha), 2 * alpha)
+    )
+    low, high = d - half, d + half
     verdict: MetricVerdict = verdict_of(low, high, tolerance)
     if metric >= 0 and not material(tb, baseline_al(pairs), tolerance):
         verdict, need = "immaterial", None
-    return PairedEstimate(name, tc, tb, d, se, low, high, n, tolerance, mdd, verdict, need)
+    return PairedEstimate(name, tc, tb, d, se, low, high, n, tolerance, mdd, verdict, need, planned_n is not None)
 
 
 def baseline_al(pairs: Sequence[tuple[RequestCounts, RequestCounts]]) -> float:
@@ -234,6 +242,32 @@ class SequentialResult:
     high: float
 
 
+def look(
+    pairs: Sequence[tuple[RequestCounts, RequestCounts]],
+    tolerance: float,
+    planned_n: int,
+    alpha: float = ALPHA,
+    metric: int = -1,
+    looks: int = 1,
+) -> SequentialResult | None:
+    """One look of the confidence sequence tuned at `planned_n` pairs, at all `pairs` so far (the
+    `looks`-th); None while there is nothing to look at (fewer than two pairs, or no drafts)."""
+    arr = metric_arrays(pairs, metric)
+    t = len(arr)
+    if t < 2 or arr[:, 1].sum() == 0 or arr[:, 3].sum() == 0:
+        return None
+    _, _, d, u = relative_difference(arr, 1.0 if metric < 0 else 0.0)
+    if not math.isfinite(d):
+        return None
+    h = cs_half_width(float(np.std(u, ddof=1)), t, mixture_rho2(max(planned_n, 1), 2 * alpha), 2 * alpha)
+    return SequentialResult(verdict_of(d - h, d + h, tolerance), t, looks, d, d - h, d + h)
+
+
+def first_look(planned_n: int, round_size: int) -> int:
+    """Pairs before the first look: a round, and MIN_SEQUENTIAL_LOOK (or the whole budget if smaller)."""
+    return max(round_size, min(MIN_SEQUENTIAL_LOOK, planned_n))
+
+
 def sequential_verdict(
     pairs: Sequence[tuple[RequestCounts, RequestCounts]],
     tolerance: float,
@@ -245,20 +279,13 @@ def sequential_verdict(
     """Looks after each round of `round_size` pairs (in the given order) at the confidence sequence
     and stops at the first settled verdict, or at `max_prompts` (default: all pairs) inconclusive."""
     budget = min(len(pairs), max_prompts or len(pairs))
-    rho2 = mixture_rho2(budget, 2 * alpha)
-    c0 = 1.0 if metric < 0 else 0.0
-    arr_all = metric_arrays(pairs[:budget], metric)
     looks, res = 0, SequentialResult("inconclusive", 0, 0, math.nan, -math.inf, math.inf)
-    first = max(round_size, min(MIN_SEQUENTIAL_LOOK, budget))
-    for t in range(first, budget + round_size, round_size):
+    for t in range(first_look(budget, round_size), budget + round_size, round_size):
         t = min(t, budget)
-        arr = arr_all[:t]
-        if arr[:, 1].sum() == 0 or arr[:, 3].sum() == 0:
+        seen = look(pairs[:t], tolerance, budget, alpha, metric, looks + 1)
+        if seen is None:
             continue
-        _, _, d, u = relative_difference(arr, c0)
-        looks += 1
-        h = cs_half_width(float(np.std(u, ddof=1)), t, rho2, 2 * alpha)
-        res = SequentialResult(verdict_of(d - h, d + h, tolerance), t, looks, d, d - h, d + h)
+        looks, res = looks + 1, seen
         if res.verdict != "inconclusive" or t >= budget:
             break
     return res

@@ -24,6 +24,7 @@ class PairedCell:
     verdict: P.Verdict
     sequential: P.SequentialResult | None  # the confidence sequence over the same requests, in rounds
     problem: str | None = None  # why the cell could not be tested (then verdict inconclusive)
+    rounds: str | None = None  # a cell the bench drew in rounds: how many prompts of its budget, and why it stopped
 
     def to_dict(self) -> dict:
         seq = self.sequential
@@ -33,6 +34,7 @@ class PairedCell:
             "problem": self.problem,
             "estimates": [e.__dict__ for e in self.estimates],
             "sequential": None if seq is None else seq.__dict__,
+            "rounds": self.rounds,
         }
 
 
@@ -42,12 +44,24 @@ def request_counts(run: Run, row: CellRow) -> list[P.RequestCounts]:
 
 
 def paired_cell(run: Run, cand: CellRow, base: CellRow, tolerance: float, round_size: int = 8) -> PairedCell:
+    """A fixed-design cell is tested with the paired t interval, and its requests replayed in rounds show
+    where the sequential rule would have stopped; a cell the bench drew in rounds (its rows'
+    sequential_planned) is judged by the confidence sequence it stopped on, for every metric."""
     where = describe_setting(cand.setting)
     pairs = P.paired(request_counts(run, cand), request_counts(run, base))
-    ests = [e for m in range(-1, cand.k) if (e := P.paired_estimate(pairs, m, tolerance)) is not None]
+    planned = cand.sequential_planned if cand.sequential_planned == base.sequential_planned else None
+    ests = [
+        e for m in range(-1, cand.k) if (e := P.paired_estimate(pairs, m, tolerance, planned_n=planned)) is not None
+    ]
     if not ests or ests[0].metric != "acceptance_length":
         why = f"{len(pairs)} paired requests with drafts (per-request records missing or too few)"
         return PairedCell(where, cand.suite, tuple(ests), "inconclusive", None, why)
+    if planned is not None:  # the look the bench stopped on (its rounds drew these requests)
+        seq = P.look(pairs, tolerance, planned)
+        drew = (
+            f"drawn in rounds: {cand.num_prompts} of {cand.prompts_budget} prompts, stopped on {cand.sequential_stop}"
+        )
+        return PairedCell(where, cand.suite, tuple(ests), P.cell_verdict(ests), seq, rounds=drew)
     # in a seeded random order, as a bench drawing prompts in rounds would (the side file's order
     # groups a conversation's turns)
     order = np.random.default_rng(0).permutation(len(pairs))

@@ -96,6 +96,8 @@ def _paired_rows(res: GateResult) -> list[list[str]]:
                 need = f" (rate below {e.tolerance:.0%} × AL {al:.2f}: cannot move AL by the tolerance; not gated)"
             seq = cell.sequential if i == 0 else None
             settled = f"; sequential: {seq.verdict} after {seq.n_used}" if seq is not None else ""
+            if i == 0 and cell.rounds:
+                settled = f"; {cell.rounds}"
             rows.append(
                 [
                     cell.where if i == 0 else "",

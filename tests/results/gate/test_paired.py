@@ -155,3 +155,29 @@ def test_sequential_false_alarms_stay_below_alpha_over_many_looks():
         res = P.sequential_verdict(P.paired([r.scaled(keep, rng) for r in ids], ids), 0.05, 4, 80)
         wrong += res.verdict == "pass"
     assert wrong / draws <= 0.08
+
+
+def test_one_look_is_the_replays_look_at_the_same_pairs():
+    """The bench looks once per round (paired.look); the replay's sequential_verdict looks at the same
+    pairs with the same tuning, so the two agree on where a round-drawn cell stops."""
+    base = _requests(80, 13)
+    rng = np.random.default_rng(14)
+    pairs = P.paired([r.scaled(0.5, rng) for r in base], base)
+    replay = P.sequential_verdict(pairs, 0.05, round_size=8, max_prompts=80)
+    seen = P.look(pairs[: replay.n_used], 0.05, 80, looks=replay.looks)
+    assert seen == replay and replay.verdict == "fail"
+    assert P.look(pairs[:1], 0.05, 80) is None  # one pair has no spread to look at
+
+
+def test_a_round_drawn_cell_is_judged_by_its_confidence_sequence_not_the_t_interval():
+    """After an optional stop the fixed t interval does not hold its error rates; the estimate of a
+    cell drawn in rounds is the confidence sequence's, wider, and says so."""
+    base = _requests(24, 15)
+    rng = np.random.default_rng(16)
+    pairs = P.paired([r.scaled(0.97, rng) for r in base], base)
+    fixed = P.paired_estimate(pairs, -1, 0.05)
+    seq = P.paired_estimate(pairs, -1, 0.05, planned_n=40)
+    assert fixed is not None and seq is not None
+    assert seq.sequential and not fixed.sequential and seq.diff == fixed.diff
+    assert seq.low < fixed.low and seq.high > fixed.high
+    assert seq.verdict == P.look(pairs, 0.05, 40).verdict  # type: ignore[union-attr]

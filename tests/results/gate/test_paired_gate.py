@@ -99,3 +99,17 @@ def test_a_stored_number_gate_that_cannot_see_its_tolerance_reads_inconclusive(t
     assert res.verdict == "inconclusive" and res.detectable_drop is not None and res.detectable_drop > 0.05
     assert res.summary().startswith("gate inconclusive:")
     assert verdict_dict(res)["verdict"] == "inconclusive"
+
+
+def test_a_cell_drawn_in_rounds_is_judged_by_the_sequence_it_stopped_on(tmp_path):
+    """Rows that say the bench drew the cell in rounds (sequential_planned) get the confidence
+    sequence's interval for every metric, and the gate's table says how many prompts were drawn."""
+    folder = _paired_run(tmp_path, 1.0)
+    for f in (folder / "cells").glob("*.json"):
+        data = json.loads(f.read_text())
+        for row in data["rows"]:
+            row.update(prompts_budget=80, sequential_planned=80, sequential_stop="pass", num_prompts=40)
+        f.write_text(json.dumps(data))
+    res = gate_run(read_run(folder), None, GateOptions(draft="eagle", baseline_draft="baseline_draft"))
+    assert res.verdict == "pass" and all(e.sequential for c in res.paired for e in c.estimates)
+    assert "drawn in rounds: 40 of 80 prompts, stopped on pass" in to_markdown(res)

@@ -1,0 +1,141 @@
+"""A sequential paired cell (issue 52, gate.max_prompts): the candidate draft's cell and its
+gate.baseline_draft twin draw their suite's prompts in rounds of gate.round_prompts and stop as soon as
+the paired AL verdict is settled, or at the budget.
+
+Both drafts' speculative engines are up together beside the baseline engine. Each round runs, per
+repeat, the three arms (no speculation, the candidate, the baseline draft) on the round's prompts in an
+order that rotates from one repeat to the next, so the machine's drift falls on each arm alike. Each
+arm accumulates over the rounds: a round's repeat is one of the arm's repeats (a RepeatRecord), paired
+in time with the baseline arm's, so the speedup's bootstrap resamples rounds, then their requests
+(harness/analysis/load.py). The prompts are drawn in a seeded order (engine.seed): a suite file's own
+order groups its topics, and the first rounds should stand for the whole suite.
+
+After each round, once enough pairs are in (paired.MIN_SEQUENTIAL_LOOK, or the whole budget), the
+confidence sequence of harness/results/gate/paired.py looks at every paired request so far; a pass or
+a fail stops the cell. The sequence is tuned at the budget's paired requests (its prompts' turns ×
+repeats) and holds at every look at once, so stopping early keeps each error at <= alpha. The rows
+record the budget, that tuning and why the rounds stopped, and the gate judges them with the same
+sequence: a fixed-n t interval read after an optional stop would not hold its error rates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from harness.analysis.machine import MachineReading
+from harness.bench.cell import MeasuredArms, MeasuredCell, arm_inputs, finish_cell, timed_arm
+from harness.bench.clock import sentinel_tok_s
+from harness.bench.grid import CellSpec
+from harness.bench.planning import Prompts
+from harness.bench.rows import ArmResult
+from harness.bench.run_state import BenchRun
+from harness.draft.under_test import DraftUnderTest
+from harness.engine.base import Engine
+from harness.results.gate import paired as P
+
+ARMS = ("baseline", "candidate", "baseline_draft")
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """What the rounds of a pair came to: why they stopped ("pass" / "fail": the verdict settled,
+    "budget": every prompt drawn), the prompts drawn of the budget, the paired requests the confidence
+    sequence was tuned at, and its last look (None: it never had enough pairs to look)."""
+
+    stop: str
+    drawn: int
+    budget: int
+    planned: int
+    last: P.SequentialResult | None
+
+    def line(self, where: str) -> str:
+        last = self.last
+        seen = (
+            f", paired AL {last.estimate:+.1%} [{last.low:+.1%}, {last.high:+.1%}] at look {last.looks}" if last else ""
+        )
+        why = "verdict settled" if self.stop != "budget" else "budget reached"
+        return f"[{where}] sequential: {self.stop} ({why}) after {self.drawn} of {self.budget} prompts{seen}"
+
+
+def draw_order(n: int, seed: int) -> list[int]:
+    """The order rounds draw a cell's `n` prompts in: a seeded permutation."""
+    return [int(i) for i in np.random.default_rng(seed).permutation(n)]
+
+
+def planned_pairs(prompts: Prompts, repeats: int) -> int:
+    """Paired requests the budget's prompts make: each turn of each record, once per repeat."""
+    return repeats * sum(rec.num_turns for rec, _ in prompts)
+
+
+def arm_counts(arm: ArmResult, k: int) -> list[P.RequestCounts]:
+    return [P.counts_of(r.to_dict(), k) for r in arm.requests]
+
+
+def measure_in_rounds(
+    run: BenchRun,
+    cells: tuple[CellSpec, CellSpec],
+    drafts: tuple[DraftUnderTest, DraftUnderTest],
+    engines: tuple[Engine, Engine, Engine],
+    tokenizer,
+    prompts: Prompts,
+) -> tuple[tuple[MeasuredCell, MeasuredCell], Rounds]:
+    """The candidate's cell and its baseline-draft twin (same setting), measured in rounds on
+    (baseline, candidate, baseline-draft) engines; their measured cells and how the rounds ended."""
+    g, b = run.recipe.gate, run.recipe.bench
+    assert g.max_prompts is not None  # the loop measures in rounds only with a budget
+    cell = cells[0]
+    full = arm_inputs(run, cell, drafts[0].verifier, tokenizer, prompts)
+    budget = min(g.max_prompts, len(full.prompts))
+    order = [full.prompts[i] for i in draw_order(len(full.prompts), run.recipe.engine.seed)[:budget]]
+    planned = planned_pairs(order, b.repeats)
+    clock = run.clocks.get(drafts[0].verifier.path)
+    arms = {a: ArmResult() for a in ARMS}
+    brackets: dict[str, list[float]] = {a: [] for a in ARMS}
+    foreign = dict.fromkeys(ARMS, 0.0)
+    timeline = [sentinel_tok_s(engines[0], clock)] if clock else []
+    drawn: Prompts = []
+    last: P.SequentialResult | None = None
+    stop, turn = "budget", 0
+    for start in range(0, budget, g.round_prompts):
+        batch = order[start : start + g.round_prompts]
+        drawn = drawn + batch
+        inputs = replace(full, prompts=batch)
+        for r in range(b.repeats):
+            for which in ARMS[turn % 3 :] + ARMS[: turn % 3]:  # rotated each repeat: drift falls on all alike
+                engine = engines[ARMS.index(which)]
+                cpu = timed_arm(run, engine, cell, inputs, arms[which], clock is not None, r)
+                if clock:
+                    foreign[which] = max(foreign[which], cpu)
+                    timeline.append(sentinel_tok_s(engines[0], clock))
+                    brackets[which] += timeline[-2:]
+            turn += 1
+        pairs = P.paired(arm_counts(arms["candidate"], cell.k), arm_counts(arms["baseline_draft"], cell.k))
+        if len(pairs) >= min(P.MIN_SEQUENTIAL_LOOK, planned) or len(drawn) >= budget:
+            seen = P.look(pairs, g.tolerance, planned, looks=(last.looks if last else 0) + 1)
+            last = seen or last
+            if seen is not None and seen.verdict != "inconclusive":
+                stop = seen.verdict
+                break
+    rounds = Rounds(stop, len(drawn), budget, planned, last)
+    inputs = replace(full, prompts=drawn)
+    measured = []
+    for i, (c, d) in enumerate(zip(cells, drafts, strict=True)):
+        which = ARMS[1 + i]
+        reading = (
+            MachineReading(
+                tuple(brackets["baseline"]),
+                tuple(brackets[which]),
+                clock.noise,
+                foreign_cpu=max(foreign["baseline"], foreign[which]),
+                quiet_drift=clock.quiet_drift,
+            )
+            if clock
+            else None
+        )
+        arm = MeasuredArms(arms["baseline"], arms[which], cell.id, reading)
+        m = finish_cell(run, c, d, engines[0], engines[1 + i].kind, inputs, arm)
+        for row in m.rows:
+            row.prompts_budget, row.sequential_planned, row.sequential_stop = budget, planned, stop
+        measured.append(m)
+    return (measured[0], measured[1]), rounds
