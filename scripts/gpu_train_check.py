@@ -39,20 +39,8 @@ sys.path.insert(0, str(REPO_ROOT))
 # lacks `datasets` and its pyarrow is too big to carry, so a stand-in module that refuses every
 # use is put in its place when, and only when, the real one is missing (reported in "stubs").
 STUBBED_WHEN_MISSING = {"datasets": ("load_from_disk", "load_dataset", "concatenate_datasets", "Dataset")}
-VERSIONS_OF = (
-    "torch",
-    "triton",
-    "transformers",
-    "speculators",
-    "hs-connectors",
-    "pydantic",
-    "pydantic_core",
-    "safetensors",
-    "tokenizers",
-    "huggingface_hub",
-    "numpy",
-    "datasets",
-)
+VERSIONS_OF = ("torch", "triton", "transformers", "speculators", "hs-connectors", "pydantic", "pydantic_core",
+               "safetensors", "tokenizers", "huggingface_hub", "numpy", "datasets")
 METRICS_LOGGER = "speculators.metrics"
 
 
@@ -100,21 +88,14 @@ def check_device(device: str) -> dict[str, Any]:
 
         return {"device": "cpu", "device_name": hardware().get("cpu", platform.machine())}
     if not torch.cuda.is_available():
-        raise SystemExit(
-            "gpu_train_check: --device cuda but torch.cuda.is_available() is False "
-            f"(torch {torch.__version__}, built for CUDA {torch.version.cuda}); use a CUDA machine"
-        )
+        raise SystemExit("gpu_train_check: --device cuda but torch.cuda.is_available() is False "
+                         f"(torch {torch.__version__}, built for CUDA {torch.version.cuda}); use a CUDA machine")
     problem = triton_build_problem()
     if problem:
         raise SystemExit(f"gpu_train_check: {problem}")
     props = torch.cuda.get_device_properties(0)
-    return {
-        "device": "cuda:0",
-        "device_name": props.name,
-        "device_mem_gib": round(props.total_memory / 2**30, 1),
-        "cuda_runtime": torch.version.cuda,
-        "capability": f"{props.major}.{props.minor}",
-    }
+    return {"device": "cuda:0", "device_name": props.name, "device_mem_gib": round(props.total_memory / 2**30, 1),
+            "cuda_runtime": torch.version.cuda, "capability": f"{props.major}.{props.minor}"}
 
 
 def triton_build_problem() -> str | None:
@@ -135,19 +116,9 @@ def triton_build_problem() -> str | None:
     return None
 
 
-PREFLIGHT_IMPORTS = (
-    "torch",
-    "transformers",
-    "pydantic",
-    "hs_connectors",
-    "speculators.train.trainer",
-    "speculators.train.data",
-    "speculators.models.eagle3",
-    "harness.train.pipeline",
-    "harness.train.fit",
-    "harness.verifier.hf_text",
-    "harness.verifier.loader",
-)
+PREFLIGHT_IMPORTS = ("torch", "transformers", "pydantic", "hs_connectors", "speculators.train.trainer",
+                     "speculators.train.data", "speculators.models.eagle3", "harness.train.pipeline",
+                     "harness.train.fit", "harness.verifier.hf_text", "harness.verifier.loader")
 
 
 def preflight(device: str) -> str:
@@ -164,42 +135,28 @@ def preflight(device: str) -> str:
     import transformers
 
     if int(transformers.__version__.split(".")[0]) < 5:
-        raise SystemExit(
-            f"gpu_train_check: transformers {transformers.__version__} is too old; speculators 0.9.0 needs >= 5.0"
-        )
+        raise SystemExit(f"gpu_train_check: transformers {transformers.__version__} is too old; speculators 0.9.0 needs >= 5.0")
     problem = triton_build_problem() if device == "cuda" else None
     if problem:
         raise SystemExit(f"gpu_train_check: {problem}")
-    return (
-        f"imports ok (stubs: {stubbed or 'none'}): torch {torch.__version__} (CUDA {torch.version.cuda}, "
-        f"available {torch.cuda.is_available()}), transformers {transformers.__version__}"
-    )
+    return (f"imports ok (stubs: {stubbed or 'none'}): torch {torch.__version__} (CUDA {torch.version.cuda}, "
+            f"available {torch.cuda.is_available()}), transformers {transformers.__version__}")
 
 
 def make_recipe(args: argparse.Namespace):
     """A recipe for the check: the stand-in by path, one draft layer, a fixed number of steps."""
     from harness.recipe import Recipe
 
-    return Recipe.model_validate(
-        {
-            "name": "gpu-train-check",
-            "verifier": {"path": str(args.standin.resolve())},
-            "engine": {"device": args.device, "max_model_len": 512},
-            "draft": {"num_layers": 1, "draft_vocab_size": args.draft_vocab_size, "intermediate_size": 1024},
-            "train": {
-                "num_prompts": args.num_prompts,
-                "max_new_tokens": args.max_new_tokens,
-                "epochs": 1,
-                "max_steps": args.steps,
-                "lr": 3e-3,
-                "total_seq_len": args.total_seq_len,
-                "ttt_steps": args.ttt_steps,
-                "attn_impl": args.attn_impl,
-                "validation_fraction": 0.1,
-                "bench_overlap": "allow",
-            },
-        }
-    )
+    return Recipe.model_validate({
+        "name": "gpu-train-check",
+        "verifier": {"path": str(args.standin.resolve())},
+        "engine": {"device": args.device, "max_model_len": 512},
+        "draft": {"num_layers": 1, "draft_vocab_size": args.draft_vocab_size, "intermediate_size": 1024},
+        "train": {"num_prompts": args.num_prompts, "max_new_tokens": args.max_new_tokens, "epochs": 1,
+                  "max_steps": args.steps, "lr": 3e-3, "total_seq_len": args.total_seq_len,
+                  "ttt_steps": args.ttt_steps, "attn_impl": args.attn_impl, "validation_fraction": 0.1,
+                  "bench_overlap": "allow"},
+    })
 
 
 def greedy_samples(recipe, layout, model, tokenizer, gen_batch: int) -> list:
@@ -216,22 +173,17 @@ def greedy_samples(recipe, layout, model, tokenizer, gen_batch: int) -> list:
     eos, pad = set(layout.eos_token_ids), tokenizer.pad_token_id or 0
     samples = []
     for k in range(0, len(prompts), gen_batch):
-        chunk = prompts[k : k + gen_batch]
+        chunk = prompts[k: k + gen_batch]
         width = max(len(ids) for _, ids in chunk)
         ids = torch.full((len(chunk), width), pad, dtype=torch.long)
         att = torch.zeros_like(ids)
         for i, (_, p) in enumerate(chunk):  # left padding: every answer starts at column `width`
-            ids[i, width - len(p) :] = torch.tensor(p)
-            att[i, width - len(p) :] = 1
+            ids[i, width - len(p):] = torch.tensor(p)
+            att[i, width - len(p):] = 1
         with torch.no_grad():
-            out = model.generate(
-                ids.to(model.device),
-                attention_mask=att.to(model.device),
-                do_sample=False,
-                max_new_tokens=recipe.train.max_new_tokens,
-                pad_token_id=pad,
-                eos_token_id=sorted(eos),
-            )
+            out = model.generate(ids.to(model.device), attention_mask=att.to(model.device), do_sample=False,
+                                 max_new_tokens=recipe.train.max_new_tokens, pad_token_id=pad,
+                                 eos_token_id=sorted(eos))
         for (pid, p), row in zip(chunk, out[:, width:].tolist(), strict=True):
             answer = []
             for t in row:
@@ -267,9 +219,7 @@ class StderrReporter:
     def advance(self, n: int = 1, **fields: Any) -> None: ...
 
     def done(self, summary: str = "") -> None:
-        print(
-            f"[gpu_train_check]   done in {time.perf_counter() - self._t0:.1f} s {summary}", file=sys.stderr, flush=True
-        )
+        print(f"[gpu_train_check]   done in {time.perf_counter() - self._t0:.1f} s {summary}", file=sys.stderr, flush=True)
 
     def log(self, message: str) -> None:
         print(f"[gpu_train_check] {message}", file=sys.stderr, flush=True)
@@ -310,16 +260,14 @@ def prepare_states(args, recipe, run_dir: Path, rep: StderrReporter, fig: dict[s
     del model
     fig["stage"] = "vocab"
     vocab = stage_vocab(recipe, layout, run_dir, samples)
-    fig.update(
-        num_samples=len(samples),
-        num_tokens=sum(len(s.input_ids) for s in samples),
-        num_response_tokens=sum(len(s.output_ids) for s in samples),
-        vocab_coverage=round(vocab["coverage"], 4),
-    )
+    fig.update(num_samples=len(samples), num_tokens=sum(len(s.input_ids) for s in samples),
+               num_response_tokens=sum(len(s.output_ids) for s in samples),
+               vocab_coverage=round(vocab["coverage"], 4))
     return layout, aux_ids, vocab, samples
 
 
-def train_and_measure(args, recipe, layout, aux_ids, vocab, samples, run_dir: Path, rep, fig: dict[str, Any]) -> None:
+def train_and_measure(args, recipe, layout, aux_ids, vocab, samples, run_dir: Path, rep,
+                      fig: dict[str, Any]) -> None:
     """`stage_fit` (speculators' Trainer) for the fixed steps, then the pipeline's own report."""
     from harness.train.pipeline import build_report
     from harness.train.training import stage_fit
@@ -336,20 +284,13 @@ def train_and_measure(args, recipe, layout, aux_ids, vocab, samples, run_dir: Pa
     steady = tap.steps[1:]  # the first step carries torch.compile / Triton autotuning
     steady_s = sum(s["step_s"] for s in steady)
     fig.update(
-        steps=fit["global_step"],
-        steps_requested=args.steps,
-        fit_device=fit["device"],
-        attn_impl=fit["attn_impl"],
-        loss_implementation=fit["loss_implementation"],
-        loss=recipe.train.loss,
+        steps=fit["global_step"], steps_requested=args.steps, fit_device=fit["device"],
+        attn_impl=fit["attn_impl"], loss_implementation=fit["loss_implementation"], loss=recipe.train.loss,
         fused_triton_losses_loaded="speculators.losses.fused" in sys.modules,
-        loss_first=report["train_loss_first"],
-        loss_last=report["train_loss_last"],
-        held_out_loss=report["held_out_loss"],
-        held_out_full_acc=report["held_out_full_acc"],
+        loss_first=report["train_loss_first"], loss_last=report["train_loss_last"],
+        held_out_loss=report["held_out_loss"], held_out_full_acc=report["held_out_full_acc"],
         predicted_acceptance_length=report["predicted_acceptance_length"],
-        num_train_samples=fit["num_train_samples"],
-        num_val_samples=fit["num_val_samples"],
+        num_train_samples=fit["num_train_samples"], num_val_samples=fit["num_val_samples"],
         first_step_s=round(tap.steps[0]["step_s"], 3) if tap.steps else None,
         train_tok_per_s=round(sum(s["num_tokens"] for s in steady) / steady_s, 1) if steady_s else None,
         fit_wall_s=fit["wall_s"],
@@ -407,11 +348,8 @@ def run_check(args: argparse.Namespace, fig: dict[str, Any]) -> dict[str, bool]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if not (args.standin / "config.json").is_file():
-        print(
-            f"gpu_train_check: --standin {args.standin} has no config.json; pass a stand-in folder "
-            "(harness verifier make-standin OUT --arch kimi-k2.5)",
-            file=sys.stderr,
-        )
+        print(f"gpu_train_check: --standin {args.standin} has no config.json; pass a stand-in folder "
+              "(harness verifier make-standin OUT --arch kimi-k2.5)", file=sys.stderr)
         return 2
     fig: dict[str, Any] = {"check": "gpu_train_check", "ok": False, "stage": "start"}
     try:
