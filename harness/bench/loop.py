@@ -96,15 +96,9 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
                     with started.pop((d.label, k), None) or start_spec_engine(run, layout, d, k) as spec_engine:
                         record_engine(run.run_dir, f"{d.label}-k{k}", spec_engine)
                         warm_up(spec_engine, first, recipe, layout)
-                        twin_of = {c: t for c in kcells if (t := twins.get(c)) is not None}
-                        rest = [c for c in kcells if c not in twin_of]
-                        if twin_of:
-                            paired_done.update(
-                                measure_twins(run, layout, drafts, d, k, twin_of, (base_engine, spec_engine))
-                            )
-                        for cell in rest:
-                            measured = measure_cell(run, cell, d, (base_engine, spec_engine), tok, prompts[cell.suite])
-                            record_cell(run, cell, measured)
+                        paired_done.update(
+                            bench_engine(run, layout, drafts, d, kcells, twins, (base_engine, spec_engine))
+                        )
                 dyn = [c for c in cells if c.draft == dynamic_label(d.label)]
                 if dyn:
                     bench_dynamic(run, layout, d, dyn, VerifierShared(base_engine, tok, prompts))
@@ -113,6 +107,26 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
             early.abandon()  # closes it when it comes up, had it not been handed over
         for engine in started.values():  # handed over, but the run failed before its cells
             engine.close()
+
+
+def bench_engine(
+    run: BenchRun,
+    layout: VerifierLayout,
+    drafts: list[DraftUnderTest],
+    d: DraftUnderTest,
+    kcells: list[CellSpec],
+    twins: dict[CellSpec, CellSpec],
+    engines: tuple[Engine, Engine],
+) -> list[CellSpec]:
+    """Every cell of one speculative engine: those with a baseline-draft twin in rounds beside it
+    (measure_twins), the rest one by one; returns the twins measured with them."""
+    tok, prompts = run.prompts[layout.path]
+    twin_of = {c: t for c in kcells if (t := twins.get(c)) is not None}
+    done = measure_twins(run, layout, drafts, d, kcells[0].k, twin_of, engines) if twin_of else []
+    for cell in kcells:
+        if cell not in twin_of:
+            record_cell(run, cell, measure_cell(run, cell, d, engines, tok, prompts[cell.suite]))
+    return done
 
 
 def measure_twins(

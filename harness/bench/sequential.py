@@ -11,21 +11,23 @@ in time with the baseline arm's, so the speedup's bootstrap resamples rounds, th
 order groups its topics, and the first rounds should stand for the whole suite.
 
 After each round, once enough pairs are in (paired.MIN_SEQUENTIAL_LOOK, or the whole budget), the
-confidence sequence of harness/results/gate/paired.py looks at every paired request so far; a pass or
-a fail stops the cell. The sequence is tuned at the budget's paired requests (its prompts' turns ×
-repeats) and holds at every look at once, so stopping early keeps each error at <= alpha. The rows
+confidence sequence of harness/results/gate/paired.py looks at every paired request so far, for AL and
+each per-position rate, and the gate's own cell verdict over those intervals decides: pass (AL passes,
+no material rate fails) or fail (any material metric fails) stops the cell. The sequence is tuned at
+the budget's paired requests (its prompts' turns × repeats) and holds at every look at once, so
+stopping early keeps each error at <= alpha (per metric, as the fixed test's). The rows
 record the budget, that tuning and why the rounds stopped, and the gate judges them with the same
 sequence: a fixed-n t interval read after an optional stop would not hold its error rates."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from harness.analysis.machine import MachineReading
-from harness.bench.cell import MeasuredArms, MeasuredCell, arm_inputs, finish_cell, timed_arm
-from harness.bench.clock import sentinel_tok_s
+from harness.bench.cell import ArmInputs, MeasuredArms, MeasuredCell, arm_inputs, finish_cell, timed_arm
+from harness.bench.clock import Clock, sentinel_tok_s
 from harness.bench.grid import CellSpec
 from harness.bench.planning import Prompts
 from harness.bench.rows import ArmResult
@@ -72,6 +74,59 @@ def arm_counts(arm: ArmResult, k: int) -> list[P.RequestCounts]:
     return [P.counts_of(r.to_dict(), k) for r in arm.requests]
 
 
+def round_verdict(
+    cand: ArmResult, base: ArmResult, k: int, tolerance: float, planned: int
+) -> tuple[P.Verdict, P.SequentialResult | None]:
+    """The look after a round: the gate's own cell verdict (paired.cell_verdict) over every metric's
+    confidence-sequence interval at the pairs so far (AL passes and no material rate fails: pass; any
+    material metric fails: fail), and AL's look for the record. Inconclusive before the first look."""
+    pairs = P.paired(arm_counts(cand, k), arm_counts(base, k))
+    if len(pairs) < min(P.MIN_SEQUENTIAL_LOOK, planned):
+        return "inconclusive", None
+    ests = [e for m in range(-1, k) if (e := P.paired_estimate(pairs, m, tolerance, planned_n=planned)) is not None]
+    al = P.look(pairs, tolerance, planned)
+    if not ests or ests[0].metric != "acceptance_length":
+        return "inconclusive", al
+    return P.cell_verdict(ests), al
+
+
+@dataclass
+class _Arms:
+    """The three arms of a pair as the rounds fill them, with the machine's sentinels around each run
+    and the most CPU other processes took during each arm (as harness/bench/cell.py keeps them)."""
+
+    run: BenchRun
+    cell: CellSpec
+    engines: tuple[Engine, Engine, Engine]
+    clock: Clock | None
+    arms: dict[str, ArmResult] = field(default_factory=lambda: {a: ArmResult() for a in ARMS})
+    brackets: dict[str, list[float]] = field(default_factory=lambda: {a: [] for a in ARMS})
+    foreign: dict[str, float] = field(default_factory=lambda: dict.fromkeys(ARMS, 0.0))
+    timeline: list[float] = field(default_factory=list)
+
+    def measure(self, which: str, inputs: ArmInputs, repeat: int) -> None:
+        if self.clock and not self.timeline:  # the reading before the first arm
+            self.timeline.append(sentinel_tok_s(self.engines[0], self.clock))
+        engine = self.engines[ARMS.index(which)]
+        cpu = timed_arm(self.run, engine, self.cell, inputs, self.arms[which], self.clock is not None, repeat)
+        if self.clock:
+            self.foreign[which] = max(self.foreign[which], cpu)
+            self.timeline.append(sentinel_tok_s(self.engines[0], self.clock))
+            self.brackets[which] += self.timeline[-2:]
+
+    def reading(self, which: str) -> MachineReading | None:
+        """The machine around the baseline arm and `which` speculative arm, as one cell sees it."""
+        if self.clock is None:
+            return None
+        return MachineReading(
+            tuple(self.brackets["baseline"]),
+            tuple(self.brackets[which]),
+            self.clock.noise,
+            foreign_cpu=max(self.foreign["baseline"], self.foreign[which]),
+            quiet_drift=self.clock.quiet_drift,
+        )
+
+
 def measure_in_rounds(
     run: BenchRun,
     cells: tuple[CellSpec, CellSpec],
@@ -89,53 +144,28 @@ def measure_in_rounds(
     budget = min(g.max_prompts, len(full.prompts))
     order = [full.prompts[i] for i in draw_order(len(full.prompts), run.recipe.engine.seed)[:budget]]
     planned = planned_pairs(order, b.repeats)
-    clock = run.clocks.get(drafts[0].verifier.path)
-    arms = {a: ArmResult() for a in ARMS}
-    brackets: dict[str, list[float]] = {a: [] for a in ARMS}
-    foreign = dict.fromkeys(ARMS, 0.0)
-    timeline = [sentinel_tok_s(engines[0], clock)] if clock else []
+    rec = _Arms(run, cell, engines, run.clocks.get(drafts[0].verifier.path))
     drawn: Prompts = []
     last: P.SequentialResult | None = None
     stop, turn = "budget", 0
     for start in range(0, budget, g.round_prompts):
         batch = order[start : start + g.round_prompts]
         drawn = drawn + batch
-        inputs = replace(full, prompts=batch)
         for r in range(b.repeats):
             for which in ARMS[turn % 3 :] + ARMS[: turn % 3]:  # rotated each repeat: drift falls on all alike
-                engine = engines[ARMS.index(which)]
-                cpu = timed_arm(run, engine, cell, inputs, arms[which], clock is not None, r)
-                if clock:
-                    foreign[which] = max(foreign[which], cpu)
-                    timeline.append(sentinel_tok_s(engines[0], clock))
-                    brackets[which] += timeline[-2:]
+                rec.measure(which, replace(full, prompts=batch), r)
             turn += 1
-        pairs = P.paired(arm_counts(arms["candidate"], cell.k), arm_counts(arms["baseline_draft"], cell.k))
-        if len(pairs) >= min(P.MIN_SEQUENTIAL_LOOK, planned) or len(drawn) >= budget:
-            seen = P.look(pairs, g.tolerance, planned, looks=(last.looks if last else 0) + 1)
-            last = seen or last
-            if seen is not None and seen.verdict != "inconclusive":
-                stop = seen.verdict
-                break
-    rounds = Rounds(stop, len(drawn), budget, planned, last)
-    inputs = replace(full, prompts=drawn)
+        verdict, al = round_verdict(rec.arms["candidate"], rec.arms["baseline_draft"], cell.k, g.tolerance, planned)
+        last = replace(al, looks=(last.looks if last else 0) + 1) if al else last
+        if verdict != "inconclusive":
+            stop = verdict
+            break
     measured = []
     for i, (c, d) in enumerate(zip(cells, drafts, strict=True)):
         which = ARMS[1 + i]
-        reading = (
-            MachineReading(
-                tuple(brackets["baseline"]),
-                tuple(brackets[which]),
-                clock.noise,
-                foreign_cpu=max(foreign["baseline"], foreign[which]),
-                quiet_drift=clock.quiet_drift,
-            )
-            if clock
-            else None
-        )
-        arm = MeasuredArms(arms["baseline"], arms[which], cell.id, reading)
-        m = finish_cell(run, c, d, engines[0], engines[1 + i].kind, inputs, arm)
+        arms = MeasuredArms(rec.arms["baseline"], rec.arms[which], cell.id, rec.reading(which))
+        m = finish_cell(run, c, d, engines[0], engines[1 + i].kind, replace(full, prompts=drawn), arms)
         for row in m.rows:
             row.prompts_budget, row.sequential_planned, row.sequential_stop = budget, planned, stop
         measured.append(m)
-    return (measured[0], measured[1]), rounds
+    return (measured[0], measured[1]), Rounds(stop, len(drawn), budget, planned, last)

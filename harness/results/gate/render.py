@@ -129,9 +129,11 @@ def paired_line(res: GateResult) -> str:
             + sees
         )
     h = f" (sha256 {res.baseline_draft_hash[:12]})" if res.baseline_draft_hash else ""
+    rounds = any(c.rounds for c in res.paired)
+    interval = "90 % confidence sequence (cells drawn in rounds)" if rounds else "90 % t interval"
     return (
         f"baseline: paired — the baseline's draft{h} ran beside the candidate on the same prompts; "
-        f"per-request paired difference, 90 % t interval; pass = lower end above −{res.tolerance:.1%}, "
+        f"per-request paired difference, {interval}; pass = lower end above −{res.tolerance:.1%}, "
         f"fail = upper end below it; the test sees a drop of {mdd:.1%} at 80 % power"
         if mdd is not None
         else "baseline: paired, but no cell had the per-request records to test"

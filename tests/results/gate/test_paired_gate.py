@@ -112,4 +112,5 @@ def test_a_cell_drawn_in_rounds_is_judged_by_the_sequence_it_stopped_on(tmp_path
         f.write_text(json.dumps(data))
     res = gate_run(read_run(folder), None, GateOptions(draft="eagle", baseline_draft="baseline_draft"))
     assert res.verdict == "pass" and all(e.sequential for c in res.paired for e in c.estimates)
-    assert "drawn in rounds: 40 of 80 prompts, stopped on pass" in to_markdown(res)
+    md = to_markdown(res)
+    assert "drawn in rounds: 40 of 80 prompts, stopped on pass" in md and "90 % confidence sequence" in md
