@@ -184,12 +184,12 @@ def main() -> None:
         print(
             f"{p.run} {p.cell}: {len(p.pairs)} recorded requests, AL {p.al:.3f} vs {base_al:.3f} ({diff:+.1%}), "
             f"paired SD of the relative difference {sd:.4f}: detectable drop with 40 prompts "
-            f"{2.49 * sd / np.sqrt(40):.1%}, prompts for {args.tolerance:.0%}: {need} "
+            f"{2.49 * sd / np.sqrt(40):.1%}, prompts for {args.tolerance:.1%}: {need} "
             f"({twin})"
         )
     print(
         f"\n{len({p.run for p in pools})} real runs, {len(pools)} cells behind the replay; {args.draws} replayed draws "
-        f"per line (a cell drawn at random, then n of its requests with replacement); tolerance {args.tolerance:.0%}; "
+        f"per line (a cell drawn at random, then n of its requests with replacement); tolerance {args.tolerance:.1%}; "
         f"fixed design: 90 % paired t interval; sequential: normal-mixture CS, a look every {args.round} prompts\n"
     )
     print_table(pools, args)

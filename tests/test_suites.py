@@ -12,7 +12,7 @@ import pytest
 
 from harness.errors import BadInput
 from harness.results.table import read_cell, write_cell
-from harness.suites import known_suites, load_suite, load_suites
+from harness.suites import known_suites, load_suite, load_suites, with_thinking
 from tests.test_benchfiles import MT_BENCH, SPEC_BENCH_EXTRA, write_jsonl
 
 SPEC_BENCH_FILES = {  # four files of one released format: every one reads as dataset `spec-bench`
@@ -89,6 +89,24 @@ def test_builtin_suites_are_versioned_and_large_enough():
     for n in names:
         s = load_suite(n)
         assert len(s.records) >= 30 and s.version and len(s.sha) == 12
+
+
+def test_chat_code_and_math_carry_a_paired_gate_and_keep_the_stored_baselines_prompts():
+    """chat / code / math hold >= 80 prompts, what 80 % power at a 2.5 % tolerance takes on the demo's
+    model (docs/gate.md). Their growth appended prompts: a cell over the first 8 keeps the sha every stored
+    baseline was measured with, so the committed gates still compare."""
+    import json
+    from pathlib import Path
+
+    for n in ("chat", "code", "math"):
+        assert len(load_suite(n).records) >= 80
+    stored = Path(__file__).resolve().parents[1] / "results" / "baselines"
+    for folder in ("tiny-kimi", "tiny-kimi-ci"):
+        for cell in json.loads((stored / folder / "baseline.json").read_text())["cells"]:
+            name, _, mode = cell["suite"].partition("@")
+            suite = load_suite(name, int(cell["num_prompts"]))
+            (suite,) = with_thinking([suite], [mode == "think"]) if mode else (suite,)
+            assert suite.sha == cell["suite_sha"], (folder, cell["suite"])
 
 
 def test_humaneval_from_package():
