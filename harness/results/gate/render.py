@@ -93,7 +93,9 @@ def _paired_rows(res: GateResult) -> list[list[str]]:
             need = f"; ~{e.prompts_needed} prompts would see {e.tolerance * 100:.3g}%" if e.prompts_needed else ""
             if e.verdict == "immaterial":  # cell.estimates[0] is AL: its baseline is the baseline draft's AL
                 al = cell.estimates[0].baseline
-                need = f" (rate below {e.tolerance * 100:.3g}% × AL {al:.2f}: cannot move AL by the tolerance; not gated)"
+                need = (
+                    f" (rate below {e.tolerance * 100:.3g}% × AL {al:.2f}: cannot move AL by the tolerance; not gated)"
+                )
             seq = cell.sequential if i == 0 else None
             settled = f"; sequential: {seq.verdict} after {seq.n_used}" if seq is not None else ""
             if i == 0 and cell.rounds:
