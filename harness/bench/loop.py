@@ -11,6 +11,9 @@ per (draft, k) — k is an engine setting in vLLM — runs all of its cells, the
 server's first speculative engine starts beside the baseline (a start is one core's imports there).
 Where the two cannot be up at once (bench.engine_schedule, harness/cluster.py), the engines run
 one at a time instead: harness/bench/one_at_a_time.py, with the same arms and the same rows.
+With gate.max_prompts, the candidate's cells and their baseline-draft twins are measured together in
+rounds, the baseline draft's engine up beside the candidate's, and stop when the paired verdict
+settles (harness/bench/sequential.py); the baseline draft's engine does not start again for them.
 
 The loop reads top to bottom: plan the cells, open the run, then per verifier start the
 baseline, per (draft, k) start the speculative engine, measure each cell, write it. Its pieces:
