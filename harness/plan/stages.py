@@ -229,7 +229,14 @@ def bench_work(recipe: Recipe, count: BenchCount, serving_gpus: int) -> StageWor
         engine_starts=starts,
         gpus=serving_gpus * (1 if aba else 2),
         note="upper bound: every request runs to bench.max_tokens; speculative arms costed at the verifier's "
-        "decode rate (a draft that speeds decoding shortens them); GPUs: "
+        "decode rate (a draft that speeds decoding shortens them); "
+        + (
+            f"sequential paired cells priced at every prompt (their budget is gate.max_prompts = "
+            f"{recipe.gate.max_prompts}, and they stop when the verdict settles: 33-55 % of it on the demo's model); "
+            if recipe.gate.max_prompts
+            else ""
+        )
+        + "GPUs: "
         + (
             "one engine at a time (bench.engine_schedule), the baseline before and after the speculative engines"
             if aba

@@ -89,6 +89,20 @@ def test_bench_counts_arms_as_the_bench_runs_them():
     assert sentinels.overhead_tokens[4] == runs * 4 * 10  # no longer than the 10-token cells
 
 
+def test_a_sequential_budget_is_priced_at_every_prompt_and_says_so():
+    """A sequential pair stops when its verdict settles, which no plan knows ahead: the cost is the
+    upper bound, every prompt, and the stage's note says the budget and that it stops earlier."""
+    from harness.plan.stages import bench_work
+
+    plain = _bench_recipe("gate.baseline_draft='/d'")
+    rounds = _bench_recipe("gate.baseline_draft='/d'", "gate.max_prompts=4")
+    suites = (("code", 3), ("math", 5))
+    assert bench_count(rounds, suites) == bench_count(plain, suites)
+    note = bench_work(rounds, bench_count(rounds, suites), 1).note
+    assert "sequential paired cells priced at every prompt" in note and "gate.max_prompts = 4" in note
+    assert "sequential" not in bench_work(plain, bench_count(plain, suites), 1).note
+
+
 def _harness(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=REPO_ROOT)
 
