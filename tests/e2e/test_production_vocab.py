@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.paths import REPO_ROOT
+from harness.paths import REPO_ROOT, cache_root
 from tests.conftest import CI_TRAIN
 
 pytestmark = pytest.mark.slow
@@ -73,7 +73,11 @@ def test_the_standin_has_k25s_vocabulary(kimi_vocab_standin):
     # the fitted shared row says reserved tokens do not occur: their total probability fell from 0.31
     # (mean over held-out positions) to 0.0017 (docs/production-vocab.md); K2.5's is ~0
     assert meta["reserved_mass"]["mean"] < 0.05 < meta["reserved_mass_before"]["mean"]
-    assert meta["quality"]["distinct_continuations"] == meta["quality"]["num_prompts"]
+    # padding the vocabulary costs the model none of its distinct continuations (its base's vary by CPU:
+    # 6 of 6 probes on a bf16 CPU, 5 of 6 on another; tests/verifier/standins/test_build.py allows n - 1)
+    base = json.loads((cache_root() / "standins" / meta["base"] / "standin.json").read_text())
+    assert meta["quality"]["distinct_continuations"] >= base["quality"]["distinct_continuations"]
+    assert meta["quality"]["distinct_continuations"] >= meta["quality"]["num_prompts"] - 1
 
 
 def _response_counts(run_dir: Path) -> Counter[int]:
