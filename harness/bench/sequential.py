@@ -83,7 +83,7 @@ def round_verdict(
     pairs = P.paired(arm_counts(cand, k), arm_counts(base, k))
     if len(pairs) < min(P.MIN_SEQUENTIAL_LOOK, planned):
         return "inconclusive", None
-    ests = [e for m in range(-1, k) if (e := P.paired_estimate(pairs, m, tolerance, planned_n=planned)) is not None]
+    ests = P.cell_estimates(pairs, k, tolerance, planned)
     al = P.look(pairs, tolerance, planned)
     if not ests or ests[0].metric != "acceptance_length":
         return "inconclusive", al

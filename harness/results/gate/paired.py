@@ -179,16 +179,19 @@ def paired_estimate(
     mdd = (tq + zp) * se
     need = math.ceil(n * (mdd / tolerance) ** 2) if tolerance > 0 and mdd > tolerance else None
     name = "acceptance_length" if metric < 0 else f"per_position_rate[{metric + 1}]"
-    half = (
-        tq * se
-        if planned_n is None
-        else cs_half_width(se * math.sqrt(n), n, mixture_rho2(planned_n, 2 * alpha), 2 * alpha)
-    )
+    half = tq * se if planned_n is None else sequence_half_width(se * math.sqrt(n), n, planned_n, alpha)
     low, high = d - half, d + half
     verdict: MetricVerdict = verdict_of(low, high, tolerance)
     if metric >= 0 and not material(tb, baseline_al(pairs), tolerance):
         verdict, need = "immaterial", None
     return PairedEstimate(name, tc, tb, d, se, low, high, n, tolerance, mdd, verdict, need, planned_n is not None)
+
+
+def cell_estimates(
+    pairs: Sequence[tuple[RequestCounts, RequestCounts]], k: int, tolerance: float, planned_n: int | None = None
+) -> list[PairedEstimate]:
+    """AL, then each per-position rate up to k, that the pairs can estimate (paired_estimate)."""
+    return [e for m in range(-1, k) if (e := paired_estimate(pairs, m, tolerance, planned_n=planned_n)) is not None]
 
 
 def baseline_al(pairs: Sequence[tuple[RequestCounts, RequestCounts]]) -> float:
@@ -232,6 +235,11 @@ def cs_half_width(sd: float, t: int, rho2: float, level_alpha: float) -> float:
     return sd * math.sqrt(2 * v / (t * t * rho2) * math.log(math.sqrt(v) / level_alpha))
 
 
+def sequence_half_width(sd: float, t: int, planned_n: int, alpha: float = ALPHA) -> float:
+    """The two-sided (1 − 2·alpha) confidence sequence's half-width at sample t, tuned at `planned_n`."""
+    return cs_half_width(sd, t, mixture_rho2(max(planned_n, 1), 2 * alpha), 2 * alpha)
+
+
 @dataclass(frozen=True)
 class SequentialResult:
     verdict: Verdict
@@ -259,7 +267,7 @@ def look(
     _, _, d, u = relative_difference(arr, 1.0 if metric < 0 else 0.0)
     if not math.isfinite(d):
         return None
-    h = cs_half_width(float(np.std(u, ddof=1)), t, mixture_rho2(max(planned_n, 1), 2 * alpha), 2 * alpha)
+    h = sequence_half_width(float(np.std(u, ddof=1)), t, planned_n, alpha)
     return SequentialResult(verdict_of(d - h, d + h, tolerance), t, looks, d, d - h, d + h)
 
 

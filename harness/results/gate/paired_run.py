@@ -50,9 +50,7 @@ def paired_cell(run: Run, cand: CellRow, base: CellRow, tolerance: float, round_
     where = describe_setting(cand.setting)
     pairs = P.paired(request_counts(run, cand), request_counts(run, base))
     planned = cand.sequential_planned if cand.sequential_planned == base.sequential_planned else None
-    ests = [
-        e for m in range(-1, cand.k) if (e := P.paired_estimate(pairs, m, tolerance, planned_n=planned)) is not None
-    ]
+    ests = P.cell_estimates(pairs, cand.k, tolerance, planned)
     if not ests or ests[0].metric != "acceptance_length":
         why = f"{len(pairs)} paired requests with drafts (per-request records missing or too few)"
         return PairedCell(where, cand.suite, tuple(ests), "inconclusive", None, why)
