@@ -12,7 +12,7 @@ from harness import interrupts
 from harness.analysis import slo
 from harness.analysis.machine import FOREIGN_CPU_LIMIT, MachineReading, foreign_cpu, spread, tolerance
 from harness.bench.arm import run_arm, sampling_for
-from harness.bench.clock import sentinel_tok_s
+from harness.bench.clock import Clock, sentinel_tok_s
 from harness.bench.cpu_ticks import read_ticks
 from harness.bench.grid import CellSpec
 from harness.bench.lossless_probes import engine_noise, rescored_arms
@@ -137,6 +137,28 @@ def finish_cell(
     )
 
 
+class ArmSentinels:
+    """The machine around a cell's arms: the sentinel job timed on the baseline engine before the first
+    run and after every run (`timeline`), the two readings around each arm's runs (`brackets`, by arm
+    name), and the most CPU other processes took while each arm ran (`foreign`)."""
+
+    def __init__(
+        self, run: BenchRun, cell: CellSpec, base_engine: Engine, clock: Clock | None, names: tuple[str, ...]
+    ) -> None:
+        self.run, self.cell, self.base_engine, self.clock = run, cell, base_engine, clock
+        self.timeline = [sentinel_tok_s(base_engine, clock)] if clock else []
+        self.brackets: dict[str, list[float]] = {n: [] for n in names}
+        self.foreign: dict[str, float] = dict.fromkeys(names, 0.0)
+
+    def measure(self, which: str, engine: Engine, inputs: ArmInputs, arm: ArmResult, repeat: int | None = None) -> None:
+        """One repeat of `arm` on `engine` (timed_arm), with the sentinel after it."""
+        cpu = timed_arm(self.run, engine, self.cell, inputs, arm, self.clock is not None, repeat)
+        if self.clock:  # the sentinels before and after this arm, and the CPU others took while it ran
+            self.foreign[which] = max(self.foreign[which], cpu)
+            self.timeline.append(sentinel_tok_s(self.base_engine, self.clock))
+            self.brackets[which] += self.timeline[-2:]
+
+
 def _measure_arms(
     run: BenchRun, cell: CellSpec, draft: DraftUnderTest, engines: tuple[Engine, Engine], inputs: ArmInputs
 ) -> MeasuredArms:
@@ -148,16 +170,11 @@ def _measure_arms(
     b = run.recipe.bench
     key = (draft.verifier.path, cell.suite, cell.concurrency, cell.temperature, cell.request_rate)
     clock = run.clocks.get(draft.verifier.path)
-    timeline = [sentinel_tok_s(engines[0], clock)] if clock else []
-    brackets: dict[str, list[float]] = {"baseline": [], "speculative": []}
-    foreign: dict[str, float] = {"baseline": 0.0, "speculative": 0.0}  # the most other processes used
+    rec = ArmSentinels(run, cell, engines[0], clock, ("baseline", "speculative"))
+    brackets, foreign, timeline = rec.brackets, rec.foreign, rec.timeline
 
     def measure(which: str, arm: ArmResult) -> None:
-        cpu = timed_arm(run, engines[0] if which == "baseline" else engines[1], cell, inputs, arm, clock is not None)
-        if clock:  # the sentinels before and after this arm, and the CPU others took while it ran
-            foreign[which] = max(foreign[which], cpu)
-            timeline.append(sentinel_tok_s(engines[0], clock))
-            brackets[which] += timeline[-2:]
+        rec.measure(which, engines[0] if which == "baseline" else engines[1], inputs, arm)
 
     measured = run.baselines.get(key) if b.shared_baseline else None
     barm, sarm = measured.arm if measured else ArmResult(), ArmResult()

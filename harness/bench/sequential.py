@@ -21,13 +21,13 @@ sequence: a fixed-n t interval read after an optional stop would not hold its er
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from harness.analysis.machine import MachineReading
-from harness.bench.cell import ArmInputs, MeasuredArms, MeasuredCell, arm_inputs, finish_cell, timed_arm
-from harness.bench.clock import Clock, sentinel_tok_s
+from harness.bench.cell import ArmInputs, ArmSentinels, MeasuredArms, MeasuredCell, arm_inputs, finish_cell
+from harness.bench.clock import Clock
 from harness.bench.grid import CellSpec
 from harness.bench.planning import Prompts
 from harness.bench.rows import ArmResult
@@ -90,39 +90,28 @@ def round_verdict(
     return P.cell_verdict(ests), al
 
 
-@dataclass
 class _Arms:
-    """The three arms of a pair as the rounds fill them, with the machine's sentinels around each run
-    and the most CPU other processes took during each arm (as harness/bench/cell.py keeps them)."""
+    """The three arms of a pair as the rounds fill them, with the machine around each
+    (harness/bench/cell.py ArmSentinels, as a cell's two arms keep it)."""
 
-    run: BenchRun
-    cell: CellSpec
-    engines: tuple[Engine, Engine, Engine]
-    clock: Clock | None
-    arms: dict[str, ArmResult] = field(default_factory=lambda: {a: ArmResult() for a in ARMS})
-    brackets: dict[str, list[float]] = field(default_factory=lambda: {a: [] for a in ARMS})
-    foreign: dict[str, float] = field(default_factory=lambda: dict.fromkeys(ARMS, 0.0))
-    timeline: list[float] = field(default_factory=list)
+    def __init__(self, run: BenchRun, cell: CellSpec, engines: tuple[Engine, Engine, Engine], clock: Clock | None):
+        self.engines, self.clock = engines, clock
+        self.arms = {a: ArmResult() for a in ARMS}
+        self.sentinels = ArmSentinels(run, cell, engines[0], clock, ARMS)
 
     def measure(self, which: str, inputs: ArmInputs, repeat: int) -> None:
-        if self.clock and not self.timeline:  # the reading before the first arm
-            self.timeline.append(sentinel_tok_s(self.engines[0], self.clock))
-        engine = self.engines[ARMS.index(which)]
-        cpu = timed_arm(self.run, engine, self.cell, inputs, self.arms[which], self.clock is not None, repeat)
-        if self.clock:
-            self.foreign[which] = max(self.foreign[which], cpu)
-            self.timeline.append(sentinel_tok_s(self.engines[0], self.clock))
-            self.brackets[which] += self.timeline[-2:]
+        self.sentinels.measure(which, self.engines[ARMS.index(which)], inputs, self.arms[which], repeat)
 
     def reading(self, which: str) -> MachineReading | None:
         """The machine around the baseline arm and `which` speculative arm, as one cell sees it."""
         if self.clock is None:
             return None
+        brackets, foreign = self.sentinels.brackets, self.sentinels.foreign
         return MachineReading(
-            tuple(self.brackets["baseline"]),
-            tuple(self.brackets[which]),
+            tuple(brackets["baseline"]),
+            tuple(brackets[which]),
             self.clock.noise,
-            foreign_cpu=max(self.foreign["baseline"], self.foreign[which]),
+            foreign_cpu=max(foreign["baseline"], foreign[which]),
             quiet_drift=self.clock.quiet_drift,
         )
 
