@@ -53,6 +53,7 @@ class MainJobResult:
     # which arm to deploy per suite and load (harness/results/answer.py HEADERS), text rows
     deploy: list[list[str]] = field(default_factory=list)
     not_weighed: list[str] = field(default_factory=list)  # methods this device cannot serve, with why
+    raced: list[str] = field(default_factory=list)  # bench.race: each setting's arms and where they left it
 
 
 def _engine_startups(run: Run) -> dict[str, float]:
@@ -60,11 +61,11 @@ def _engine_startups(run: Run) -> dict[str, float]:
     return {name: e["startup_s"] for name, e in engines.items() if e.get("startup_s") is not None}
 
 
-def _deploy(run: Run) -> tuple[list[list[str]], list[str]]:
-    """The answer table's rows, and the methods it could not weigh on this device."""
-    from harness.results.answer import answer_rows, not_weighed
+def _deploy(run: Run) -> tuple[list[list[str]], list[str], list[str]]:
+    """The answer table's rows, the methods it could not weigh on this device, and its races (bench.race)."""
+    from harness.results.answer import answer_rows, not_weighed, race_notes
 
-    return answer_rows(run.rows), not_weighed(run.manifest.hardware.device)
+    return answer_rows(run.rows), not_weighed(run.manifest.hardware.device), race_notes(run.rows)
 
 
 def default_run_dir(recipe: Recipe) -> Path:
@@ -318,6 +319,7 @@ def run_train_and_bench(recipe: Recipe, reporter: Reporter, run_dir: Path | None
             "engine_startup_s": result.engine_startup_s,
             "deploy": [dict(zip(HEADERS, r)) for r in result.deploy],
             "not_weighed": result.not_weighed,
+            "raced": result.raced,
         },
     )
     return result
@@ -403,6 +405,8 @@ def render_summary(res: MainJobResult, console) -> None:
         console.print(d)
         for line in res.not_weighed:
             console.print(f"  not weighed on this device: {line}")
+        for line in res.raced:
+            console.print(f"  raced: {line}")
     tr = res.train_report
     if tr:
         console.print(

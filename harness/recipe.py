@@ -307,6 +307,8 @@ UNFINGERPRINTED_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("bench", "k_measured", []),
     ("bench", "max_prompts_by_concurrency", {}),
     ("verifier", "pretrained", None),
+    ("bench", "race", False),
+    ("bench", "race_round_prompts", 8),
 )
 
 
@@ -475,6 +477,16 @@ class BenchSection(_Strict):
             "little between prompts). The dry run states the precision each cell is left with."
         ),
     )
+    race: bool = Field(
+        False,
+        description=(
+            "Race the answer table's arms: at each (suite, concurrency, temperature) every (draft, k) engine is up "
+            "at once, the cell's prompts (the budget: bench.num_prompts) are drawn in rounds of race_round_prompts "
+            "beside one baseline arm, and an arm stops being measured once its rank is settled: its speedup's upper "
+            "bound below another candidate's lower bound, intervals at 1 - 0.05/looks (harness/bench/race.py)."
+        ),
+    )
+    race_round_prompts: int = Field(8, ge=1, description="Prompts one round of a raced setting draws.")
     mismatch_tolerance: float = Field(
         0.10, ge=0, description="Flag a served AL this far (relative) from the training prediction."
     )
@@ -546,6 +558,12 @@ class BenchSection(_Strict):
             raise ValueError(
                 f"bench.max_prompts_by_concurrency {self.max_prompts_by_concurrency}: each key a concurrency the "
                 "bench runs, each value at least 1"
+            )
+        if self.race and (self.engine == "attach" or self.k_from_one_engine or any(self.request_rate)):
+            raise ValueError(
+                "bench.race runs every arm's engine at once on a closed loop: it cannot attach to servers, "
+                "estimate ks from one engine (k_from_one_engine) or run open-loop rates (request_rate); "
+                "turn bench.race off or those settings"
             )
         if self.engine == "attach" and self.dynamic_k:
             raise ValueError("bench.dynamic_k starts an engine with the derived schedule; engine 'attach' cannot")
@@ -714,6 +732,11 @@ class Recipe(_Strict):
             )
         if self.train.fsdp and self.train.launcher != "torchrun":
             raise ValueError("train.fsdp needs train.launcher 'torchrun'")
+        if self.gate.max_prompts is not None and self.bench.race:
+            raise ValueError(
+                "gate.max_prompts (a paired cell's rounds) and bench.race (the answer table's rounds) each draw "
+                "prompts in rounds of their own: set one of them"
+            )
         if self.gate.max_prompts is not None and not self.gate.baseline_draft:
             raise ValueError(
                 "gate.max_prompts draws a paired cell's prompts in rounds against the baseline's draft: "

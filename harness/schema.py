@@ -323,6 +323,11 @@ class CellRow(CellIdentity):
     prompts_budget: int | None = None
     sequential_planned: int | None = None
     sequential_stop: str | None = None
+    # a raced answer table (bench.race, harness/bench/race.py): the looks its budget allowed (each look's
+    # intervals at 1 - 0.05/looks) and how this arm left the race ("out": its rank settled; "settled": racing
+    # when one candidate was left; "budget": every prompt drawn); None: not raced
+    race_looks: int | None = None
+    race_exit: str | None = None
     # T = 0 misses, located and classified (harness/analysis/lossless.py): the worst verdict,
     # the earliest diverging output position, the engine noise measured, one record per miss (JSON)
     lossless_verdict: str | None = None

@@ -76,6 +76,20 @@ def test_a_sequential_budget_needs_the_baseline_draft_and_changes_the_runs_ident
     assert rounds.fingerprint() != plain.fingerprint()
 
 
+def test_a_race_is_refused_where_its_engines_cannot_all_run_and_changes_the_runs_identity():
+    """bench.race holds every arm's engine up on a closed loop and draws its own rounds: refused in one line
+    beside another round-drawing design and the settings it cannot run; it changes what the bench
+    measures (the run folder's name), its round size at the default does not rename older folders."""
+    with pytest.raises(BadInput, match=r"gate.max_prompts .* and bench.race .* set one of them"):
+        load_recipe(None, ["gate.baseline_draft='/d'", "gate.max_prompts=40", "bench.race=true"])
+    for bad in (["bench.k_from_one_engine=true"], ["bench.engine='server'", "bench.request_rate=[2]"]):
+        with pytest.raises(BadInput, match="bench.race runs every arm's engine at once on a closed loop"):
+            load_recipe(None, ["bench.race=true", *bad])
+    plain, raced = load_recipe(None, []), load_recipe(None, ["bench.race=true"])
+    assert raced.fingerprint() != plain.fingerprint()
+    assert plain.fingerprint() == load_recipe(None, ["bench.race_round_prompts=8"]).fingerprint()
+
+
 def test_vllm_hidden_states_on_cpu_plan_the_connector_workaround(tmp_path):
     """vLLM's extraction runs on CPU through the harness's connector subclass, and the plan says so."""
     from harness.train.vllm_states import CPU_CONNECTOR, CPU_CONNECTOR_MODULE, extraction_plan

@@ -141,9 +141,11 @@ def _arm_repeat(rep: RepeatRecord, paired: bool) -> load.ArmRepeat:
     return load.ArmRepeat(rep.output_tokens, rep.wall_s, rep.request_tokens, rep.request_latency_s)
 
 
-def speedup_estimate(base: ArmResult, spec: ArmResult, interleaved: bool = True) -> load.Estimate | None:
-    """Speedup and its bootstrap CI over the repeats, paired when `interleaved` (and, when both arms
-    finished the same requests in every repeat, over requests too: analysis/load.py)."""
+def speedup_estimate(
+    base: ArmResult, spec: ArmResult, interleaved: bool = True, level: float = 0.95
+) -> load.Estimate | None:
+    """Speedup and its bootstrap CI at `level` over the repeats, paired when `interleaved` (and, when both
+    arms finished the same requests in every repeat, over requests too: analysis/load.py)."""
     if not base.repeats or not spec.repeats or (interleaved and len(base.repeats) != len(spec.repeats)):
         return None
     # per request where the repeats compared timed the same requests: each pair, or (not
@@ -162,6 +164,7 @@ def speedup_estimate(base: ArmResult, spec: ArmResult, interleaved: bool = True)
     return load.speedup_ci(
         [_arm_repeat(b, paired) for b in base.repeats],
         [_arm_repeat(s, paired) for s in spec.repeats],
+        level=level,
         interleaved=interleaved,
     )
 

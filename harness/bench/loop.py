@@ -14,6 +14,8 @@ one at a time instead: harness/bench/one_at_a_time.py, with the same arms and th
 With gate.max_prompts, the candidate's cells and their baseline-draft twins are measured together in
 rounds, the baseline draft's engine up beside the candidate's, and stop when the paired verdict
 settles (harness/bench/sequential.py); the baseline draft's engine does not start again for them.
+With bench.race, every (draft, k) engine is up at once and each setting's arms draw prompts in rounds
+until the fastest is settled, an arm leaving as soon as its rank is (harness/bench/race.py).
 
 The loop reads top to bottom: plan the cells, open the run, then per verifier start the
 baseline, per (draft, k) start the speculative engine, measure each cell, write it. Its pieces:
@@ -24,6 +26,7 @@ its rows), lossless_probes.py, dynamic_arm.py and one_at_a_time_steps.py.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
@@ -38,6 +41,8 @@ from harness.bench.manifest import open_run, record_engine, run_status, start_ma
 from harness.bench.one_at_a_time import bench_one_at_a_time, phase_plan, refuse_what_one_at_a_time_cannot_run
 from harness.bench.one_at_a_time_steps import OneAtATimeSteps
 from harness.bench.planning import drafts_by_verifier, plan_cells, recipe_suites, render_all
+from harness.bench.race import race_setting
+from harness.bench.rounds import BASELINE
 from harness.bench.run_state import BenchRun, EngineFactory
 from harness.bench.sequential import measure_in_rounds
 from harness.bench.shards import Shard, run_id_of, shard_cells, shard_fields
@@ -89,9 +94,11 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
                 started[next(iter(engines))] = early.result()
             warm_up(base_engine, first, recipe, layout)
             calibrate_verifier_clock(run, layout, base_engine)
+            if recipe.bench.race:
+                race_engines(run, layout, drafts, engines, base_engine, started)
             for d in drafts:
                 for k in recipe.bench.k:
-                    if (d.label, k) not in engines:
+                    if (d.label, k) not in engines or recipe.bench.race:
                         continue
                     kcells = [c for c in engines[(d.label, k)] if c not in paired_done]
                     if not kcells:
@@ -157,6 +164,38 @@ def measure_twins(
                 record_cell(run, c, m)
             run.reporter.log(rounds.line(cell.id))
     return list(twin_of.values())
+
+
+def race_engines(
+    run: BenchRun,
+    layout: VerifierLayout,
+    drafts: list[DraftUnderTest],
+    engines: dict[tuple[str, int], list[CellSpec]],
+    base_engine: Engine,
+    started: dict[tuple[str, int], Engine],
+) -> None:
+    """bench.race: every (draft, k) engine up at once beside the baseline's, then each setting's cells
+    raced on them (harness/bench/race.py), each cell written as its arm leaves the race."""
+    tok, prompts = run.prompts[layout.path]
+    first = next(iter(prompts.values()))
+    by_label = {d.label: d for d in drafts}
+    with ExitStack() as stack:
+        spec: dict[tuple[str, int], Engine] = {}
+        for label, k in engines:
+            engine = started.pop((label, k), None) or start_spec_engine(run, layout, by_label[label], k)
+            spec[(label, k)] = stack.enter_context(engine)
+            record_engine(run.run_dir, f"{label}-k{k}", engine)
+            warm_up(engine, first, run.recipe, layout)
+        settings: dict[tuple, list[CellSpec]] = {}
+        for kcells in engines.values():
+            for c in kcells:
+                settings.setdefault((c.suite, c.concurrency, c.temperature, c.request_rate), []).append(c)
+        for (suite, conc, temp, _), group in settings.items():
+            on = {BASELINE: base_engine, **{c.id: spec[(c.draft, c.k)] for c in group}}
+            measured, race = race_setting(run, group, by_label, on, tok, prompts[suite])
+            for c, m in measured:
+                record_cell(run, c, m)
+            run.reporter.log(race.line(f"{suite} c={conc} T={temp:g}"))
 
 
 def round_twins(recipe: Recipe, drafts: list[DraftUnderTest], cells: list[CellSpec]) -> dict[CellSpec, CellSpec]:

@@ -80,6 +80,11 @@ def refuse_what_one_at_a_time_cannot_run(recipe: Recipe) -> None:
             f"{why}, which cannot run bench.shared_baseline = false (a baseline arm beside every cell needs both "
             f"engines up): set bench.shared_baseline = true, {other}"
         )
+    if b.race:
+        raise BadInput(
+            f"{why}, which cannot run bench.race (a raced setting draws its rounds with every arm's engine up "
+            f"together): set bench.race = false, {other}"
+        )
     if recipe.gate.max_prompts is not None:
         raise BadInput(
             f"{why}, which cannot run gate.max_prompts (a sequential paired cell draws its rounds with the "

@@ -23,20 +23,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import numpy as np
-
-from harness.analysis.machine import MachineReading
-from harness.bench.cell import ArmInputs, ArmSentinels, MeasuredArms, MeasuredCell, arm_inputs, finish_cell
-from harness.bench.clock import Clock
+from harness.bench.cell import MeasuredArms, MeasuredCell, arm_inputs, finish_cell
 from harness.bench.grid import CellSpec
 from harness.bench.planning import Prompts
+from harness.bench.rounds import BASELINE, RoundArms, draw_order, rotated
 from harness.bench.rows import ArmResult
 from harness.bench.run_state import BenchRun
 from harness.draft.under_test import DraftUnderTest
 from harness.engine.base import Engine
 from harness.results.gate import paired as P
 
-ARMS = ("baseline", "candidate", "baseline_draft")
+ARMS = (BASELINE, "candidate", "baseline_draft")
 
 
 @dataclass(frozen=True)
@@ -58,11 +55,6 @@ class Rounds:
         )
         why = "verdict settled" if self.stop != "budget" else "budget reached"
         return f"[{where}] sequential: {self.stop} ({why}) after {self.drawn} of {self.budget} prompts{seen}"
-
-
-def draw_order(n: int, seed: int) -> list[int]:
-    """The order rounds draw a cell's `n` prompts in: a seeded permutation."""
-    return [int(i) for i in np.random.default_rng(seed).permutation(n)]
 
 
 def planned_pairs(prompts: Prompts, repeats: int) -> int:
@@ -90,32 +82,6 @@ def round_verdict(
     return P.cell_verdict(ests), al
 
 
-class _Arms:
-    """The three arms of a pair as the rounds fill them, with the machine around each
-    (harness/bench/cell.py ArmSentinels, as a cell's two arms keep it)."""
-
-    def __init__(self, run: BenchRun, cell: CellSpec, engines: tuple[Engine, Engine, Engine], clock: Clock | None):
-        self.engines, self.clock = engines, clock
-        self.arms = {a: ArmResult() for a in ARMS}
-        self.sentinels = ArmSentinels(run, cell, engines[0], clock, ARMS)
-
-    def measure(self, which: str, inputs: ArmInputs, repeat: int) -> None:
-        self.sentinels.measure(which, self.engines[ARMS.index(which)], inputs, self.arms[which], repeat)
-
-    def reading(self, which: str) -> MachineReading | None:
-        """The machine around the baseline arm and `which` speculative arm, as one cell sees it."""
-        if self.clock is None:
-            return None
-        brackets, foreign = self.sentinels.brackets, self.sentinels.foreign
-        return MachineReading(
-            tuple(brackets["baseline"]),
-            tuple(brackets[which]),
-            self.clock.noise,
-            foreign_cpu=max(foreign["baseline"], foreign[which]),
-            quiet_drift=self.clock.quiet_drift,
-        )
-
-
 def measure_in_rounds(
     run: BenchRun,
     cells: tuple[CellSpec, CellSpec],
@@ -133,7 +99,7 @@ def measure_in_rounds(
     budget = min(g.max_prompts, len(full.prompts))
     order = [full.prompts[i] for i in draw_order(len(full.prompts), run.recipe.engine.seed)[:budget]]
     planned = planned_pairs(order, b.repeats)
-    rec = _Arms(run, cell, engines, run.clocks.get(drafts[0].verifier.path))
+    rec = RoundArms(run, cell, dict(zip(ARMS, engines, strict=True)), run.clocks.get(drafts[0].verifier.path))
     drawn: Prompts = []
     last: P.SequentialResult | None = None
     stop, turn = "budget", 0
@@ -141,7 +107,7 @@ def measure_in_rounds(
         batch = order[start : start + g.round_prompts]
         drawn = drawn + batch
         for r in range(b.repeats):
-            for which in ARMS[turn % 3 :] + ARMS[: turn % 3]:  # rotated each repeat: drift falls on all alike
+            for which in rotated(ARMS, turn):
                 rec.measure(which, replace(full, prompts=batch), r)
             turn += 1
         verdict, al = round_verdict(rec.arms["candidate"], rec.arms["baseline_draft"], cell.k, g.tolerance, planned)
@@ -152,7 +118,7 @@ def measure_in_rounds(
     measured = []
     for i, (c, d) in enumerate(zip(cells, drafts, strict=True)):
         which = ARMS[1 + i]
-        arms = MeasuredArms(rec.arms["baseline"], rec.arms[which], cell.id, rec.reading(which))
+        arms = MeasuredArms(rec.arms[BASELINE], rec.arms[which], cell.id, rec.reading(which))
         m = finish_cell(run, c, d, engines[0], engines[1 + i].kind, replace(full, prompts=drawn), arms)
         for row in m.rows:
             row.prompts_budget, row.sequential_planned, row.sequential_stop = budget, planned, stop

@@ -227,7 +227,7 @@ def bench_work(recipe: Recipe, count: BenchCount, serving_gpus: int) -> StageWor
         "generate_tok_s",
         tuple(parts),
         engine_starts=starts,
-        gpus=serving_gpus * (1 if aba else 2),
+        gpus=serving_gpus * (count.engines if b.race else 1 if aba else 2),  # a race holds every engine up
         note="upper bound: every request runs to bench.max_tokens; speculative arms costed at the verifier's "
         "decode rate (a draft that speeds decoding shortens them); "
         + (
@@ -236,10 +236,17 @@ def bench_work(recipe: Recipe, count: BenchCount, serving_gpus: int) -> StageWor
             if recipe.gate.max_prompts
             else ""
         )
+        + (
+            "raced settings priced at every prompt for every arm (bench.race: an arm stops once its rank is settled); "
+            if recipe.bench.race
+            else ""
+        )
         + "GPUs: "
         + (
             "one engine at a time (bench.engine_schedule), the baseline before and after the speculative engines"
             if aba
+            else "every engine up at once (bench.race)"
+            if b.race
             else "the baseline engine stays up beside each speculative engine"
         ),
     )

@@ -151,3 +151,22 @@ def answer_rows(rows: list[CellRow]) -> list[list[str]]:
             ]
         )
     return out
+
+
+def race_notes(rows: list[CellRow]) -> list[str]:
+    """Per raced setting (bench.race, harness/bench/race.py): the prompts each arm was measured on before
+    its rank settled, and the share of the fixed design's arm-prompts the race spent."""
+    groups: dict[tuple[str, int, float], list[CellRow]] = {}
+    for r in rows:
+        if r.is_speculative and r.race_exit and r.prompts_budget:
+            groups.setdefault((r.suite, r.concurrency, r.temperature), []).append(r)
+    out = []
+    for (suite, c, t), rs in sorted(groups.items()):
+        budget, looks = rs[0].prompts_budget or 0, rs[0].race_looks or 1
+        spent = sum(r.num_prompts or 0 for r in rs)
+        arms = "; ".join(f"{arm_name(r)} k={r.k} {r.race_exit} after {r.num_prompts}" for r in rs)
+        out.append(
+            f"{suite} c={c} T={t:g}: raced over {budget} prompts ({looks} looks, each at {1 - 0.05 / looks:.1%}): "
+            f"{arms}; {spent} of {budget * len(rs)} arm-prompts measured ({spent / (budget * len(rs)):.0%})"
+        )
+    return out

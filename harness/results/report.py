@@ -298,6 +298,9 @@ def verdict(run: Run, gate: GateSummary | None) -> Section:
         missing = answer.not_weighed(run.manifest.hardware.device)
         if missing:
             body += [Paragraph("Not weighed on this device:"), Bullets(missing)]
+        raced = answer.race_notes(run.rows)
+        if raced:
+            body += [Paragraph("Raced (an arm stops being measured once its rank is settled):"), Bullets(raced)]
     body.append(Paragraph(gate_line(gate)))
     worries = distrust(run)
     if worries:

@@ -64,6 +64,8 @@ in harness/metrics.py):
   rounds     prompts_budget sequential_planned sequential_stop (a sequential paired cell, gate.max_prompts:
              the prompts it could draw, the paired requests its confidence sequence was tuned at, and
              pass | fail | budget, why its rounds stopped; num_prompts is what it drew)
+  race       race_looks race_exit (a raced answer table, bench.race: the looks its budget allowed, and
+             out | settled | budget, how the arm left the race; prompts_budget and num_prompts as above)
   status     status (ok | failed) error flags
 The typed record of a row is harness/schema.py's CellRow: `read_run_rows` reads a run's cells into
 CellRows (one validation per cell file); the tables are `CellRow.to_dict()` of each.

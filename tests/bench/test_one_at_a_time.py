@@ -56,6 +56,7 @@ def _recipe(path, *sets: str):
     ("sets", "match"),
     [
         (["bench.dynamic_k=true"], r"cannot run bench.dynamic_k .* set bench.dynamic_k = false"),
+        (["bench.race=true"], r"cannot run bench.race \(.*every arm's engine up together\): set bench.race = false"),
         (
             ["bench.shared_baseline=false"],
             r"cannot run bench.shared_baseline = false.* set bench.shared_baseline = true",

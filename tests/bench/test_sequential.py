@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.bench.rounds import draw_order
 from harness.bench.rows import ArmResult
-from harness.bench.sequential import Rounds, draw_order, planned_pairs, round_verdict
+from harness.bench.sequential import Rounds, planned_pairs, round_verdict
 from harness.prompts import PromptRecord
 from harness.results.gate import paired as P
 from harness.schema_requests import RequestRecord

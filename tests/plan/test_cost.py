@@ -103,6 +103,20 @@ def test_a_sequential_budget_is_priced_at_every_prompt_and_says_so():
     assert "sequential" not in bench_work(plain, bench_count(plain, suites), 1).note
 
 
+def test_a_race_is_priced_at_every_prompt_with_every_engine_up_at_once():
+    """A raced setting stops arms when their rank settles, which no plan knows ahead: the upper bound,
+    every prompt for every arm, and the GPUs of every engine up together (the race's condition)."""
+    from harness.plan.stages import bench_work
+
+    plain, raced = _bench_recipe(), _bench_recipe("bench.race=true")
+    suites = (("code", 3), ("math", 5))
+    count = bench_count(raced, suites)
+    assert count == bench_count(plain, suites) and count.engines > 2
+    work = bench_work(raced, count, 1)
+    assert "raced settings priced at every prompt for every arm" in work.note and "every engine up at once" in work.note
+    assert work.gpus == count.engines and bench_work(plain, count, 1).gpus == 2
+
+
 def _harness(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=REPO_ROOT)
 

@@ -1,0 +1,193 @@
+"""A raced answer table (issue 52, bench.race): at each setting (suite, concurrency, temperature) every
+arm — each (draft, k), reference drafts included — draws the setting's prompts in rounds of
+bench.race_round_prompts beside one baseline arm, every arm's engine up at once, and an arm stops being
+measured as soon as its rank is settled. The answer table asks which arm is fastest; an arm that
+cannot be it need not be measured to the end.
+
+The rule, successive elimination (Even-Dar, Mannor & Mansour 2006; "Hoeffding races", Maron & Moore
+1994) on each arm's speedup interval:
+- After each round every racing arm's speedup gets its paired bootstrap interval over the rounds and
+  their requests (harness/bench/breakdown.py speedup_estimate) at level 1 − α/L: L is the number of
+  looks the budget allows (its rounds), α = 0.05; widened by this machine's between-run SD where it has
+  a record, as the rows' CIs are (each arm is one engine start). By Bonferroni over the looks, an arm's interval
+  misses its true speedup at some look with probability ≤ α, so an arm truly the fastest leaves the
+  race by mistake with probability ≤ 2α (its interval or the one that beat it missed).
+- A candidate (a deployable arm; no speculation is one, at exactly 1.0x) leaves the race when another
+  racing candidate's lower bound is above its upper bound: it cannot be the fastest. No speculation
+  leaves when some arm's lower bound is above 1.0. A reference (oracle, random: not deployable,
+  harness/results/answer.py) leaves when its interval is clear of every racing candidate's: its rank
+  among them is settled.
+- The race is over when one candidate is left (or every prompt of the budget is drawn): the arms
+  still racing stop with it.
+Each arm's cell holds exactly the prompts drawn while it raced, and the baseline arm's rounds up to
+then: its row is an ordinary cell (the 95 % CI the answer table reads), with race_exit ("out": its
+rank settled; "settled": racing when the race was over; "budget"), race_looks (L) and prompts_budget.
+The rounds themselves (seeded order, arms rotated per repeat): harness/bench/rounds.py."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from statistics import NormalDist
+
+from harness.analysis.machine import MachineReading
+from harness.bench.breakdown import speedup_estimate
+from harness.bench.cell import MeasuredArms, MeasuredCell, arm_inputs, finish_cell
+from harness.bench.grid import CellSpec
+from harness.bench.planning import Prompts
+from harness.bench.rounds import BASELINE, RoundArms, draw_order, rotated
+from harness.bench.rows import ArmResult
+from harness.bench.run_state import BenchRun
+from harness.draft.under_test import DraftUnderTest
+from harness.engine.base import Engine
+from harness.results.answer import NONE, NOT_CANDIDATES
+
+ALPHA = 0.05
+Interval = tuple[float, float]
+
+
+def looks_planned(budget: int, round_prompts: int) -> int:
+    """The looks a budget of prompts allows: one after each round."""
+    return max(1, math.ceil(budget / round_prompts))
+
+
+def look_level(looks: int, alpha: float = ALPHA) -> float:
+    """Each look's interval level: Bonferroni over the planned looks."""
+    return 1 - alpha / max(1, looks)
+
+
+def settled(intervals: Mapping[str, Interval | None], references: frozenset[str] = frozenset()) -> set[str]:
+    """The racing arms (by name, `references` among them; NONE, no speculation at (1.0, 1.0), while it
+    races) whose rank is settled at this look. An arm without an interval yet stays in and settles
+    nothing. Pure; the rule is the module docstring's."""
+    known = {a: iv for a, iv in intervals.items() if a not in references and iv is not None}
+    out = {a for a, (_, hi) in known.items() if any(lo > hi for b, (lo, _) in known.items() if b != a)}
+    racing = [iv for a, iv in known.items() if a not in out]
+    for r in references:
+        iv = intervals.get(r)
+        if iv is not None and all(iv[1] < lo or iv[0] > hi for lo, hi in racing):
+            out.add(r)
+    return out
+
+
+def race_over(intervals: Mapping[str, Interval | None], out: set[str], references: frozenset[str]) -> bool:
+    """One candidate left racing (NONE counted while it races): the fastest is settled."""
+    return len([a for a in intervals if a not in references and a not in out]) <= 1
+
+
+@dataclass(frozen=True)
+class Exit:
+    """How one arm left the race: why ("out" / "settled" / "budget"), the prompts drawn by then."""
+
+    why: str
+    drawn: int
+
+
+@dataclass(frozen=True)
+class Race:
+    """What a setting's race came to: each arm's exit by cell id, the budget and the looks planned."""
+
+    exits: dict[str, Exit]
+    budget: int
+    looks: int
+
+    def line(self, where: str) -> str:
+        parts = [f"{cid} {e.why} after {e.drawn}" for cid, e in self.exits.items()]
+        return f"[{where}] race of {len(self.exits)} arms, {self.budget} prompts, {self.looks} looks: " + "; ".join(
+            parts
+        )
+
+
+def _reference(cell: CellSpec) -> bool:
+    return cell.draft in NOT_CANDIDATES
+
+
+def race_setting(
+    run: BenchRun,
+    cells: list[CellSpec],
+    drafts: Mapping[str, DraftUnderTest],
+    engines: Mapping[str, Engine],
+    tokenizer,
+    prompts: Prompts,
+) -> tuple[list[tuple[CellSpec, MeasuredCell]], Race]:
+    """Race one setting's cells (same suite, concurrency, temperature; one per (draft, k)), each on its
+    speculative engine (`engines` by cell id, BASELINE the baseline engine); their measured cells and the
+    race's record. `drafts` by label."""
+    b = run.recipe.bench
+    first = cells[0]
+    full = arm_inputs(run, first, drafts[first.draft].verifier, tokenizer, prompts)
+    budget = len(full.prompts)
+    order = [full.prompts[i] for i in draw_order(budget, run.recipe.engine.seed)]
+    looks = looks_planned(budget, b.race_round_prompts)
+    level = look_level(looks)
+    refs = frozenset(c.id for c in cells if _reference(c))
+    tau = run.between_runs.tau if run.between_runs else 0.0
+    clock = run.clocks.get(drafts[first.draft].verifier.path)
+    rec = RoundArms(run, first, {BASELINE: engines[BASELINE], **{c.id: engines[c.id] for c in cells}}, clock)
+    racing = [c.id for c in cells]
+    none_racing = True  # no speculation: a candidate until an arm is surely faster
+    exits: dict[str, Exit] = {}
+    snapshots: dict[str, tuple[ArmResult, MachineReading | None]] = {}  # at each arm's exit
+    drawn: Prompts = []
+    turn = 0
+
+    def leave(cid: str, why: str) -> None:
+        exits[cid] = Exit(why, len(drawn))
+        snapshots[cid] = (copy.deepcopy(rec.arms[BASELINE]), rec.reading(cid))
+        racing.remove(cid)
+
+    for start in range(0, budget, b.race_round_prompts):
+        batch = order[start : start + b.race_round_prompts]
+        drawn = drawn + batch
+        for r in range(b.repeats):
+            for which in rotated((BASELINE, *racing), turn):
+                rec.measure(which, replace(full, prompts=batch), r)
+            turn += 1
+        if len(drawn) >= budget:
+            break
+        ivs = {cid: _interval(rec, cid, level, tau) for cid in racing} | ({NONE: (1.0, 1.0)} if none_racing else {})
+        out = settled(ivs, refs)
+        over = race_over(ivs, out, refs)
+        none_racing = none_racing and NONE not in out
+        for cid in list(racing):
+            if cid in out:
+                leave(cid, "out")
+            elif over:
+                leave(cid, "settled")
+        if not racing:
+            break
+    for cid in list(racing):
+        leave(cid, "budget")
+    measured = []
+    for c in cells:
+        base_arm, reading = snapshots[c.id]
+        n = exits[c.id].drawn
+        arms = MeasuredArms(base_arm, rec.arms[c.id], first.id, reading)
+        d = drafts[c.draft]
+        m = finish_cell(run, c, d, engines[BASELINE], engines[c.id].kind, replace(full, prompts=order[:n]), arms)
+        for row in m.rows:
+            row.prompts_budget, row.race_looks, row.race_exit = budget, looks, exits[c.id].why
+        measured.append((c, m))
+    return measured, Race(exits, budget, looks)
+
+
+def widened_interval(value: float, low: float, high: float, level: float, tau: float) -> Interval:
+    """(low, high) at `level` with a between-run SD `tau` added in quadrature on the log scale, centred on
+    `value` (harness/analysis/between_runs.py widened, at any level)."""
+    if tau <= 0 or low <= 0:
+        return (low, high)
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    half = z * math.hypot(math.log(high / low) / (2 * z), tau)
+    return (value * math.exp(-half), value * math.exp(half))
+
+
+def _interval(rec: RoundArms, cid: str, level: float, tau: float) -> Interval | None:
+    """The arm's speedup interval at `level`: the paired bootstrap over the rounds and their requests,
+    widened by this machine's between-run SD `tau` as its row's CI will be
+    (harness/bench/machine_record.py): one engine start per arm is what a race compares."""
+    est = speedup_estimate(rec.arms[BASELINE], rec.arms[cid], level=level)
+    if est is None or est.value is None or est.low is None or est.high is None:
+        return None
+    return widened_interval(est.value, est.low, est.high, level, tau)
