@@ -22,7 +22,8 @@ ByOpt = Annotated[
 TolOpt = Annotated[
     float | None,
     typer.Option(
-        help="Allowed relative drop of AL (floors become rates × (1 − tolerance)); default: the baseline's (0.05)."
+        help="Allowed relative drop of AL (floors become rates × (1 − tolerance)); default: the stored baseline's "
+        "(0.05), and for the paired gate the run's own recipe's gate.tolerance."
     ),
 ]
 NoiseAwareOpt = Annotated[

@@ -97,6 +97,12 @@ def read_baseline(folder: Path) -> BaselineFile:
     return baseline
 
 
+def run_tolerance(run: Run) -> float:
+    """The gate.tolerance of the recipe the run was benched with (its manifest), else DEFAULT_TOLERANCE."""
+    tol = ((run.manifest.data.get("recipe") or {}).get("gate") or {}).get("tolerance")
+    return float(tol) if isinstance(tol, int | float) else DEFAULT_TOLERANCE
+
+
 def gate(run: str | Path, baseline_dir: str | Path | None, options: GateOptions | None = None) -> GateResult:
     """`harness gate`: the run read once, then `gate_run`."""
     return gate_run(read_run(run), baseline_dir, options)
@@ -111,7 +117,8 @@ def gate_run(run: Run, baseline_dir: str | Path | None, options: GateOptions | N
     from harness.results.gate.paired_run import PairedCell, baseline_draft_hash, paired_cells
 
     o = options or GateOptions()
-    tol = o.tolerance if o.tolerance is not None else DEFAULT_TOLERANCE
+    # the paired gate's tolerance, unless given: the run's own recipe's (its sequential rounds stopped on it)
+    tol = o.tolerance if o.tolerance is not None else run_tolerance(run)
     paired: list[PairedCell] = []
     missing: list[str] = []
     if o.baseline_draft and any(r.draft == o.baseline_draft for r in run.rows):

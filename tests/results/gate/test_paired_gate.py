@@ -114,3 +114,22 @@ def test_a_cell_drawn_in_rounds_is_judged_by_the_sequence_it_stopped_on(tmp_path
     assert res.verdict == "pass" and all(e.sequential for c in res.paired for e in c.estimates)
     md = to_markdown(res)
     assert "drawn in rounds: 40 of 80 prompts, stopped on pass" in md and "90 % confidence sequence" in md
+
+
+def test_the_paired_gate_reads_the_runs_own_tolerance_unless_given(tmp_path):
+    """A run benched with gate.tolerance = 0.025 (its sequential rounds stopped on it) is gated at 0.025
+    by `harness gate RUN`, not at the stored-baseline default; --tolerance still wins."""
+    folder = _paired_run(tmp_path, 1.0)
+    manifest = folder / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data.setdefault("recipe", {}).setdefault("gate", {})["tolerance"] = 0.025
+    manifest.write_text(json.dumps(data))
+    opts = GateOptions(draft="eagle", baseline_draft="baseline_draft")
+    assert gate_run(read_run(folder), None, opts).tolerance == 0.025
+    assert (
+        gate_run(
+            read_run(folder), None, GateOptions(tolerance=0.1, draft="eagle", baseline_draft="baseline_draft")
+        ).tolerance
+        == 0.1
+    )
+    assert gate_run(read_run(_paired_run(tmp_path / "plain", 1.0)), None, opts).tolerance == 0.05
