@@ -43,23 +43,30 @@ CI_TRAIN = [
 # Stand-in builds keep their own 2 threads (BUILD_THREADS in harness/verifier/standins/build.py:
 # the weights depend on the thread count, and the suite's margins on the weights).
 # A file is a unit of work (its module fixtures are built once), and the files that share the CI
-# training run are one unit (the training is built once). Units go out in this order (`_order`), so
-# that neither worker waits long for a stand-in the other is building:
-#   the shared training (the suite's longest chain; it builds the plain Kimi stand-in first),
+# training's torchrun rerun are one unit (SHARED_TRAINING_FILES: that chain is built once). The CI
+# training itself is built once for both workers (kimi_trained_run: a shared folder under a file lock;
+# the other worker waits for it, then reads the finished run), so the files that only read it
+# (TRAINING_READERS) are units of their own, queued after the slow files: by then it is built, and
+# either worker takes them. Units go out in this order (`_order`), so that neither worker waits long
+# for a stand-in or the training the other is building:
+#   the shared training chain (the suite's longest; it builds the plain Kimi stand-in first),
 #   fast files that need no stand-in,
 #   files that build a stand-in of their own and need no Kimi one (BUILD_THEIR_OWN),
 #   the slow files longest first (SLOW_FILES_LONGEST_FIRST: a fresh CI machine's durations), the
-#   other slow files, and last the fast files that need a stand-in (short: they fill the end).
+#   files that read the training, the other slow files, and last the fast files that need a
+#   stand-in (short: they fill the end).
 SHARED_TRAINING = "kimi_trained_run"
 SHARED_TRAINING_FILES = (
     "tests/draft/test_warm_start.py",
-    "tests/e2e/test_dynamic_engine.py",
-    "tests/e2e/test_one_at_a_time_engine.py",
-    "tests/e2e/test_open_loop_engine.py",
     "tests/e2e/test_scaleout.py",
-    "tests/e2e/test_shards_engine.py",
     "tests/e2e/test_train_e2e.py",
+)
+TRAINING_READERS = (  # longest first (this VM's durations, 2026-12-07)
+    "tests/e2e/test_open_loop_engine.py",
+    "tests/e2e/test_one_at_a_time_engine.py",
+    "tests/e2e/test_shards_engine.py",
     "tests/test_headroom.py",
+    "tests/e2e/test_dynamic_engine.py",
     "tests/train/test_health.py",
 )
 BUILD_THEIR_OWN = (
@@ -128,8 +135,10 @@ def pytest_collection_modifyitems(config, items):
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     sharing = {_file(it.nodeid) for it in items if SHARED_TRAINING in it.fixturenames}
-    if stray := sharing - set(SHARED_TRAINING_FILES):
-        raise pytest.UsageError(f"{sorted(stray)} use {SHARED_TRAINING}: add them to SHARED_TRAINING_FILES")
+    if stray := sharing - set(SHARED_TRAINING_FILES) - set(TRAINING_READERS):
+        raise pytest.UsageError(
+            f"{sorted(stray)} use {SHARED_TRAINING}: add them to TRAINING_READERS (or SHARED_TRAINING_FILES)"
+        )
     order = _order(items)
     items.sort(key=lambda it: order[_unit(it.nodeid)])
 
@@ -149,8 +158,10 @@ def _order(items) -> dict[str, tuple[int, int]]:
             order[unit] = (2, BUILD_THEIR_OWN.index(unit))
         elif unit in SLOW_FILES_LONGEST_FIRST:
             order[unit] = (3, SLOW_FILES_LONGEST_FIRST.index(unit))
+        elif unit in TRAINING_READERS:
+            order[unit] = (4, TRAINING_READERS.index(unit))
         else:
-            order[unit] = (4, 0)
+            order[unit] = (4, len(TRAINING_READERS))
     return order
 
 
@@ -219,14 +230,22 @@ def kimi_trained_run(tmp_path_factory, kimi_standin):
     session resumes it, i.e. reuses the finished run (for local iterations; CI trains afresh)."""
     import os
 
+    from filelock import FileLock
+
     from harness.recipe import load_recipe
     from harness.train.pipeline import run_train
     from harness.ui import Reporter
 
     recipe = load_recipe(PLAIN_RECIPE, ["verifier.standin='kimi-k2.5'", *CI_TRAIN])
     folder = os.environ.get("HARNESS_TEST_TRAIN_DIR")
-    run_dir = Path(folder) if folder else tmp_path_factory.mktemp("kimi-ci") / "train"
-    return run_train(recipe, run_dir, Reporter())
+    # one folder for both xdist workers (their base temps share a parent): the first trains, the
+    # other waits on the lock, then run_train resumes the finished run, i.e. reads it
+    shared = tmp_path_factory.getbasetemp()
+    shared = shared.parent if os.environ.get("PYTEST_XDIST_WORKER") else shared
+    run_dir = Path(folder) if folder else shared / "kimi-ci" / "train"
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(run_dir.parent / "train.lock")):
+        return run_train(recipe, run_dir, Reporter())
 
 
 @pytest.fixture(scope="session")
