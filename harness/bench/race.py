@@ -8,8 +8,9 @@ The rule, successive elimination (Even-Dar, Mannor & Mansour 2006; "Hoeffding ra
 1994) on each arm's speedup interval:
 - After each round every racing arm's speedup gets its paired bootstrap interval over the rounds and
   their requests (harness/bench/breakdown.py speedup_estimate) at level 1 − α/L: L is the number of
-  looks the budget allows (its rounds), α = 0.05; widened by this machine's between-run SD where it has
-  a record, as the rows' CIs are (each arm is one engine start). By Bonferroni over the looks, an arm's interval
+  looks the budget allows (its rounds), α = 0.05; widened as the rows' CIs are, by the machine's drift
+  where the sentinels flag MACHINE NOISE and by its between-run SD where it has a record (each arm is
+  one engine start). By Bonferroni over the looks, an arm's interval
   misses its true speedup at some look with probability ≤ α, so an arm truly the fastest leaves the
   race by mistake with probability ≤ 2α (its interval or the one that beat it missed).
 - A candidate (a deployable arm; no speculation is one, at exactly 1.0x) leaves the race when another
@@ -184,10 +185,15 @@ def widened_interval(value: float, low: float, high: float, level: float, tau: f
 
 
 def _interval(rec: RoundArms, cid: str, level: float, tau: float) -> Interval | None:
-    """The arm's speedup interval at `level`: the paired bootstrap over the rounds and their requests,
-    widened by this machine's between-run SD `tau` as its row's CI will be
-    (harness/bench/machine_record.py): one engine start per arm is what a race compares."""
+    """The arm's speedup interval at `level` as its row's CI would read now: the paired bootstrap over the
+    rounds and their requests, widened by the machine's drift across the arms where the sentinels flag it
+    (MACHINE NOISE, harness/analysis/machine.py) and by this machine's between-run SD `tau`
+    (harness/bench/machine_record.py): a race on a machine that is not steady does not settle."""
     est = speedup_estimate(rec.arms[BASELINE], rec.arms[cid], level=level)
     if est is None or est.value is None or est.low is None or est.high is None:
         return None
-    return widened_interval(est.value, est.low, est.high, level, tau)
+    low, high = est.low, est.high
+    reading = rec.reading(cid)
+    if reading is not None and reading.flag() is not None:
+        low, high = low / (1 + reading.drift), high * (1 + reading.drift)
+    return widened_interval(est.value, low, high, level, tau)
