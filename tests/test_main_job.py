@@ -62,13 +62,15 @@ def test_main_job_summary_prints_repetitiveness_and_the_margin_over_ngram(tmp_pa
         assert lo <= al <= hi and lo < hi
     assert by_draft["ngram"]["al_by_segment"] == {}
     # which arm to deploy: at c=1 both arms tie no speculation (1.0x: the cheaper wins), at c=4 the draft
-    deploy, _ = _deploy(read_run(folder))
+    deploy, _, raced = _deploy(read_run(folder))
     assert [r[:6] for r in deploy] == [
         ["chat", "1", "0", answer.NONE, "—", "1.00x"],
         ["chat", "4", "0", "draft (eagle3)", "3", "4.00x"],
     ]
-    assert deploy[1][-1] == "4.00x, no CI"
+    assert deploy[1][-1] == "4.00x, no CI" and raced == []  # a fixed design: no race to tell
     out = io.StringIO()
-    render_summary(MainJobResult(folder, list(by_draft.values()), {}, 1.0, deploy=deploy), Console(file=out, width=300))
+    result = MainJobResult(folder, list(by_draft.values()), {}, 1.0, deploy=deploy, raced=["chat c=4 T=0: raced over"])
+    render_summary(result, Console(file=out, width=300))
     assert "which arm to deploy" in out.getvalue() and "draft (eagle3)" in out.getvalue()
+    assert "raced: chat c=4 T=0: raced over" in out.getvalue()
     assert f"1.19x · {draft_tps / (992 / (992 - 140)):.2f}x" in out.getvalue()  # vs ngram: AL · tok/step

@@ -97,18 +97,11 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
             if recipe.bench.race:
                 race_engines(run, layout, drafts, engines, base_engine, started)
             for d in drafts:
-                for k in recipe.bench.k:
-                    if (d.label, k) not in engines or recipe.bench.race:
-                        continue
-                    kcells = [c for c in engines[(d.label, k)] if c not in paired_done]
-                    if not kcells:
-                        continue  # every cell measured in rounds beside its candidate's
-                    with started.pop((d.label, k), None) or start_spec_engine(run, layout, d, k) as spec_engine:
-                        record_engine(run.run_dir, f"{d.label}-k{k}", spec_engine)
-                        warm_up(spec_engine, first, recipe, layout)
-                        paired_done.update(
-                            bench_engine(run, layout, drafts, d, kcells, twins, (base_engine, spec_engine))
-                        )
+                if not recipe.bench.race:
+                    fixed = {
+                        k: [c for c in kc if c not in paired_done] for (lb, k), kc in engines.items() if lb == d.label
+                    }
+                    paired_done.update(bench_draft(run, layout, drafts, d, fixed, started, base_engine, twins))
                 dyn = [c for c in cells if c.draft == dynamic_label(d.label)]
                 if dyn:
                     bench_dynamic(run, layout, d, dyn, VerifierShared(base_engine, tok, prompts))
@@ -117,6 +110,30 @@ def bench_verifier(run: BenchRun, layout: VerifierLayout, drafts: list[DraftUnde
             early.abandon()  # closes it when it comes up, had it not been handed over
         for engine in started.values():  # handed over, but the run failed before its cells
             engine.close()
+
+
+def bench_draft(
+    run: BenchRun,
+    layout: VerifierLayout,
+    drafts: list[DraftUnderTest],
+    d: DraftUnderTest,
+    by_k: dict[int, list[CellSpec]],
+    started: dict[tuple[str, int], Engine],
+    base_engine: Engine,
+    twins: dict[CellSpec, CellSpec],
+) -> list[CellSpec]:
+    """Draft `d`'s cells, one speculative engine per k in turn (the early-started one where it is up);
+    returns the baseline-draft twins measured in rounds beside them (bench_engine)."""
+    first = next(iter(run.prompts[layout.path][1].values()))
+    done: list[CellSpec] = []
+    for k, kcells in by_k.items():
+        if not kcells:
+            continue  # every cell measured in rounds beside its candidate's
+        with started.pop((d.label, k), None) or start_spec_engine(run, layout, d, k) as spec_engine:
+            record_engine(run.run_dir, f"{d.label}-k{k}", spec_engine)
+            warm_up(spec_engine, first, run.recipe, layout)
+            done += bench_engine(run, layout, drafts, d, kcells, twins, (base_engine, spec_engine))
+    return done
 
 
 def bench_engine(

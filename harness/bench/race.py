@@ -101,8 +101,71 @@ class Race:
         )
 
 
-def _reference(cell: CellSpec) -> bool:
-    return cell.draft in NOT_CANDIDATES
+class _Setting:
+    """One setting's race as the rounds run it: the arms still racing, each exit, and the baseline arm
+    and machine reading at each exit (what that arm's cell is finished with)."""
+
+    def __init__(
+        self, run: BenchRun, cells: list[CellSpec], drafts: Mapping[str, DraftUnderTest], engines, tokenizer, prompts
+    ):
+        self.run, self.cells, self.drafts, self.engines = run, cells, drafts, engines
+        first = cells[0]
+        self.full = arm_inputs(run, first, drafts[first.draft].verifier, tokenizer, prompts)
+        self.budget = len(self.full.prompts)
+        self.order = [self.full.prompts[i] for i in draw_order(self.budget, run.recipe.engine.seed)]
+        self.looks = looks_planned(self.budget, run.recipe.bench.race_round_prompts)
+        self.refs = frozenset(c.id for c in cells if c.draft in NOT_CANDIDATES)
+        self.tau = run.between_runs.tau if run.between_runs else 0.0
+        clock = run.clocks.get(drafts[first.draft].verifier.path)
+        self.rec = RoundArms(run, first, {BASELINE: engines[BASELINE], **{c.id: engines[c.id] for c in cells}}, clock)
+        self.racing = [c.id for c in cells]
+        self.none_racing = True  # no speculation: a candidate until an arm is surely faster
+        self.exits: dict[str, Exit] = {}
+        self.snapshots: dict[str, tuple[ArmResult, MachineReading | None]] = {}
+        self.drawn, self.turn = 0, 0
+
+    def draw(self, batch: Prompts) -> None:
+        """One round: every racing arm and the baseline on `batch`, once per repeat, in rotated order."""
+        self.drawn += len(batch)
+        for r in range(self.run.recipe.bench.repeats):
+            for which in rotated((BASELINE, *self.racing), self.turn):
+                self.rec.measure(which, replace(self.full, prompts=batch), r)
+            self.turn += 1
+
+    def look(self) -> bool:
+        """The look after a round: the arms whose rank settled leave (all of them when one candidate is
+        left); whether any arm still races."""
+        level = look_level(self.looks)
+        ivs = {cid: _interval(self.rec, cid, level, self.tau) for cid in self.racing}
+        ivs |= {NONE: (1.0, 1.0)} if self.none_racing else {}
+        out = settled(ivs, self.refs)
+        over = race_over(ivs, out, self.refs)
+        self.none_racing = self.none_racing and NONE not in out
+        for cid in list(self.racing):
+            if cid in out or over:
+                self.leave(cid, "out" if cid in out else "settled")
+        return bool(self.racing)
+
+    def leave(self, cid: str, why: str) -> None:
+        self.exits[cid] = Exit(why, self.drawn)
+        self.snapshots[cid] = (copy.deepcopy(self.rec.arms[BASELINE]), self.rec.reading(cid))
+        self.racing.remove(cid)
+
+    def finish(self) -> list[tuple[CellSpec, MeasuredCell]]:
+        """Each cell from the prompts drawn while it raced and the baseline arm's rounds up to its exit."""
+        for cid in list(self.racing):
+            self.leave(cid, "budget")
+        out = []
+        for c in self.cells:
+            base_arm, reading = self.snapshots[c.id]
+            arms = MeasuredArms(base_arm, self.rec.arms[c.id], self.cells[0].id, reading)
+            inputs = replace(self.full, prompts=self.order[: self.exits[c.id].drawn])
+            base = self.engines[BASELINE]
+            m = finish_cell(self.run, c, self.drafts[c.draft], base, self.engines[c.id].kind, inputs, arms)
+            for row in m.rows:
+                row.prompts_budget, row.race_looks, row.race_exit = self.budget, self.looks, self.exits[c.id].why
+            out.append((c, m))
+        return out
 
 
 def race_setting(
@@ -116,62 +179,13 @@ def race_setting(
     """Race one setting's cells (same suite, concurrency, temperature; one per (draft, k)), each on its
     speculative engine (`engines` by cell id, BASELINE the baseline engine); their measured cells and the
     race's record. `drafts` by label."""
-    b = run.recipe.bench
-    first = cells[0]
-    full = arm_inputs(run, first, drafts[first.draft].verifier, tokenizer, prompts)
-    budget = len(full.prompts)
-    order = [full.prompts[i] for i in draw_order(budget, run.recipe.engine.seed)]
-    looks = looks_planned(budget, b.race_round_prompts)
-    level = look_level(looks)
-    refs = frozenset(c.id for c in cells if _reference(c))
-    tau = run.between_runs.tau if run.between_runs else 0.0
-    clock = run.clocks.get(drafts[first.draft].verifier.path)
-    rec = RoundArms(run, first, {BASELINE: engines[BASELINE], **{c.id: engines[c.id] for c in cells}}, clock)
-    racing = [c.id for c in cells]
-    none_racing = True  # no speculation: a candidate until an arm is surely faster
-    exits: dict[str, Exit] = {}
-    snapshots: dict[str, tuple[ArmResult, MachineReading | None]] = {}  # at each arm's exit
-    drawn: Prompts = []
-    turn = 0
-
-    def leave(cid: str, why: str) -> None:
-        exits[cid] = Exit(why, len(drawn))
-        snapshots[cid] = (copy.deepcopy(rec.arms[BASELINE]), rec.reading(cid))
-        racing.remove(cid)
-
-    for start in range(0, budget, b.race_round_prompts):
-        batch = order[start : start + b.race_round_prompts]
-        drawn = drawn + batch
-        for r in range(b.repeats):
-            for which in rotated((BASELINE, *racing), turn):
-                rec.measure(which, replace(full, prompts=batch), r)
-            turn += 1
-        if len(drawn) >= budget:
+    race, size = _Setting(run, cells, drafts, engines, tokenizer, prompts), run.recipe.bench.race_round_prompts
+    for start in range(0, race.budget, size):
+        race.draw(race.order[start : start + size])
+        if race.drawn >= race.budget or not race.look():  # no look after the last round: the budget's
             break
-        ivs = {cid: _interval(rec, cid, level, tau) for cid in racing} | ({NONE: (1.0, 1.0)} if none_racing else {})
-        out = settled(ivs, refs)
-        over = race_over(ivs, out, refs)
-        none_racing = none_racing and NONE not in out
-        for cid in list(racing):
-            if cid in out:
-                leave(cid, "out")
-            elif over:
-                leave(cid, "settled")
-        if not racing:
-            break
-    for cid in list(racing):
-        leave(cid, "budget")
-    measured = []
-    for c in cells:
-        base_arm, reading = snapshots[c.id]
-        n = exits[c.id].drawn
-        arms = MeasuredArms(base_arm, rec.arms[c.id], first.id, reading)
-        d = drafts[c.draft]
-        m = finish_cell(run, c, d, engines[BASELINE], engines[c.id].kind, replace(full, prompts=order[:n]), arms)
-        for row in m.rows:
-            row.prompts_budget, row.race_looks, row.race_exit = budget, looks, exits[c.id].why
-        measured.append((c, m))
-    return measured, Race(exits, budget, looks)
+    measured = race.finish()
+    return measured, Race(race.exits, race.budget, race.looks)
 
 
 def widened_interval(value: float, low: float, high: float, level: float, tau: float) -> Interval:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.bench.rounds import draw_order
 from harness.bench.rows import ArmResult
 from harness.bench.sequential import Rounds, planned_pairs, round_verdict
 from harness.prompts import PromptRecord
@@ -27,12 +26,6 @@ def _arm(n: int, p_accept: float, seed: int, k: int = 3) -> ArmResult:
             )
         )
     return arm
-
-
-def test_rounds_draw_a_seeded_permutation_of_every_prompt():
-    order = draw_order(40, 0)
-    assert sorted(order) == list(range(40)) and order != list(range(40))  # every prompt once, not file order
-    assert draw_order(40, 0) == order and draw_order(40, 1) != order  # the recipe's seed fixes it
 
 
 def test_the_sequence_is_tuned_at_every_turn_of_the_budget_once_per_repeat():
