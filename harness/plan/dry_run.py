@@ -73,11 +73,13 @@ def layout_for_plan(recipe: Recipe) -> tuple[VerifierLayout, str]:
 
 def _structure_problems(recipe: Recipe, layout: VerifierLayout) -> list[str]:
     """What the real verifier's structure says against this recipe (same checks as a real run)."""
+    from harness.bench.one_at_a_time import refuse_what_one_at_a_time_cannot_run
     from harness.cluster import gpu_memory_gib
     from harness.draft.config import aux_layer_ids, check_draft_vocab
 
     e, problems = recipe.engine, []
-    for check in (aux_layer_ids, check_draft_vocab):
+    checks = (aux_layer_ids, check_draft_vocab, lambda r, _: refuse_what_one_at_a_time_cannot_run(r))
+    for check in checks:  # the bench's own refusals too: what its engine schedule cannot run on this node
         try:
             check(recipe, layout)
         except BadInput as err:

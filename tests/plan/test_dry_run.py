@@ -77,6 +77,16 @@ def test_dry_run_refuses_an_impossible_plan():
     assert "Traceback" not in p.stderr
 
 
+def test_dry_run_refuses_what_the_benchs_schedule_cannot_run_on_the_named_node():
+    """The production node runs its bench one engine at a time; a race (every arm's engine up at once)
+    would be refused when the bench starts, so the dry run refuses it first, in the bench's own line."""
+    fixed_k = ["--set", "bench.k_from_one_engine=false", "--set", "bench.k_measured=[]"]
+    p = _harness("train-and-bench", str(KIMI), "--dry-run", *fixed_k, "--set", "bench.race=true")
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "runs engines one at a time on this plan" in p.stderr and "cannot run bench.race" in p.stderr
+    assert _harness("train-and-bench", str(KIMI), "--dry-run", *fixed_k).returncode == 0
+
+
 def test_a_dry_run_of_an_unbuilt_pretrained_verifier_says_how_to_build_it(tmp_path):
     """The pretrained verifier's structure comes from its wheel: a plan on an empty cache cannot read it,
     and says so in one line with the command that builds it (no download from a dry run)."""
