@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 Z95 = 1.959963984540054
 
@@ -71,11 +72,13 @@ def between_run_sd(by_cell: Mapping[str, Sequence[Speedup]]) -> BetweenRunSD | N
     return BetweenRunSD(math.sqrt(max(0.0, excess / dof)), cells, runs)
 
 
-def widened(s: Speedup, tau: float) -> Speedup:
-    """The CI of `s` with the between-run SD added in quadrature on the log scale (module docstring)."""
+def widened(s: Speedup, tau: float, level: float = 0.95) -> Speedup:
+    """The CI of `s` with the between-run SD added in quadrature on the log scale (module docstring);
+    `level`: the CI's level, kept (a race's looks read theirs at 1 − 0.05/looks, harness/bench/race.py)."""
     if s.value <= 0 or tau <= 0:
         return s
-    half = Z95 * math.sqrt(s.log_se**2 + tau**2)
+    z = Z95 if level == 0.95 else NormalDist().inv_cdf(0.5 + level / 2)
+    half = z * math.sqrt((s.log_se * Z95 / z) ** 2 + tau**2)
     return Speedup(s.value, s.value * math.exp(-half), s.value * math.exp(half))
 
 

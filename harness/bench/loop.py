@@ -40,6 +40,7 @@ from harness.bench.machine_record import read_record
 from harness.bench.manifest import open_run, record_engine, run_status, start_manifest, update_manifest
 from harness.bench.one_at_a_time import bench_one_at_a_time, phase_plan, refuse_what_one_at_a_time_cannot_run
 from harness.bench.one_at_a_time_steps import OneAtATimeSteps
+from harness.bench.placement import BaselineKey, baseline_key
 from harness.bench.planning import drafts_by_verifier, plan_cells, recipe_suites, render_all
 from harness.bench.race import race_setting
 from harness.bench.rounds import BASELINE
@@ -203,10 +204,10 @@ def race_engines(
             spec[(label, k)] = stack.enter_context(engine)
             record_engine(run.run_dir, f"{label}-k{k}", engine)
             warm_up(engine, first, run.recipe, layout)
-        settings: dict[tuple, list[CellSpec]] = {}
+        settings: dict[BaselineKey, list[CellSpec]] = {}  # the cells that share a baseline arm race together
         for kcells in engines.values():
             for c in kcells:
-                settings.setdefault((c.suite, c.concurrency, c.temperature, c.request_rate), []).append(c)
+                settings.setdefault(baseline_key(c), []).append(c)
         for (suite, conc, temp, _), group in settings.items():
             on = {BASELINE: base_engine, **{c.id: spec[(c.draft, c.k)] for c in group}}
             measured, race = race_setting(run, group, by_label, on, tok, prompts[suite])

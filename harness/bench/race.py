@@ -31,9 +31,9 @@ import copy
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from statistics import NormalDist
 
-from harness.analysis.machine import MachineReading
+from harness.analysis.between_runs import Speedup, widened
+from harness.analysis.machine import MachineReading, widen
 from harness.bench.breakdown import speedup_estimate
 from harness.bench.cell import MeasuredArms, MeasuredCell, arm_inputs, finish_cell
 from harness.bench.grid import CellSpec
@@ -188,16 +188,6 @@ def race_setting(
     return measured, Race(race.exits, race.budget, race.looks)
 
 
-def widened_interval(value: float, low: float, high: float, level: float, tau: float) -> Interval:
-    """(low, high) at `level` with a between-run SD `tau` added in quadrature on the log scale, centred on
-    `value` (harness/analysis/between_runs.py widened, at any level)."""
-    if tau <= 0 or low <= 0:
-        return (low, high)
-    z = NormalDist().inv_cdf(0.5 + level / 2)
-    half = z * math.hypot(math.log(high / low) / (2 * z), tau)
-    return (value * math.exp(-half), value * math.exp(half))
-
-
 def _interval(rec: RoundArms, cid: str, level: float, tau: float) -> Interval | None:
     """The arm's speedup interval at `level` as its row's CI would read now: the paired bootstrap over the
     rounds and their requests, widened by the machine's drift across the arms where the sentinels flag it
@@ -206,8 +196,7 @@ def _interval(rec: RoundArms, cid: str, level: float, tau: float) -> Interval | 
     est = speedup_estimate(rec.arms[BASELINE], rec.arms[cid], level=level)
     if est is None or est.value is None or est.low is None or est.high is None:
         return None
-    low, high = est.low, est.high
     reading = rec.reading(cid)
-    if reading is not None and reading.flag() is not None:
-        low, high = low / (1 + reading.drift), high * (1 + reading.drift)
-    return widened_interval(est.value, low, high, level, tau)
+    drift = reading.drift if reading is not None and reading.flag() is not None else 0.0
+    s = widened(Speedup(est.value, *widen(est.low, est.high, est.value, drift)), tau, level)
+    return None if s.low is None or s.high is None else (s.low, s.high)

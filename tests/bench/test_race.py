@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from harness.bench.race import look_level, looks_planned, race_over, settled, widened_interval
+from harness.analysis.between_runs import Speedup, widened
+from harness.bench.race import look_level, looks_planned, race_over, settled
 from harness.results.answer import NONE, answers, race_notes
 from harness.schema import CellRow
 from tests.results_fixtures import rows_for
@@ -68,11 +69,15 @@ def test_looks_and_their_level():
 
 
 def test_a_look_widens_by_the_machines_between_run_sd_at_its_own_level():
-    assert widened_interval(1.2, 1.1, 1.3, 0.99, 0.0) == (1.1, 1.3)  # no record: the run's own
-    low, high = widened_interval(1.2, 1.1, 1.3, 0.99, 0.05)
+    def w(value, low, high, level, tau):
+        s = widened(Speedup(value, low, high), tau, level)
+        return (s.low, s.high)
+
+    assert w(1.2, 1.1, 1.3, 0.99, 0.0) == (1.1, 1.3)  # no record: the run's own
+    low, high = w(1.2, 1.1, 1.3, 0.99, 0.05)
     assert low < 1.1 and high > 1.3
     # at 99 % a between-run SD of 0.05 alone spans exp(±2.576 × 0.05) around the value
-    low0, high0 = widened_interval(1.2, 1.2 - 1e-12, 1.2 + 1e-12, 0.99, 0.05)
+    low0, high0 = w(1.2, 1.2 - 1e-12, 1.2 + 1e-12, 0.99, 0.05)
     assert low0 == pytest.approx(1.2 * math.exp(-2.5758 * 0.05), rel=1e-4)
     assert high0 == pytest.approx(1.2 * math.exp(2.5758 * 0.05), rel=1e-4)
 
