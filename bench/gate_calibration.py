@@ -19,10 +19,16 @@ n requests from the pool with replacement and gates them:
     drafts' real per-request heterogeneity, which is what the paired test has to see through.
 
 Printed per scenario and prompt count: the share of draws that pass / are inconclusive / fail with
-the fixed design (the 90 % paired t interval over all n prompts), the sequential design's verdict
-(the normal-mixture confidence sequence looked at every --round prompts: the same verdict as the fixed
-design, its error rates, mean prompts used), the detectable drop at 80 % power (median over draws) and
-the prompts it would take to see the tolerance; and the real runs, cells and requests behind it.
+the fixed design (the 90 % paired interval over all n prompts), the sequential design's verdict (the
+group-sequential test with Pocock-type error spending over a budget of n, looked at every --round
+prompts: the same verdict as the fixed design, its error rates, mean prompts used), the detectable drop
+at 80 % power (median over draws) and the prompts it would take to see the tolerance; and the real
+runs, cells and requests behind it.
+
+Matched power (the last block): where the right verdict is known (no drop: pass; 2 × the tolerance:
+fail), the fewest prompts with which the fixed design reaches the sequential design's share of that
+verdict (its replays on a grid of every 4 prompts), against the sequential design's mean prompts: the
+requests the sequential rule saves at the same error rates.
 """
 
 from __future__ import annotations
@@ -125,13 +131,51 @@ def replay(pools: list[Pool], n: int, drop: float, args, rng: np.random.Generato
     return t
 
 
+def fixed_prompts_for(pools: list[Pool], share: float, verdict: str, drop: float, budget: int, args, rng) -> int | None:
+    """The fewest prompts (every 4, up to twice the budget) at which the fixed design reaches `verdict` in
+    at least `share` of the draws; None beyond that."""
+    pools = [p for p in pools if p.can_drop(drop)]
+    for n in range(4, 2 * budget + 1, 4):
+        hits = draws = 0
+        for _ in range(args.draws if pools else 0):
+            est = P.paired_estimate(_draw(pools[int(rng.integers(0, len(pools)))], n, drop, rng), -1, args.tolerance)
+            if est is not None:
+                draws += 1
+                hits += est.verdict == verdict
+        if draws and hits / draws >= share:
+            return n
+    return None
+
+
+def print_matched(pools: list[Pool], args, tallies: dict[tuple[int, float], Tally]) -> None:
+    tol = args.tolerance
+    print("matched power: the fixed design's prompts for the sequential design's share of the right verdict")
+    for (n, drop), t in tallies.items():
+        verdict = {0.0: "pass", 2 * tol: "fail"}.get(drop)
+        draws = sum(t.seq.values())
+        if verdict is None or not draws:
+            continue
+        share = t.seq[verdict] / draws
+        rng = np.random.default_rng(args.seed + 1)
+        fixed = fixed_prompts_for(pools, share, verdict, drop, n, args, rng)
+        used = float(np.mean(t.seq_prompts))
+        what = "no drop (A/A)" if drop == 0 else f"drop {drop * 100:g}% (2x)"
+        said = (
+            f"fixed needs {fixed}: sequential uses {used / fixed:.0%} of it"
+            if fixed
+            else f"fixed needs more than {2 * n}"
+        )
+        print(f"  {what:<16} budget {n:>4}: sequential {verdict} {share:6.1%} on {used:5.1f} prompts; {said}")
+
+
 def _share(c: Counter, k: str) -> str:
     total = sum(c.values())
     return f"{c[k] / total:6.1%}" if total else "     -"
 
 
-def print_table(pools: list[Pool], args) -> None:
+def print_table(pools: list[Pool], args) -> dict[tuple[int, float], Tally]:
     rng = np.random.default_rng(args.seed)
+    tallies: dict[tuple[int, float], Tally] = {}
     tol = args.tolerance
     scenarios = [
         ("no drop (A/A)", 0.0),
@@ -146,7 +190,7 @@ def print_table(pools: list[Pool], args) -> None:
     print("-" * len(head))
     for n in [int(x) for x in args.prompts.split(",")]:
         for name, drop in scenarios:
-            t = replay(pools, n, drop, args, rng)
+            t = tallies[(n, drop)] = replay(pools, n, drop, args, rng)
             draws = sum(t.fixed.values())
             if not draws:
                 print(f"{name:<26} {n:>4}  no cell's AL can drop that far and stay at or above 1")
@@ -160,6 +204,7 @@ def print_table(pools: list[Pool], args) -> None:
                 + (f"  ({short} of {len(pools)} cells left out: AL below 1 after the drop)" if short else "")
             )
         print()
+    return tallies
 
 
 def main() -> None:
@@ -190,9 +235,10 @@ def main() -> None:
     print(
         f"\n{len({p.run for p in pools})} real runs, {len(pools)} cells behind the replay; {args.draws} replayed draws "
         f"per line (a cell drawn at random, then n of its requests with replacement); tolerance {args.tolerance:.1%}; "
-        f"fixed design: 90 % paired t interval; sequential: normal-mixture CS, a look every {args.round} prompts\n"
+        f"fixed design: 90 % paired interval (t, skew-corrected); sequential: group-sequential, Pocock-type error "
+        f"spending over the budget, a look every {args.round} prompts from {P.MIN_SEQUENTIAL_LOOK}\n"
     )
-    print_table(pools, args)
+    print_matched(pools, args, print_table(pools, args))
 
 
 if __name__ == "__main__":

@@ -594,8 +594,8 @@ class GateSection(_Strict):
         ge=1,
         description="Sequential paired cells (with baseline_draft): the candidate's cell and its baseline_draft twin "
         "draw their suite's prompts in rounds of round_prompts (a seeded order, both drafts' engines up together "
-        "beside the baseline engine) and stop at the first round where the anytime-valid confidence sequence of the "
-        "paired AL difference settles pass or fail, or at this many prompts (docs/gate.md, 'Sequential cells'). "
+        "beside the baseline engine) and stop at the first round where the group-sequential test (error spending) of "
+        "the paired AL difference settles pass or fail, or at this many prompts (docs/gate.md, 'Sequential cells'). "
         "Unset: every prompt, the fixed design.",
     )
     round_prompts: int = Field(8, ge=1, description="Prompts one round of a sequential paired cell draws.")

@@ -318,10 +318,12 @@ class CellRow(CellIdentity):
     # or "one_at_a_time" (the speculative sentinels then timed on the speculative engine itself)
     engine_schedule: str | None = None
     # a sequential paired cell (gate.max_prompts, harness/bench/sequential.py): the prompts it could draw,
-    # the paired requests its confidence sequence was tuned at, and why its rounds stopped ("pass" /
-    # "fail": the verdict settled; "budget": all prompts drawn); None: the fixed design
+    # the paired requests they make (the looks' information is a share of them), the paired requests at
+    # each look (the gate's boundary is the last look's), and why its rounds stopped ("pass" / "fail":
+    # the verdict settled; "budget": all prompts drawn); None: the fixed design
     prompts_budget: int | None = None
     sequential_planned: int | None = None
+    sequential_looks: list[int] | None = None
     sequential_stop: str | None = None
     # a raced answer table (bench.race, harness/bench/race.py): the looks its budget allowed (each look's
     # intervals at 1 - 0.05/looks) and how this arm left the race ("out": its rank settled; "settled": racing

@@ -11,13 +11,14 @@ in time with the baseline arm's, so the speedup's bootstrap resamples rounds, th
 order groups its topics, and the first rounds should stand for the whole suite.
 
 After each round, once enough pairs are in (paired.MIN_SEQUENTIAL_LOOK, or the whole budget), the
-confidence sequence of harness/results/gate/paired.py looks at every paired request so far, for AL and
-each per-position rate, and the gate's own cell verdict over those intervals decides: pass (AL passes,
-no material rate fails) or fail (any material metric fails) stops the cell. The sequence is tuned at
-the budget's paired requests (its prompts' turns × repeats) and holds at every look at once, so
-stopping early keeps each error at <= alpha (per metric, as the fixed test's). The rows
-record the budget, that tuning and why the rounds stopped, and the gate judges them with the same
-sequence: a fixed-n t interval read after an optional stop would not hold its error rates."""
+group-sequential test of harness/results/gate/paired.py looks at every paired request so far, for AL
+and each per-position rate, and the gate's own cell verdict over those intervals decides: pass (AL
+passes, no material rate fails) or fail (any material metric fails) stops the cell. Its boundaries
+spend each one-sided alpha over the budget's paired requests (its prompts' turns × repeats) look by
+look, so stopping early keeps each error at <= alpha (per metric, as the fixed test's). The rows record
+the budget, the planned pairs, the pairs at every look and why the rounds stopped, and the gate judges
+them with the boundary they stopped on: a fixed-n t interval read after an optional stop would not hold
+its error rates."""
 
 from __future__ import annotations
 
@@ -39,8 +40,9 @@ ARMS = (BASELINE, "candidate", "baseline_draft")
 @dataclass(frozen=True)
 class Rounds:
     """What the rounds of a pair came to: why they stopped ("pass" / "fail": the verdict settled,
-    "budget": every prompt drawn), the prompts drawn of the budget, the paired requests the confidence
-    sequence was tuned at, and its last look (None: it never had enough pairs to look)."""
+    "budget": every prompt drawn), the prompts drawn of the budget, the paired requests the budget
+    makes (the looks' information is a share of them), and the last look (None: it never had enough
+    pairs to look)."""
 
     stop: str
     drawn: int
@@ -67,19 +69,24 @@ def arm_counts(arm: ArmResult, k: int) -> list[P.RequestCounts]:
 
 
 def round_verdict(
-    cand: ArmResult, base: ArmResult, k: int, tolerance: float, planned: int
-) -> tuple[P.Verdict, P.SequentialResult | None]:
-    """The look after a round: the gate's own cell verdict (paired.cell_verdict) over every metric's
-    confidence-sequence interval at the pairs so far (AL passes and no material rate fails: pass; any
-    material metric fails: fail), and AL's look for the record. Inconclusive before the first look."""
+    cand: ArmResult, base: ArmResult, k: int, tolerance: float, looks: P.Looks
+) -> tuple[P.Verdict, P.SequentialResult | None, P.Looks]:
+    """The look after a round (`looks`: those before it): the gate's own cell verdict
+    (paired.cell_verdict) over every metric's interval at this look (AL passes and no material rate
+    fails: pass; any material metric fails: fail), AL's look for the record, and the looks with this one
+    added. No look (inconclusive) before the first look's pairs, or when the round added no pair."""
     pairs = P.paired(arm_counts(cand, k), arm_counts(base, k))
-    if len(pairs) < min(P.MIN_SEQUENTIAL_LOOK, planned):
-        return "inconclusive", None
-    ests = P.cell_estimates(pairs, k, tolerance, planned)
-    al = P.look(pairs, tolerance, planned)
+    n = len(pairs)
+    if n < min(P.MIN_SEQUENTIAL_LOOK, looks.planned) or (looks.at and n <= looks.at[-1]):
+        return "inconclusive", None, looks
+    now = looks.then(n)
+    al = P.look(pairs, tolerance, now)
+    if al is None:
+        return "inconclusive", None, looks
+    ests = P.cell_estimates(pairs, k, tolerance, now)
     if not ests or ests[0].metric != "acceptance_length":
-        return "inconclusive", al
-    return P.cell_verdict(ests), al
+        return "inconclusive", al, now
+    return P.cell_verdict(ests), al, now
 
 
 def measure_in_rounds(
@@ -102,6 +109,7 @@ def measure_in_rounds(
     rec = RoundArms(run, cell, dict(zip(ARMS, engines, strict=True)), run.clocks.get(drafts[0].verifier.path))
     drawn: Prompts = []
     last: P.SequentialResult | None = None
+    looks = P.Looks(planned, ())
     stop, turn = "budget", 0
     for start in range(0, budget, g.round_prompts):
         batch = order[start : start + g.round_prompts]
@@ -110,8 +118,10 @@ def measure_in_rounds(
             for which in rotated(ARMS, turn):
                 rec.measure(which, replace(full, prompts=batch), r)
             turn += 1
-        verdict, al = round_verdict(rec.arms["candidate"], rec.arms["baseline_draft"], cell.k, g.tolerance, planned)
-        last = replace(al, looks=(last.looks if last else 0) + 1) if al else last
+        verdict, al, looks = round_verdict(
+            rec.arms["candidate"], rec.arms["baseline_draft"], cell.k, g.tolerance, looks
+        )
+        last = al or last
         if verdict != "inconclusive":
             stop = verdict
             break
@@ -122,5 +132,6 @@ def measure_in_rounds(
         m = finish_cell(run, c, d, engines[0], engines[1 + i].kind, replace(full, prompts=drawn), arms)
         for row in m.rows:
             row.prompts_budget, row.sequential_planned, row.sequential_stop = budget, planned, stop
+            row.sequential_looks = list(looks.at)
         measured.append(m)
     return (measured[0], measured[1]), Rounds(stop, len(drawn), budget, planned, last)

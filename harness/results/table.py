@@ -61,9 +61,10 @@ in harness/metrics.py):
              machine_baseline_remeasured machine_foreign_cpu (analysis/machine.py)
   arms       baseline_cell (the cell that measured a shared baseline arm) k_schedule (a dynamic arm's
              schedule, JSON) engine_schedule (side_by_side | one_at_a_time: harness/bench/one_at_a_time.py)
-  rounds     prompts_budget sequential_planned sequential_stop (a sequential paired cell, gate.max_prompts:
-             the prompts it could draw, the paired requests its confidence sequence was tuned at, and
-             pass | fail | budget, why its rounds stopped; num_prompts is what it drew)
+  rounds     prompts_budget sequential_planned sequential_looks sequential_stop (a sequential paired cell,
+             gate.max_prompts: the prompts it could draw, the paired requests they make, the paired
+             requests at each look, and pass | fail | budget, why its rounds stopped; num_prompts is what
+             it drew)
   race       race_looks race_exit (a raced answer table, bench.race: the looks its budget allowed, and
              out | settled | budget, how the arm left the race; prompts_budget and num_prompts as above)
   status     status (ok | failed) error flags

@@ -1,6 +1,7 @@
 """A sequential paired cell's pure parts (harness/bench/sequential.py): the order rounds draw prompts
-in, the paired requests the confidence sequence is tuned at, and the look after a round, which is the
-gate's own cell verdict. The rounds on real engines: tests/results/gate/test_paired_engine.py."""
+in, the paired requests a budget makes, and the look after a round, which is the gate's own cell
+verdict at a boundary that counts the looks before it. The rounds on real engines:
+tests/results/gate/test_paired_engine.py."""
 
 from __future__ import annotations
 
@@ -28,31 +29,34 @@ def _arm(n: int, p_accept: float, seed: int, k: int = 3) -> ArmResult:
     return arm
 
 
-def test_the_sequence_is_tuned_at_every_turn_of_the_budget_once_per_repeat():
+def test_the_budget_plans_every_turn_once_per_repeat():
     one = PromptRecord(id="a", prompt="hi")
     three = PromptRecord(id="b", turns=("hi", "more", "again"))
     assert planned_pairs([(one, [1]), (three, [1])], repeats=2) == 2 * (1 + 3)
 
 
 def test_a_round_stops_on_the_gates_verdict_and_not_before_the_first_look():
+    none = P.Looks(40, ())
     same = _arm(40, 0.6, 0)
-    assert round_verdict(same, same, 3, 0.05, 40)[0] == "pass"  # a draft against itself: settled at once
+    verdict, _, looks = round_verdict(same, same, 3, 0.05, none)
+    assert verdict == "pass" and looks == P.Looks(40, (40,))  # a draft against itself: settled at once
     early = _arm(8, 0.6, 0)
-    assert round_verdict(early, early, 3, 0.05, 40) == ("inconclusive", None)  # 8 pairs: no look before 16
+    assert round_verdict(early, early, 3, 0.05, none) == ("inconclusive", None, none)  # 8 pairs: no look before 16
+    # a round that added no pair is no look (the boundary would spend error on nothing new)
+    assert round_verdict(same, same, 3, 0.05, P.Looks(40, (40,)))[2] == P.Looks(40, (40,))
     worse = ArmResult(requests=[])
     rng = np.random.default_rng(1)
     for r in same.requests:  # every accepted token kept with probability 0.6: AL ~ -25 %
         thinned = tuple(int(rng.binomial(a, 0.6)) for a in r.accepted)
         worse.requests.append(RequestRecord(**{**r.to_dict(), "accepted": thinned}))
-    verdict, al = round_verdict(worse, same, 3, 0.05, 40)
-    assert verdict == "fail" and al is not None and al.high < -0.05
-    assert al == P.look(
-        P.paired(
-            [P.counts_of(r.to_dict(), 3) for r in worse.requests], [P.counts_of(r.to_dict(), 3) for r in same.requests]
-        ),
-        0.05,
-        40,
+    earlier = P.Looks(80, (16, 24))
+    verdict, al, looks = round_verdict(worse, same, 3, 0.05, earlier)
+    assert verdict == "fail" and al is not None and al.high < -0.05 and al.looks == 3
+    assert looks == P.Looks(80, (16, 24, 40))
+    pairs = P.paired(
+        [P.counts_of(r.to_dict(), 3) for r in worse.requests], [P.counts_of(r.to_dict(), 3) for r in same.requests]
     )
+    assert al == P.look(pairs, 0.05, looks)
 
 
 def test_the_rounds_line_says_why_they_stopped():

@@ -31,19 +31,28 @@ MDD, the drop the test can see: (t_{1−alpha} + z_power) · SE, power 80 %. A c
 the tolerance passes a no-drop candidate with >= 80 % probability and fails one at twice the
 tolerance with >= 80 %.
 
-Sequential looks (`sequential_verdict`): a normal-mixture asymptotic confidence sequence
-(Robbins' two-sided normal mixture with the sample SD plugged in: Waudby-Smith, Arnold, Wu, Howard &
-Ramdas, "Time-uniform central limit theory and asymptotic confidence sequences", 2021):
+Sequential looks (`sequential_verdict`, and the bench's rounds): a group-sequential test with
+Lan–DeMets error spending of the Pocock type (Lan & DeMets 1983, "Discrete sequential boundaries for
+clinical trials"; Jennison & Turnbull, "Group Sequential Methods", 2000, ch. 7):
 
-    D̂_t ± σ̂_t · sqrt( 2 (t ρ² + 1) / (t² ρ²) · log( sqrt(t ρ² + 1) / (2·alpha) ) )
+    Z_j = (D̂_j + tolerance) / SE_j          at the j-th look, n_j paired requests of the budget's N
+    pass when Z_j > b_j, fail when Z_j < −b_j, else draw another round (inconclusive at the budget)
 
-holds for every t at once with probability ~ 1 − 2·alpha, so looking after each round and stopping
-on the first settled verdict keeps each error at <= alpha (asymptotically). ρ is tuned to be
-tightest at the budget `max_prompts`.
+b_j spends alpha · ln(1 + (e − 1) · n_j / N) of each one-sided alpha by look j, given the looks before
+it (`boundaries`: the recursive numerical integration of Armitage, McPherson & Rowe), so however many
+looks a cell takes and wherever they fall, a candidate exactly at the tolerance passes (or fails) with
+probability <= alpha. Each side's boundary is computed as if the other did not stop the cell (a
+non-binding, slightly conservative pair). The interval reported at a look is the repeated confidence
+interval D̂_j ± b_j·SE_j, on the t scale (b_j's normal tail read off t with n_j − 1 degrees of freedom,
+as the fixed test's), which holds at every look at once. The looks are recorded (the rows'
+sequential_looks), so the gate judges a cell with the boundary it stopped on. The design replaced a
+normal-mixture confidence sequence, which spent its error over every possible look and reached the
+fixed design's verdicts on 56 % of an 80-prompt budget where this one takes 43-45 % (docs/gate.md).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -56,8 +65,8 @@ MetricVerdict = Literal["pass", "fail", "inconclusive", "immaterial"]
 ALPHA = 0.05  # one-sided, each way
 POWER = 0.80
 MIN_PAIRS = 3
-# The confidence sequence plugs in the sample SD, which a handful of requests can put near 0 (two
-# drafts that both accept every token of a thinking segment): no look before this many pairs.
+# A look plugs in the sample SD, which a handful of requests can put near 0 (two drafts that both
+# accept every token of a thinking segment): no look before this many pairs.
 MIN_SEQUENTIAL_LOOK = 16
 
 
@@ -139,7 +148,7 @@ class PairedEstimate:
     mdd: float  # the smallest drop the test sees at 80 % power (relative)
     verdict: MetricVerdict  # "immaterial": a rate too small to move AL by the tolerance (module docstring)
     prompts_needed: int | None  # for MDD <= tolerance, when it is not
-    sequential: bool = False  # the interval is the confidence sequence's
+    sequential: bool = False  # the interval is a sequential look's (repeated confidence interval)
 
     def line(self) -> str:
         need = f"; about {self.prompts_needed} prompts would see the tolerance" if self.prompts_needed else ""
@@ -148,6 +157,45 @@ class PairedEstimate:
             f"{self.diff:+.1%} [{self.low:+.1%}, {self.high:+.1%}] over {self.n} paired requests; "
             f"tolerance −{self.tolerance:.1%}, detectable drop {self.mdd:.1%}: {self.verdict}{need}"
         )
+
+
+def _normal_quantile(alpha: float) -> float:
+    from scipy.stats import norm
+
+    return float(norm.isf(alpha))
+
+
+def interval(d: float, u: np.ndarray, z: float) -> tuple[float, float]:
+    """D̂'s two-sided interval at normal quantile z (each end's tail norm.sf(z)): the studentised statistic
+    T = (D̂ − D) / SE, its quantile read on the t scale (n − 1 degrees of freedom), with the skewness of
+    the per-request values removed by Hall's cubic transformation (Hall 1992, "On the removal of skewness by
+    transformation", JRSS B 54): g(T) = T + a·T² + a²·T³/3 + b, a = γ / (3√n), b = γ / (6√n), γ the
+    sample skewness of u; g(T) is ~N(0, 1) to O(1/n) and monotone, so D lies in [D̂ − SE·g⁻¹(q), D̂ − SE·g⁻¹(−q)].
+    Acceptance counts are skewed (most steps accept few tokens, some accept all): a symmetric t interval
+    then errs on one side, more the further out its quantile, as at a sequential look's boundary
+    (tests/results/gate/test_paired.py measures both)."""
+    from scipy.stats import norm, t
+
+    n = len(u)
+    sd = float(np.std(u, ddof=1))
+    if not math.isfinite(z):
+        return -math.inf, math.inf
+    if sd == 0:
+        return d, d
+    q = float(t.isf(norm.sf(z), n - 1))
+    m = u - u.mean()
+    gamma = float(np.mean(m**3) / np.mean(m**2) ** 1.5)
+    a, b = gamma / (3 * math.sqrt(n)), gamma / (6 * math.sqrt(n))
+
+    def g_inverse(x: float) -> float:
+        return (
+            x - b
+            if abs(a) < 1e-12
+            else (math.copysign(abs(3 * a * (x - b) + 1) ** (1 / 3), 3 * a * (x - b) + 1) - 1) / a
+        )
+
+    se = sd / math.sqrt(n)
+    return d - se * g_inverse(q), d - se * g_inverse(-q)
 
 
 def _quantiles(n: int, alpha: float, power: float) -> tuple[float, float]:
@@ -162,11 +210,12 @@ def paired_estimate(
     tolerance: float,
     alpha: float = ALPHA,
     power: float = POWER,
-    planned_n: int | None = None,
+    looks: Looks | None = None,
 ) -> PairedEstimate | None:
     """The fixed-design paired t test of one metric (None: fewer than MIN_PAIRS pairs or no drafts);
-    with `planned_n`, the requests were drawn in rounds that stopped on a look (harness/bench/sequential.py):
-    the interval is then the confidence sequence's, tuned at `planned_n` pairs, which holds after the stop."""
+    with `looks`, the requests were drawn in rounds that stopped on the last of them
+    (harness/bench/sequential.py): the interval is then that look's repeated confidence interval, which
+    holds after the stop."""
     arr = metric_arrays(pairs, metric)
     n = len(arr)
     if n < MIN_PAIRS or arr[:, 1].sum() == 0 or arr[:, 3].sum() == 0:
@@ -179,19 +228,19 @@ def paired_estimate(
     mdd = (tq + zp) * se
     need = math.ceil(n * (mdd / tolerance) ** 2) if tolerance > 0 and mdd > tolerance else None
     name = "acceptance_length" if metric < 0 else f"per_position_rate[{metric + 1}]"
-    half = tq * se if planned_n is None else sequence_half_width(se * math.sqrt(n), n, planned_n, alpha)
-    low, high = d - half, d + half
+    z = _normal_quantile(alpha) if looks is None else looks.boundary(alpha)
+    low, high = interval(d, u, z)
     verdict: MetricVerdict = verdict_of(low, high, tolerance)
     if metric >= 0 and not material(tb, baseline_al(pairs), tolerance):
         verdict, need = "immaterial", None
-    return PairedEstimate(name, tc, tb, d, se, low, high, n, tolerance, mdd, verdict, need, planned_n is not None)
+    return PairedEstimate(name, tc, tb, d, se, low, high, n, tolerance, mdd, verdict, need, looks is not None)
 
 
 def cell_estimates(
-    pairs: Sequence[tuple[RequestCounts, RequestCounts]], k: int, tolerance: float, planned_n: int | None = None
+    pairs: Sequence[tuple[RequestCounts, RequestCounts]], k: int, tolerance: float, looks: Looks | None = None
 ) -> list[PairedEstimate]:
     """AL, then each per-position rate up to k, that the pairs can estimate (paired_estimate)."""
-    return [e for m in range(-1, k) if (e := paired_estimate(pairs, m, tolerance, planned_n=planned_n)) is not None]
+    return [e for m in range(-1, k) if (e := paired_estimate(pairs, m, tolerance, looks=looks)) is not None]
 
 
 def baseline_al(pairs: Sequence[tuple[RequestCounts, RequestCounts]]) -> float:
@@ -223,21 +272,74 @@ def overall_verdict(verdicts: Iterable[Verdict]) -> Verdict:
 # ----------------------------------------------------------------------------- sequential
 
 
-def mixture_rho2(planned_n: int, level_alpha: float) -> float:
-    """ρ² that makes the normal-mixture boundary tightest at `planned_n` samples (two-sided level_alpha)."""
-    la = -2 * math.log(level_alpha)
-    return (la + math.log(la + 1)) / planned_n
+def spent(fraction: float, alpha: float) -> float:
+    """The one-sided error spent by information fraction `fraction` (Lan–DeMets, Pocock type)."""
+    return alpha * math.log(1 + (math.e - 1) * min(max(fraction, 0.0), 1.0))
 
 
-def cs_half_width(sd: float, t: int, rho2: float, level_alpha: float) -> float:
-    """Half-width of the two-sided normal-mixture asymptotic confidence sequence at sample t."""
-    v = t * rho2 + 1
-    return sd * math.sqrt(2 * v / (t * t * rho2) * math.log(math.sqrt(v) / level_alpha))
+def _trapezoid(grid: np.ndarray) -> np.ndarray:
+    w = np.full(len(grid), grid[1] - grid[0])
+    w[[0, -1]] /= 2
+    return w
 
 
-def sequence_half_width(sd: float, t: int, planned_n: int, alpha: float = ALPHA) -> float:
-    """The two-sided (1 − 2·alpha) confidence sequence's half-width at sample t, tuned at `planned_n`."""
-    return cs_half_width(sd, t, mixture_rho2(max(planned_n, 1), 2 * alpha), 2 * alpha)
+GRID_POINTS = 801  # per look: the boundaries' error is ~1e-4 of alpha (tests/results/gate/test_paired.py)
+
+
+def _crossing(u: float, mass: np.ndarray, grid: np.ndarray, sd: float) -> float:
+    """P(the score ends above u), from sub-density `mass` on `grid` plus a N(0, sd²) step."""
+    from scipy.stats import norm
+
+    return float(np.sum(mass * norm.sf((u - grid) / sd)))
+
+
+@functools.lru_cache(maxsize=1024)
+def boundaries(fractions: tuple[float, ...], alpha: float = ALPHA) -> tuple[float, ...]:
+    """One-sided z boundaries b_1..b_K at looks with these increasing information fractions, each
+    spending `spent`'s increment given the looks before it: the sub-density of the score S_j = Z_j·√t_j
+    (Brownian motion under a candidate exactly at the tolerance) over the region that has not stopped
+    is carried from look to look on a grid, and b_j solves P(cross at look j) = spent(t_j) − spent(t_{j−1})."""
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    out: list[float] = []
+    t_prev = used = 0.0
+    grid = np.zeros(1)
+    mass = np.ones(1)  # before the first look: the score sits at 0
+    for t in fractions:
+        share, sd, width = spent(t, alpha) - used, math.sqrt(t - t_prev), 8 * math.sqrt(t)
+        u = math.inf
+        if share > 1e-15 and _crossing(1.5 * width, mass, grid, sd) < share:
+            u = float(
+                brentq(
+                    lambda x, m=mass, g=grid, s=sd, a=share: _crossing(x, m, g, s) - a,
+                    -1.5 * width,
+                    1.5 * width,
+                    xtol=1e-10,
+                )
+            )
+        new = np.linspace(-width, min(u, width), GRID_POINTS)
+        mass = (mass[None, :] * norm.pdf((new[:, None] - grid[None, :]) / sd) / sd).sum(axis=1) * _trapezoid(new)
+        grid = new
+        out.append(u / math.sqrt(t))
+        t_prev, used = t, spent(t, alpha)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Looks:
+    """A cell drawn in rounds: the paired requests its budget makes (N) and the pairs at each look so
+    far, the current one last."""
+
+    planned: int
+    at: tuple[int, ...]
+
+    def boundary(self, alpha: float = ALPHA) -> float:
+        """The current look's z boundary (module docstring)."""
+        return boundaries(tuple(min(n / max(self.planned, 1), 1.0) for n in self.at), alpha)[-1]
+
+    def then(self, n: int) -> Looks:
+        return Looks(self.planned, (*self.at, n))
 
 
 @dataclass(frozen=True)
@@ -253,13 +355,12 @@ class SequentialResult:
 def look(
     pairs: Sequence[tuple[RequestCounts, RequestCounts]],
     tolerance: float,
-    planned_n: int,
+    looks: Looks,
     alpha: float = ALPHA,
     metric: int = -1,
-    looks: int = 1,
 ) -> SequentialResult | None:
-    """One look of the confidence sequence tuned at `planned_n` pairs, at all `pairs` so far (the
-    `looks`-th); None while there is nothing to look at (fewer than two pairs, or no drafts)."""
+    """The current look (the last of `looks`) at all `pairs` so far; None while there is nothing to look
+    at (fewer than two pairs, or no drafts)."""
     arr = metric_arrays(pairs, metric)
     t = len(arr)
     if t < 2 or arr[:, 1].sum() == 0 or arr[:, 3].sum() == 0:
@@ -267,8 +368,8 @@ def look(
     _, _, d, u = relative_difference(arr, 1.0 if metric < 0 else 0.0)
     if not math.isfinite(d):
         return None
-    h = sequence_half_width(float(np.std(u, ddof=1)), t, planned_n, alpha)
-    return SequentialResult(verdict_of(d - h, d + h, tolerance), t, looks, d, d - h, d + h)
+    low, high = interval(d, u, looks.boundary(alpha))
+    return SequentialResult(verdict_of(low, high, tolerance), t, len(looks.at), d, low, high)
 
 
 def first_look(planned_n: int, round_size: int) -> int:
@@ -284,16 +385,16 @@ def sequential_verdict(
     alpha: float = ALPHA,
     metric: int = -1,
 ) -> SequentialResult:
-    """Looks after each round of `round_size` pairs (in the given order) at the confidence sequence
-    and stops at the first settled verdict, or at `max_prompts` (default: all pairs) inconclusive."""
+    """Looks after each round of `round_size` pairs (in the given order) and stops at the first settled
+    verdict, or at `max_prompts` (default: all pairs) inconclusive."""
     budget = min(len(pairs), max_prompts or len(pairs))
-    looks, res = 0, SequentialResult("inconclusive", 0, 0, math.nan, -math.inf, math.inf)
+    looks, res = Looks(budget, ()), SequentialResult("inconclusive", 0, 0, math.nan, -math.inf, math.inf)
     for t in range(first_look(budget, round_size), budget + round_size, round_size):
         t = min(t, budget)
-        seen = look(pairs[:t], tolerance, budget, alpha, metric, looks + 1)
+        seen = look(pairs[:t], tolerance, looks.then(t), alpha, metric)
         if seen is None:
             continue
-        looks, res = looks + 1, seen
+        looks, res = looks.then(t), seen
         if res.verdict != "inconclusive" or t >= budget:
             break
     return res

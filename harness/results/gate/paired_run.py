@@ -22,7 +22,7 @@ class PairedCell:
     suite: str
     estimates: tuple[P.PairedEstimate, ...]
     verdict: P.Verdict
-    sequential: P.SequentialResult | None  # the confidence sequence over the same requests, in rounds
+    sequential: P.SequentialResult | None  # the group-sequential test over the same requests, in rounds
     problem: str | None = None  # why the cell could not be tested (then verdict inconclusive)
     rounds: str | None = None  # a cell the bench drew in rounds: how many prompts of its budget, and why it stopped
 
@@ -46,16 +46,18 @@ def request_counts(run: Run, row: CellRow) -> list[P.RequestCounts]:
 def paired_cell(run: Run, cand: CellRow, base: CellRow, tolerance: float, round_size: int = 8) -> PairedCell:
     """A fixed-design cell is tested with the paired t interval, and its requests replayed in rounds show
     where the sequential rule would have stopped; a cell the bench drew in rounds (its rows'
-    sequential_planned) is judged by the confidence sequence it stopped on, for every metric."""
+    sequential_planned) is judged, for every metric, at the look it stopped on (its rows' sequential_looks)."""
     where = describe_setting(cand.setting)
     pairs = P.paired(request_counts(run, cand), request_counts(run, base))
-    planned = cand.sequential_planned if cand.sequential_planned == base.sequential_planned else None
-    ests = P.cell_estimates(pairs, cand.k, tolerance, planned)
+    looks = round_looks(cand, base)
+    if isinstance(looks, str):
+        return PairedCell(where, cand.suite, (), "inconclusive", None, looks)
+    ests = P.cell_estimates(pairs, cand.k, tolerance, looks)
     if not ests or ests[0].metric != "acceptance_length":
         why = f"{len(pairs)} paired requests with drafts (per-request records missing or too few)"
         return PairedCell(where, cand.suite, tuple(ests), "inconclusive", None, why)
-    if planned is not None:  # the look the bench stopped on (its rounds drew these requests)
-        seq = P.look(pairs, tolerance, planned)
+    if looks is not None:  # the look the bench stopped on (its rounds drew these requests)
+        seq = P.look(pairs, tolerance, looks)
         drew = (
             f"drawn in rounds: {cand.num_prompts} of {cand.prompts_budget} prompts, stopped on {cand.sequential_stop}"
         )
@@ -65,6 +67,21 @@ def paired_cell(run: Run, cand: CellRow, base: CellRow, tolerance: float, round_
     order = np.random.default_rng(0).permutation(len(pairs))
     seq = P.sequential_verdict([pairs[i] for i in order], tolerance, round_size)
     return PairedCell(where, cand.suite, tuple(ests), P.cell_verdict(ests), seq)
+
+
+def round_looks(cand: CellRow, base: CellRow) -> P.Looks | None | str:
+    """The looks a pair of cells drawn in rounds stopped on (None: the fixed design); a problem line where
+    the two rows disagree or predate the recorded looks (their boundary cannot be rebuilt)."""
+    if cand.sequential_planned is None and base.sequential_planned is None:
+        return None
+    if (cand.sequential_planned, cand.sequential_looks) != (base.sequential_planned, base.sequential_looks):
+        return "the candidate's and the baseline draft's cells were not drawn in the same rounds: rerun the bench"
+    if cand.sequential_planned is None or not cand.sequential_looks:
+        return (
+            "drawn in rounds without its looks recorded (a bench before the group-sequential gate): "
+            "its stopping boundary cannot be rebuilt; rerun the bench"
+        )
+    return P.Looks(cand.sequential_planned, tuple(cand.sequential_looks))
 
 
 def twins(run: Run, draft: str, baseline_draft: str) -> list[tuple[CellRow, CellRow | None]]:

@@ -132,7 +132,11 @@ def paired_line(res: GateResult) -> str:
         )
     h = f" (sha256 {res.baseline_draft_hash[:12]})" if res.baseline_draft_hash else ""
     rounds = any(c.rounds for c in res.paired)
-    interval = "90 % confidence sequence (cells drawn in rounds)" if rounds else "90 % t interval"
+    interval = (
+        "90 % repeated confidence interval at the look it stopped on (cells drawn in rounds)"
+        if rounds
+        else "90 % t interval"
+    )
     return (
         f"baseline: paired — the baseline's draft{h} ran beside the candidate on the same prompts; "
         f"per-request paired difference, {interval}; pass = lower end above −{res.tolerance:.1%}, "

@@ -1,4 +1,4 @@
-"""The paired gate's pure checks and its confidence sequence (harness/results/gate/paired.py)."""
+"""The paired gate's pure checks and its group-sequential looks (harness/results/gate/paired.py)."""
 
 from __future__ import annotations
 
@@ -125,11 +125,57 @@ def test_cell_and_overall_verdicts():
     assert P.overall_verdict([]) == "inconclusive"
 
 
-def test_the_confidence_sequence_is_wider_than_the_fixed_interval_and_tightest_at_its_budget():
-    rho2 = P.mixture_rho2(40, 0.10)
-    h = [P.cs_half_width(1.0, t, rho2, 0.10) * math.sqrt(t) for t in (10, 40, 160)]
-    assert all(x > 1.645 for x in h)  # wider than the fixed 90 % z interval at every t
-    assert h[1] < h[0] and h[1] < h[2]
+def test_the_spending_boundaries_are_lan_demets_pococks():
+    """Five equally spaced looks at one-sided 0.025 with the Pocock-type spending function: the published
+    boundaries (gsDesign's sfLDPocock: 2.4380 2.4268 2.4101 2.3966 2.3859); one look is the fixed z."""
+    got = P.boundaries(tuple(j / 5 for j in range(1, 6)), 0.025)
+    assert got == pytest.approx((2.4380, 2.4268, 2.4101, 2.3966, 2.3859), abs=2e-4)
+    assert P.boundaries((1.0,), 0.05) == pytest.approx((1.6449,), abs=1e-4)
+
+
+def test_uneven_looks_spend_exactly_their_share_of_alpha():
+    """Looks wherever rounds put them (multi-turn prompts make uneven steps): simulated Brownian paths
+    cross each boundary first with the probability the spending function allots it."""
+    fractions = (0.2, 0.3, 0.35, 0.7, 1.0)
+    b = np.array(P.boundaries(fractions, 0.05))
+    rng = np.random.default_rng(0)
+    steps = rng.standard_normal((200_000, len(fractions))) * np.sqrt(np.diff((0.0, *fractions)))
+    z = np.cumsum(steps, axis=1) / np.sqrt(fractions)
+    crossed = (z > b).any(axis=1)
+    first = np.where(crossed, (z > b).argmax(axis=1), len(fractions))
+    for j, t in enumerate(fractions):
+        assert (first <= j).mean() == pytest.approx(P.spent(t, 0.05), abs=0.0015)
+
+
+def test_a_look_is_wider_than_the_fixed_interval_and_counts_the_looks_before_it():
+    u = np.tile([-1.0, 1.0], 20) * 0.05  # no skew: the plain t interval
+    fixed = P.interval(0.0, u, P._normal_quantile(P.ALPHA))
+    alone = P.interval(0.0, u, P.Looks(40, (40,)).boundary())
+    after = P.interval(0.0, u, P.Looks(40, (16, 24, 32, 40)).boundary())
+    se = float(np.std(u, ddof=1)) / math.sqrt(40)
+    assert fixed[1] == pytest.approx(1.6849 * se, rel=1e-3)  # t_{0.95, 39}
+    assert alone == pytest.approx(fixed, rel=1e-3)  # one look at the budget is the fixed test
+    assert after[1] > alone[1]  # earlier looks spent some of alpha
+
+
+def test_the_interval_removes_the_skew_that_makes_a_t_interval_err_on_one_side():
+    """A candidate exactly at the tolerance over skewed requests (the synthetic requests' acceptance varies
+    a lot between prompts): the symmetric t interval passes it more often than it fails it, and more than
+    alpha at 16 requests; the skew-corrected interval errs about alpha on each side."""
+    base = _requests(300, 11)
+    rng = np.random.default_rng(12)
+    al = 1 + sum(r.accepted for r in base) / sum(r.drafts for r in base)
+    keep = 1 - 0.05 * al / (al - 1)
+    plain, corrected, draws = np.zeros(2), np.zeros(2), 1500
+    for _ in range(draws):
+        idx = rng.integers(0, len(base), 16)
+        ids = [P.RequestCounts(f"{j}", base[i].drafts, base[i].accepted, base[i].per_pos) for j, i in enumerate(idx)]
+        _, _, d, u = P.relative_difference(P.metric_arrays(P.paired([r.scaled(keep, rng) for r in ids], ids), -1), 1.0)
+        half = 1.7531 * float(np.std(u, ddof=1)) / 4  # t_{0.95, 15}
+        for tally, (low, high) in ((plain, (d - half, d + half)), (corrected, P.interval(d, u, 1.6449))):
+            tally += (low > -0.05, high < -0.05)
+    assert plain[0] / draws > 0.06 and plain[0] > 1.5 * plain[1]  # the t interval's one-sided error
+    assert abs(corrected[0] - corrected[1]) / draws < 0.015 and max(corrected) / draws < 0.065
 
 
 @pytest.mark.parametrize("keep, expect", [(1.0, "pass"), (0.5, "fail")])
@@ -142,8 +188,8 @@ def test_sequential_stops_early_when_the_verdict_is_clear(keep, expect):
 
 
 def test_sequential_false_alarms_stay_below_alpha_over_many_looks():
-    """A candidate exactly at the tolerance, looked at after every 4 prompts up to 80: passing it
-    (the wrong verdict) stays near or below alpha, where naive repeated t tests would inflate it."""
+    """A candidate exactly at the tolerance, looked at after every 4 prompts up to 80 (17 looks): passing
+    it (the wrong verdict) stays near alpha, where naive repeated t tests would inflate it."""
     base = _requests(300, 11)
     rng = np.random.default_rng(12)
     al = 1 + sum(r.accepted for r in base) / sum(r.drafts for r in base)
@@ -159,25 +205,27 @@ def test_sequential_false_alarms_stay_below_alpha_over_many_looks():
 
 def test_one_look_is_the_replays_look_at_the_same_pairs():
     """The bench looks once per round (paired.look); the replay's sequential_verdict looks at the same
-    pairs with the same tuning, so the two agree on where a round-drawn cell stops."""
+    pairs with the same boundaries, so the two agree on where a round-drawn cell stops."""
     base = _requests(80, 13)
     rng = np.random.default_rng(14)
     pairs = P.paired([r.scaled(0.5, rng) for r in base], base)
     replay = P.sequential_verdict(pairs, 0.05, round_size=8, max_prompts=80)
-    seen = P.look(pairs[: replay.n_used], 0.05, 80, looks=replay.looks)
-    assert seen == replay and replay.verdict == "fail"
-    assert P.look(pairs[:1], 0.05, 80) is None  # one pair has no spread to look at
+    looks = P.Looks(80, tuple(range(16, replay.n_used + 1, 8)))
+    seen = P.look(pairs[: replay.n_used], 0.05, looks)
+    assert seen == replay and replay.verdict == "fail" and replay.looks == len(looks.at)
+    assert P.look(pairs[:1], 0.05, P.Looks(80, (1,))) is None  # one pair has no spread to look at
 
 
-def test_a_round_drawn_cell_is_judged_by_its_confidence_sequence_not_the_t_interval():
+def test_a_round_drawn_cell_is_judged_at_the_look_it_stopped_on_not_by_the_t_interval():
     """After an optional stop the fixed t interval does not hold its error rates; the estimate of a
-    cell drawn in rounds is the confidence sequence's, wider, and says so."""
+    cell drawn in rounds is its last look's repeated confidence interval, wider, and says so."""
     base = _requests(24, 15)
     rng = np.random.default_rng(16)
     pairs = P.paired([r.scaled(0.97, rng) for r in base], base)
+    looks = P.Looks(40, (16, 24))
     fixed = P.paired_estimate(pairs, -1, 0.05)
-    seq = P.paired_estimate(pairs, -1, 0.05, planned_n=40)
+    seq = P.paired_estimate(pairs, -1, 0.05, looks=looks)
     assert fixed is not None and seq is not None
     assert seq.sequential and not fixed.sequential and seq.diff == fixed.diff
     assert seq.low < fixed.low and seq.high > fixed.high
-    assert seq.verdict == P.look(pairs, 0.05, 40).verdict  # type: ignore[union-attr]
+    assert seq.verdict == P.look(pairs, 0.05, looks).verdict  # type: ignore[union-attr]

@@ -54,7 +54,7 @@ def test_a_sequential_pair_stops_when_its_verdict_settles(tmp_path, kimi_standin
     """gate.max_prompts: the candidate's cell and its baseline-draft twin draw prompts in rounds with both
     drafts' engines up, and stop at the first look that settles. A draft against itself settles at the
     first look (16 pairs), half the 32-prompt budget; both cells hold the same drawn requests, the rows
-    say so, and the gate judges them by the confidence sequence they stopped on."""
+    say so (with the look), and the gate judges them at the look they stopped on."""
     ref = load_recipe(PLAIN_RECIPE, [*TINY, "bench.reference_drafts=['random']"])
     layout = resolve_verifier(ref)
     (random,) = resolve_drafts(ref, layout, None)
@@ -77,7 +77,7 @@ def test_a_sequential_pair_stops_when_its_verdict_settles(tmp_path, kimi_standin
     assert set(spec) == {"draft", BASELINE_DRAFT}
     for r in spec.values():
         assert (r.num_prompts, r.prompts_budget, r.sequential_stop) == (16, 32, "pass"), r.to_dict()
-        assert r.sequential_planned == 32 and r.ok and r.speedup_ci_low is not None
+        assert r.sequential_planned == 32 and r.sequential_looks == [16] and r.ok and r.speedup_ci_low is not None
         assert r.baseline_cell == spec["draft"].cell_id  # one baseline arm, measured in the rounds beside both
     sides = [load_cell_requests(run_dir, r.cell_id) for r in spec.values()]
     ids = [sorted(x["request_id"] for x in side["speculative"]) for side in sides if side]
@@ -85,4 +85,5 @@ def test_a_sequential_pair_stops_when_its_verdict_settles(tmp_path, kimi_standin
     res = gate_run(run, None, GateOptions.from_recipe(recipe.gate, draft="draft"))
     cell = res.paired[0]
     assert res.verdict == "pass" and cell.estimates[0].sequential, res.summary()
+    assert cell.sequential is not None and cell.sequential.looks == 1
     assert cell.rounds == "drawn in rounds: 16 of 32 prompts, stopped on pass"

@@ -101,19 +101,36 @@ def test_a_stored_number_gate_that_cannot_see_its_tolerance_reads_inconclusive(t
     assert verdict_dict(res)["verdict"] == "inconclusive"
 
 
-def test_a_cell_drawn_in_rounds_is_judged_by_the_sequence_it_stopped_on(tmp_path):
-    """Rows that say the bench drew the cell in rounds (sequential_planned) get the confidence
-    sequence's interval for every metric, and the gate's table says how many prompts were drawn."""
-    folder = _paired_run(tmp_path, 1.0)
+def _drawn_in_rounds(folder, **fields) -> None:
     for f in (folder / "cells").glob("*.json"):
         data = json.loads(f.read_text())
         for row in data["rows"]:
-            row.update(prompts_budget=80, sequential_planned=80, sequential_stop="pass", num_prompts=40)
+            row.update(prompts_budget=80, sequential_planned=80, sequential_stop="pass", num_prompts=40, **fields)
         f.write_text(json.dumps(data))
+
+
+def test_a_cell_drawn_in_rounds_is_judged_at_the_look_it_stopped_on(tmp_path):
+    """Rows that say the bench drew the cell in rounds (sequential_planned, sequential_looks) get that
+    look's repeated confidence interval for every metric, and the gate's table says how many prompts
+    were drawn."""
+    folder = _paired_run(tmp_path, 1.0)
+    _drawn_in_rounds(folder, sequential_looks=[16, 24, 32, 40])
     res = gate_run(read_run(folder), None, GateOptions(draft="eagle", baseline_draft="baseline_draft"))
     assert res.verdict == "pass" and all(e.sequential for c in res.paired for e in c.estimates)
+    assert all(c.sequential is not None and c.sequential.looks == 4 for c in res.paired)
     md = to_markdown(res)
-    assert "drawn in rounds: 40 of 80 prompts, stopped on pass" in md and "90 % confidence sequence" in md
+    assert "drawn in rounds: 40 of 80 prompts, stopped on pass" in md and "repeated confidence interval" in md
+
+
+def test_a_cell_drawn_in_rounds_without_its_looks_is_not_judged_as_if_fixed(tmp_path):
+    """Rows from a bench that drew rounds but did not record its looks: the boundary it stopped on cannot
+    be rebuilt, and a fixed t interval would not hold after the stop, so the cell says so and is
+    inconclusive."""
+    folder = _paired_run(tmp_path, 1.0)
+    _drawn_in_rounds(folder)
+    res = gate_run(read_run(folder), None, GateOptions(draft="eagle", baseline_draft="baseline_draft"))
+    assert res.verdict == "inconclusive"
+    assert all(c.problem and "looks recorded" in c.problem and "rerun the bench" in c.problem for c in res.paired)
 
 
 def test_the_paired_gate_reads_the_runs_own_tolerance_unless_given(tmp_path):
