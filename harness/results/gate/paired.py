@@ -10,9 +10,9 @@ linearisation (delta method) gives one paired value per request,
     ψ_i = (x_i − R·d_i) / mean(d)                    R = Σx / Σd, per arm
     u_i = ψ_cand,i / θ_base − θ_cand · ψ_base,i / θ_base²,
 
-so D ≈ D̂ + mean(u) and SE(D̂) = sd(u) / √n: a paired t interval. The spread between prompts, which
-dominates either arm's own CI, cancels in u. Verdicts, one-sided at `alpha` each way (a two-sided
-1 − 2·alpha interval, 90 % by default):
+so D ≈ D̂ + mean(u) and SE(D̂) = sd(u) / √n: a paired t interval, skew-corrected (`interval`). The
+spread between prompts, which dominates either arm's own CI, cancels in u. Verdicts, one-sided at
+`alpha` each way (a two-sided 1 − 2·alpha interval, 90 % by default):
 
     pass          CI lower end > −tolerance    non-inferiority shown (a drop of the tolerance or more
                                                passes with probability <= alpha)
@@ -47,7 +47,7 @@ interval D̂_j ± b_j·SE_j, on the t scale (b_j's normal tail read off t with n
 as the fixed test's), which holds at every look at once. The looks are recorded (the rows'
 sequential_looks), so the gate judges a cell with the boundary it stopped on. The design replaced a
 normal-mixture confidence sequence, which spent its error over every possible look and reached the
-fixed design's verdicts on 56 % of an 80-prompt budget where this one takes 43-45 % (docs/gate.md).
+fixed design's verdicts on 56 % of an 80-prompt budget where this one takes 44-45 % (docs/gate.md).
 """
 
 from __future__ import annotations
