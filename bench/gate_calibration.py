@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,12 +113,16 @@ class Tally:
     need: list[int]
 
 
-def replay(pools: list[Pool], n: int, drop: float, args, rng: np.random.Generator) -> Tally:
-    t = Tally(Counter(), Counter(), 0, [], [], [])
+def draws(pools: list[Pool], n: int, drop: float, args, rng: np.random.Generator) -> Iterator[list[Pair]]:
+    """args.draws draws of n pairs, each from a cell drawn at random among those that can take the drop."""
     pools = [p for p in pools if p.can_drop(drop)]
     for _ in range(args.draws if pools else 0):
-        pool = pools[int(rng.integers(0, len(pools)))]
-        pairs = _draw(pool, n, drop, rng)
+        yield _draw(pools[int(rng.integers(0, len(pools)))], n, drop, rng)
+
+
+def replay(pools: list[Pool], n: int, drop: float, args, rng: np.random.Generator) -> Tally:
+    t = Tally(Counter(), Counter(), 0, [], [], [])
+    for pairs in draws(pools, n, drop, args, rng):
         est = P.paired_estimate(pairs, -1, args.tolerance)
         if est is None:
             continue
@@ -134,15 +139,9 @@ def replay(pools: list[Pool], n: int, drop: float, args, rng: np.random.Generato
 def fixed_prompts_for(pools: list[Pool], share: float, verdict: str, drop: float, budget: int, args, rng) -> int | None:
     """The fewest prompts (every 4, up to twice the budget) at which the fixed design reaches `verdict` in
     at least `share` of the draws; None beyond that."""
-    pools = [p for p in pools if p.can_drop(drop)]
     for n in range(4, 2 * budget + 1, 4):
-        hits = draws = 0
-        for _ in range(args.draws if pools else 0):
-            est = P.paired_estimate(_draw(pools[int(rng.integers(0, len(pools)))], n, drop, rng), -1, args.tolerance)
-            if est is not None:
-                draws += 1
-                hits += est.verdict == verdict
-        if draws and hits / draws >= share:
+        ests = [e for pairs in draws(pools, n, drop, args, rng) if (e := P.paired_estimate(pairs, -1, args.tolerance))]
+        if ests and sum(e.verdict == verdict for e in ests) / len(ests) >= share:
             return n
     return None
 

@@ -187,12 +187,8 @@ def interval(d: float, u: np.ndarray, z: float) -> tuple[float, float]:
     gamma = float(np.mean(m**3) / np.mean(m**2) ** 1.5)
     a, b = gamma / (3 * math.sqrt(n)), gamma / (6 * math.sqrt(n))
 
-    def g_inverse(x: float) -> float:
-        return (
-            x - b
-            if abs(a) < 1e-12
-            else (math.copysign(abs(3 * a * (x - b) + 1) ** (1 / 3), 3 * a * (x - b) + 1) - 1) / a
-        )
+    def g_inverse(x: float) -> float:  # g(T) = ((1 + a·T)³ − 1) / (3a) + b, inverted
+        return x - b if abs(a) < 1e-12 else (float(np.cbrt(3 * a * (x - b) + 1)) - 1) / a
 
     se = sd / math.sqrt(n)
     return d - se * g_inverse(q), d - se * g_inverse(-q)
